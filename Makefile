@@ -1,0 +1,81 @@
+# LITE-RS: top-level build. `make demo` runs the showcase on a virtual cluster,
+# `make test` runs every test; both install what they need first.
+#
+#   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug)
+#   NODES=N               virtual cluster size (default 3)
+
+KERNEL ?= release
+NODES ?= 3
+TEST_KERNEL ?= debug
+
+SHELL := /bin/bash
+LITE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lite-rs
+export LITE_CACHE
+BINDGEN := $(LITE_CACHE)/bin/bindgen
+KMAKE = LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=$(BINDGEN)
+GUEST := build/$(KERNEL)/guest
+CARGO ?= cargo
+
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo test test-host test-vm clean
+
+all: guest
+
+deps:
+	@tools/deps.sh
+
+kernel: deps
+	@tools/kernel/build.sh $(KERNEL) >/dev/null
+
+# bindgen turns the C helper header into the Rust declarations the module uses.
+lite/helpers_ffi.rs: lite/helpers.h | deps
+	$(BINDGEN) $< -o $@ --use-core --ctypes-prefix core::ffi --no-layout-tests \
+	  --allowlist-function 'lite_.*' --allowlist-var 'LITE_.*'
+
+module: kernel lite/helpers_ffi.rs
+	@kdir=$$(tools/kernel/build.sh $(KERNEL)) && \
+	  $(MAKE) -s -C $$kdir/build M=$(CURDIR) $(KMAKE) modules && \
+	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
+
+userspace: deps
+	$(CARGO) build --release --workspace --quiet
+	mkdir -p build/bin
+	cc -O2 -Wall -Wextra -Werror -Iliblite/include apps/c-hello/hello.c target/release/liblite.a \
+	  -lpthread -ldl -lm -o build/bin/lite-hello
+
+# Everything the guests see at /lite.
+guest: module userspace
+	mkdir -p $(GUEST)/bin
+	cp target/release/lite-admin build/bin/lite-hello $(GUEST)/bin/
+
+headers:
+	LITE_BLESS=1 $(CARGO) test --quiet -p lite-uapi -p liblite --test abi --test c_header
+
+cluster: guest
+	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join
+
+cluster-down:
+	tools/vcluster.py down
+
+shell:
+	tools/vcluster.py shell $(or $(N),0)
+
+demo: guest
+	tools/demo.py --nodes $(NODES) --kernel $(KERNEL)
+
+test-host: deps
+	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
+	  test $${PIPESTATUS[0]} -eq 0
+
+test-vm:
+	$(MAKE) guest KERNEL=$(TEST_KERNEL)
+	tools/vmtest.py --kernel $(TEST_KERNEL)
+
+test:
+	@mkdir -p build
+	$(MAKE) test-host
+	$(MAKE) test-vm
+
+clean:
+	-tools/vcluster.py down 2>/dev/null
+	-[ -d "$$(tools/kernel/build.sh release 2>/dev/null)" ] && $(MAKE) -s -C $$(tools/kernel/build.sh release)/build M=$(CURDIR) $(KMAKE) clean
+	rm -rf build target lite/helpers_ffi.rs lite.ko

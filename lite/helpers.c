@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Thin C glue for the LITE-RS module (see helpers.h): static-inline verbs,
+ * the ib_client and the /dev/lite misc device. No policy lives here.
+ */
+#include <linux/capability.h>
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+#include <net/ipv6.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_verbs.h>
+
+#include "helpers.h"
+#include "rust_callbacks.h"
+
+static unsigned int qps_per_peer = 4;
+module_param(qps_per_peer, uint, 0444);
+MODULE_PARM_DESC(qps_per_peer, "RC QPs to each peer (1-8, default 4)");
+
+/* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth. */
+#define LITE_CQ_ENTRIES 16384
+#define LITE_SEND_DEPTH 128
+
+static void *lite_ctx;
+
+struct lite_dev {
+	struct ib_device *ibdev;
+	u32 port;
+	struct ib_pd *pd;
+	struct ib_mr *global_mr;
+	struct ib_cq *send_cq;
+	struct ib_cq *recv_cq;
+	void *rust;
+};
+
+struct lite_qp {
+	struct lite_dev *dev;
+	struct ib_qp *qp;
+	struct ib_cqe recv_cqe;
+	struct ib_cqe send_cqe;
+	void *rust_peer;
+	unsigned int index;
+};
+
+unsigned int lite_param_qps_per_peer(void)
+{
+	return clamp(qps_per_peer, 1U, (unsigned int)LITE_MAX_QPS_PER_PEER);
+}
+
+int lite_capable_net_admin(void)
+{
+	return capable(CAP_NET_ADMIN);
+}
+
+const char *lite_dev_name(const struct lite_dev *dev)
+{
+	return dev_name(&dev->ibdev->dev);
+}
+
+unsigned int lite_dev_port(const struct lite_dev *dev)
+{
+	return dev->port;
+}
+
+int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu)
+{
+	struct ib_port_attr attr;
+	int err = ib_query_port(dev->ibdev, dev->port, &attr);
+
+	if (err)
+		return err;
+	*state = attr.state;
+	*mtu = attr.active_mtu;
+	return 0;
+}
+
+int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16])
+{
+	struct ib_port_attr port;
+	int i, err = ib_query_port(dev->ibdev, dev->port, &port);
+
+	if (err)
+		return err;
+	for (i = 0; i < port.gid_tbl_len; i++) {
+		const struct ib_gid_attr *attr = rdma_get_gid_attr(dev->ibdev, dev->port, i);
+		bool match;
+
+		if (IS_ERR(attr))
+			continue;
+		match = attr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP &&
+			ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw);
+		if (match)
+			memcpy(gid, attr->gid.raw, 16);
+		rdma_put_gid_attr(attr);
+		if (match)
+			return i;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+/* Replenish one zero-length receive: write-with-imm consumes one per message. */
+static int lite_qp_post_recv(struct lite_qp *qp)
+{
+	struct ib_recv_wr wr = { .wr_cqe = &qp->recv_cqe, .num_sge = 0 };
+
+	return ib_post_recv(qp->qp, &wr, NULL);
+}
+
+static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_qp *qp;
+
+	/* Flushes happen while the QP is drained and may outlive it: touch nothing. */
+	if (wc->status != IB_WC_SUCCESS)
+		return;
+	qp = container_of(wc->wr_cqe, struct lite_qp, recv_cqe);
+	lite_qp_post_recv(qp);
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IB_WC_WITH_IMM))
+		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, be32_to_cpu(wc->ex.imm_data));
+}
+
+static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_qp *qp;
+
+	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
+		return;
+	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
+	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
+}
+
+struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned int index,
+			       unsigned int recv_depth, int *err)
+{
+	struct ib_qp_init_attr init = {
+		.send_cq = dev->send_cq,
+		.recv_cq = dev->recv_cq,
+		.cap = {
+			.max_send_wr = LITE_SEND_DEPTH,
+			.max_recv_wr = recv_depth,
+			.max_send_sge = min(dev->ibdev->attrs.max_send_sge, 16),
+			.max_recv_sge = 1,
+		},
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = IB_QPT_RC,
+		.port_num = dev->port,
+	};
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = dev->port,
+		.qp_access_flags = IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_ATOMIC,
+	};
+	struct lite_qp *qp = kzalloc(sizeof(*qp), GFP_KERNEL);
+	unsigned int i;
+
+	if (!qp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	qp->dev = dev;
+	qp->rust_peer = rust_peer;
+	qp->index = index;
+	qp->recv_cqe.done = lite_recv_done;
+	qp->send_cqe.done = lite_send_done;
+	init.qp_context = qp;
+	qp->qp = ib_create_qp(dev->pd, &init);
+	if (IS_ERR(qp->qp)) {
+		*err = PTR_ERR(qp->qp);
+		kfree(qp);
+		return NULL;
+	}
+	*err = ib_modify_qp(qp->qp, &attr,
+			    IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	for (i = 0; !*err && i < recv_depth; i++)
+		*err = lite_qp_post_recv(qp);
+	if (*err) {
+		lite_qp_destroy(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+unsigned int lite_qp_num(const struct lite_qp *qp)
+{
+	return qp->qp->qp_num;
+}
+
+int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int sgid_index,
+		    unsigned int remote_qpn, unsigned int remote_psn, unsigned int local_psn,
+		    unsigned int mtu)
+{
+	struct ib_device_attr *dattr = &qp->dev->ibdev->attrs;
+	struct ib_qp_attr attr = {};
+	union ib_gid dgid;
+	int err;
+
+	memcpy(dgid.raw, remote_gid, 16);
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = mtu;
+	attr.dest_qp_num = remote_qpn;
+	attr.rq_psn = remote_psn;
+	attr.max_dest_rd_atomic = min(dattr->max_qp_rd_atom, 16);
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.type = rdma_ah_find_type(qp->dev->ibdev, qp->dev->port);
+	rdma_ah_set_port_num(&attr.ah_attr, qp->dev->port);
+	rdma_ah_set_grh(&attr.ah_attr, &dgid, 0, sgid_index, 64, 0);
+	err = ib_modify_qp(qp->qp, &attr,
+			   IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN |
+			   IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = local_psn;
+	/* 4.096 us * 2^16 = 268 ms per try, 7 retries: a dead peer fails sends in ~2 s. */
+	attr.timeout = 16;
+	attr.retry_cnt = 7;
+	attr.rnr_retry = 7;
+	attr.max_rd_atomic = min(dattr->max_qp_init_rd_atom, 16);
+	return ib_modify_qp(qp->qp, &attr,
+			    IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			    IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+int lite_qp_state(struct lite_qp *qp)
+{
+	struct ib_qp_attr attr;
+	struct ib_qp_init_attr init;
+	int err = ib_query_qp(qp->qp, &attr, IB_QP_STATE, &init);
+
+	return err ? err : attr.qp_state;
+}
+
+void lite_qp_destroy(struct lite_qp *qp)
+{
+	ib_drain_qp(qp->qp);
+	ib_destroy_qp(qp->qp);
+	kfree(qp);
+}
+
+int lite_qp_post_write_imm(struct lite_qp *qp, unsigned int imm)
+{
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = &qp->send_cqe,
+			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.imm_data = cpu_to_be32(imm),
+		},
+	};
+
+	return ib_post_send(qp->qp, &wr.wr, NULL);
+}
+
+void *lite_shared_page_alloc(void)
+{
+	return (void *)get_zeroed_page(GFP_KERNEL);
+}
+
+void lite_shared_page_free(void *page)
+{
+	/* Drops our reference; a process that still maps the page keeps it alive. */
+	free_page((unsigned long)page);
+}
+
+/* ---- ib_client ---- */
+
+static struct ib_client lite_client;
+
+static void lite_dev_free(struct lite_dev *dev)
+{
+	if (dev->send_cq)
+		ib_free_cq(dev->send_cq);
+	if (dev->recv_cq)
+		ib_free_cq(dev->recv_cq);
+	/* Mirrors ib_dealloc_pd_user(): the DMA MR is released through the device op. */
+	if (dev->global_mr)
+		WARN_ON(dev->ibdev->ops.dereg_mr(dev->global_mr, NULL));
+	if (dev->pd)
+		ib_dealloc_pd(dev->pd);
+	kfree(dev);
+}
+
+/*
+ * The one global MR. ib_alloc_pd(IB_PD_UNSAFE_GLOBAL_RKEY) would give one without
+ * remote atomic access, so build it the way __ib_alloc_pd() does, atomics included.
+ */
+static int lite_dev_alloc_global_mr(struct lite_dev *dev)
+{
+	struct ib_mr *mr = dev->ibdev->ops.get_dma_mr(dev->pd,
+		IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE |
+		IB_ACCESS_REMOTE_ATOMIC);
+
+	if (IS_ERR(mr))
+		return PTR_ERR(mr);
+	mr->device = dev->ibdev;
+	mr->pd = dev->pd;
+	mr->type = IB_MR_TYPE_DMA;
+	mr->uobject = NULL;
+	mr->need_inval = false;
+	dev->global_mr = mr;
+	return 0;
+}
+
+static int lite_add_one(struct ib_device *ibdev)
+{
+	u32 port = rdma_start_port(ibdev);
+	int cqe = min(ibdev->attrs.max_cqe, LITE_CQ_ENTRIES);
+	struct lite_dev *dev;
+	int err;
+
+	if (!ibdev->ops.get_dma_mr || !(rdma_protocol_roce(ibdev, port) ||
+					rdma_protocol_ib(ibdev, port)))
+		return -EOPNOTSUPP;
+	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	if (!dev)
+		return -ENOMEM;
+	dev->ibdev = ibdev;
+	dev->port = port;
+	dev->pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(dev->pd)) {
+		err = PTR_ERR(dev->pd);
+		dev->pd = NULL;
+		goto fail;
+	}
+	err = lite_dev_alloc_global_mr(dev);
+	if (err)
+		goto fail;
+	/* Workqueue polling: completions are reaped in batches and the CQ re-armed, no spinning thread. */
+	dev->send_cq = ib_alloc_cq(ibdev, dev, cqe, 0, IB_POLL_WORKQUEUE);
+	if (IS_ERR(dev->send_cq)) {
+		err = PTR_ERR(dev->send_cq);
+		dev->send_cq = NULL;
+		goto fail;
+	}
+	dev->recv_cq = ib_alloc_cq(ibdev, dev, cqe, ibdev->num_comp_vectors > 1 ? 1 : 0,
+				   IB_POLL_WORKQUEUE);
+	if (IS_ERR(dev->recv_cq)) {
+		err = PTR_ERR(dev->recv_cq);
+		dev->recv_cq = NULL;
+		goto fail;
+	}
+	dev->rust = lite_rust_dev_added(lite_ctx, dev);
+	if (!dev->rust) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	ib_set_client_data(ibdev, &lite_client, dev);
+	return 0;
+fail:
+	lite_dev_free(dev);
+	return err;
+}
+
+static void lite_remove_one(struct ib_device *ibdev, void *client_data)
+{
+	struct lite_dev *dev = client_data;
+
+	lite_rust_dev_removing(lite_ctx, dev->rust);
+	ib_free_cq(dev->send_cq);
+	ib_free_cq(dev->recv_cq);
+	dev->send_cq = NULL;
+	dev->recv_cq = NULL;
+	lite_rust_dev_release(lite_ctx, dev->rust);
+	lite_dev_free(dev);
+}
+
+static struct ib_client lite_client = {
+	.name = "lite",
+	.add = lite_add_one,
+	.remove = lite_remove_one,
+};
+
+/* ---- /dev/lite ---- */
+
+static int lite_open(struct inode *inode, struct file *file)
+{
+	void *priv = NULL;
+	int err = lite_rust_open(lite_ctx, &priv);
+
+	if (err)
+		return err;
+	file->private_data = priv;
+	return 0;
+}
+
+static int lite_release(struct inode *inode, struct file *file)
+{
+	lite_rust_release(lite_ctx, file->private_data);
+	return 0;
+}
+
+static long lite_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return lite_rust_ioctl(lite_ctx, file->private_data, cmd, arg);
+}
+
+static int lite_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	void *page = lite_rust_shared_page(file->private_data);
+
+	if (vma->vm_pgoff != 0 || vma->vm_end - vma->vm_start != PAGE_SIZE)
+		return -EINVAL;
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYEXEC);
+	return vm_insert_page(vma, vma->vm_start, virt_to_page(page));
+}
+
+static const struct file_operations lite_fops = {
+	.owner = THIS_MODULE,
+	.open = lite_open,
+	.release = lite_release,
+	.unlocked_ioctl = lite_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = lite_mmap,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice lite_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "lite",
+	.fops = &lite_fops,
+	.mode = 0666,
+};
+
+int lite_glue_init(void *rust_ctx)
+{
+	int err;
+
+	lite_ctx = rust_ctx;
+	err = ib_register_client(&lite_client);
+	if (err)
+		return err;
+	err = misc_register(&lite_misc);
+	if (err)
+		ib_unregister_client(&lite_client);
+	return err;
+}
+
+void lite_glue_exit(void)
+{
+	misc_deregister(&lite_misc);
+	ib_unregister_client(&lite_client);
+}

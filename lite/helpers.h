@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers for the LITE-RS module: verbs that are static inline in
+ * <rdma/ib_verbs.h>, and the misc-device and ib_client glue that the 6.12
+ * Rust API lacks. Plain C types and opaque pointers only: bindgen turns this
+ * header into the Rust declarations (helpers_ffi.rs), so Rust and C cannot
+ * drift apart. All logic lives in Rust.
+ */
+#ifndef LITE_HELPERS_H
+#define LITE_HELPERS_H
+
+/* Opaque C objects owned through Rust wrappers. */
+struct lite_dev;
+struct lite_qp;
+
+/* Maximum QPs per peer; the module parameter qps_per_peer is clamped to it. */
+#define LITE_MAX_QPS_PER_PEER 8
+
+/* Registers the ib_client and /dev/lite. `rust_ctx` is passed back to every lite_rust_* callback. */
+int lite_glue_init(void *rust_ctx);
+void lite_glue_exit(void);
+unsigned int lite_param_qps_per_peer(void);
+int lite_capable_net_admin(void);
+
+/* Device: PD, one global DMA MR (local write, remote read/write/atomic), CQs. */
+const char *lite_dev_name(const struct lite_dev *dev);
+unsigned int lite_dev_port(const struct lite_dev *dev);
+/* Port state (IB_PORT_*) and active MTU (IB_MTU_*). */
+int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu);
+/* Copies the RoCE v2 IPv4-mapped GID and returns its index, or -errno if none yet. */
+int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16]);
+
+/* RC QP on the device CQs; `rust_peer` and `index` come back in lite_rust_recv/lite_rust_send_error. */
+struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned int index,
+			       unsigned int recv_depth,
+			       int *err);
+unsigned int lite_qp_num(const struct lite_qp *qp);
+/* INIT -> RTR -> RTS against the remote QP; `sgid_index` is the local RoCE GID index. */
+int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int sgid_index,
+		    unsigned int remote_qpn, unsigned int remote_psn, unsigned int local_psn,
+		    unsigned int mtu);
+/* Current QP state (IB_QPS_*) or -errno. */
+int lite_qp_state(struct lite_qp *qp);
+/* Moves the QP to ERR, waits until every posted WR has completed (no more callbacks), destroys it. */
+void lite_qp_destroy(struct lite_qp *qp);
+/* Zero-length RDMA write with immediate; `imm` in host order. */
+int lite_qp_post_write_imm(struct lite_qp *qp, unsigned int imm);
+
+/* Per-open shared page: a zeroed kernel page, mapped into the process by mmap. */
+void *lite_shared_page_alloc(void);
+void lite_shared_page_free(void *page);
+
+#endif

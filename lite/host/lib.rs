@@ -1,0 +1,6 @@
+//! The kernel module's pure-logic files, compiled on the host so that `cargo test`
+//! exercises exactly the code the module runs.
+#![allow(dead_code)]
+
+#[path = "../imm.rs"]
+mod imm;

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+//! LITE-RS: kernel-level RDMA virtualization in the style of LITE (SOSP'17).
+//!
+//! One global MR per device, K RC QPs per peer shared by every process, one receive
+//! CQ, and /dev/lite for user space. The C helpers (helpers.c) only wrap static-inline
+//! verbs and the misc-device/ib_client registration; everything else is here.
+
+use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
+use core::ptr::NonNull;
+use kernel::error::to_result;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::types::ForeignOwnable;
+
+mod chardev;
+mod cluster;
+mod errno;
+mod ffi;
+mod imm;
+// The ABI is shared with user space, which uses items the kernel does not.
+#[allow(unreachable_pub, dead_code)]
+#[path = "../uapi/src/abi.rs"]
+mod uapi;
+mod verbs;
+
+use chardev::OpenFile;
+use cluster::{Lite, Peer};
+use verbs::Device;
+
+module! {
+    type: LiteModule,
+    name: "lite",
+    author: "LITE-RS developers",
+    description: "LITE-RS: kernel-level RDMA virtualization (LITE in Rust)",
+    license: "GPL",
+}
+
+struct LiteModule {
+    // Kept alive until the C glue, which holds a raw pointer to it, is unregistered.
+    _lite: Arc<Lite>,
+}
+
+impl kernel::Module for LiteModule {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        // SAFETY: reads a module parameter.
+        let qps_per_peer = unsafe { ffi::lite_param_qps_per_peer() };
+        let lite = Lite::new(qps_per_peer)?;
+        // SAFETY: `lite` outlives the registration: `drop` unregisters before releasing it.
+        to_result(unsafe { ffi::lite_glue_init(&*lite as *const Lite as *mut c_void) })?;
+        pr_info!("loaded: {} RC QPs per peer\n", qps_per_peer);
+        Ok(LiteModule { _lite: lite })
+    }
+}
+
+impl Drop for LiteModule {
+    fn drop(&mut self) {
+        // SAFETY: registered in `init`; after this no callback runs and every device was removed.
+        unsafe { ffi::lite_glue_exit() };
+        pr_info!("unloaded\n");
+    }
+}
+
+/// # Safety
+/// `ctx` is the pointer passed to `lite_glue_init`, valid until `lite_glue_exit` returns.
+unsafe fn lite<'a>(ctx: *mut c_void) -> &'a Lite {
+    // SAFETY: guaranteed by the caller.
+    unsafe { &*(ctx as *const Lite) }
+}
+
+/// Called by the C glue when an RDMA device appears.
+#[no_mangle]
+pub extern "C" fn lite_rust_dev_added(ctx: *mut c_void, raw: *mut ffi::lite_dev) -> *mut c_void {
+    let Some(raw) = NonNull::new(raw) else { return core::ptr::null_mut() };
+    // SAFETY: the C glue keeps `raw` alive until `lite_rust_dev_release`.
+    let dev = match Arc::new(unsafe { Device::new(raw) }, GFP_KERNEL) {
+        Ok(dev) => dev,
+        Err(_) => return core::ptr::null_mut(),
+    };
+    // SAFETY: callbacks only run between `lite_glue_init` and `lite_glue_exit`.
+    if unsafe { lite(ctx) }.device_added(dev.clone()).is_err() {
+        return core::ptr::null_mut();
+    }
+    pr_info!("using RDMA device {}\n", kernel::str::BStr::from_bytes(trim_nul(dev.name())));
+    dev.into_foreign() as *mut c_void
+}
+
+fn trim_nul(name: &[u8]) -> &[u8] {
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    &name[..len]
+}
+
+/// Called by the C glue before it frees a device's CQs.
+#[no_mangle]
+pub extern "C" fn lite_rust_dev_removing(ctx: *mut c_void, rust_dev: *mut c_void) {
+    // SAFETY: `rust_dev` came from `into_foreign` in `lite_rust_dev_added` and is not yet released.
+    let dev = unsafe { <Arc<Device> as ForeignOwnable>::borrow(rust_dev) };
+    // SAFETY: see `lite`.
+    unsafe { lite(ctx) }.device_removing(&dev.into());
+}
+
+/// Called by the C glue once no callback can refer to the device any more.
+#[no_mangle]
+pub extern "C" fn lite_rust_dev_release(_ctx: *mut c_void, rust_dev: *mut c_void) {
+    // SAFETY: `rust_dev` came from `into_foreign`; this is its one release.
+    drop(unsafe { <Arc<Device> as ForeignOwnable>::from_foreign(rust_dev) });
+}
+
+/// A write-with-immediate arrived (CQ workqueue context).
+#[no_mangle]
+pub extern "C" fn lite_rust_recv(ctx: *mut c_void, rust_peer: *mut c_void, index: c_uint, imm: c_uint) {
+    // SAFETY: QP completions run only while the QP exists, and a peer outlives its QPs.
+    let peer = unsafe { &*(rust_peer as *const Peer) };
+    // SAFETY: see `lite`.
+    unsafe { lite(ctx) }.on_recv(peer, index, imm);
+}
+
+/// A send failed with a status other than flush (CQ workqueue context).
+#[no_mangle]
+pub extern "C" fn lite_rust_send_error(ctx: *mut c_void, rust_peer: *mut c_void, _index: c_uint, status: c_int) {
+    // SAFETY: as in `lite_rust_recv`.
+    let peer = unsafe { &*(rust_peer as *const Peer) };
+    // SAFETY: see `lite`.
+    unsafe { lite(ctx) }.on_send_error(peer, status);
+}
+
+/// open(2) of /dev/lite.
+#[no_mangle]
+pub extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void) -> c_int {
+    match OpenFile::new() {
+        Ok(file) => {
+            // SAFETY: `file_priv` points to the C glue's local.
+            unsafe { *file_priv = file.into_foreign() as *mut c_void };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Last close of an open file of /dev/lite.
+#[no_mangle]
+pub extern "C" fn lite_rust_release(_ctx: *mut c_void, file_priv: *mut c_void) {
+    // SAFETY: set by `lite_rust_open`; release is the last use of it.
+    drop(unsafe { <KBox<OpenFile> as ForeignOwnable>::from_foreign(file_priv) });
+}
+
+/// ioctl(2) on /dev/lite.
+#[no_mangle]
+pub extern "C" fn lite_rust_ioctl(ctx: *mut c_void, file_priv: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
+    // SAFETY: set by `lite_rust_open`, valid until release, which cannot run during an ioctl.
+    let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::borrow(file_priv) };
+    // SAFETY: see `lite`.
+    match file.ioctl(unsafe { lite(ctx) }, cmd, arg as usize) {
+        Ok(v) => v as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}
+
+/// The page that mmap(2) maps for this open file.
+#[no_mangle]
+pub extern "C" fn lite_rust_shared_page(file_priv: *mut c_void) -> *mut c_void {
+    // SAFETY: as in `lite_rust_ioctl`.
+    unsafe { <KBox<OpenFile> as ForeignOwnable>::borrow(file_priv) }.shared_page()
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install everything LITE-RS needs on a fresh Debian 12 machine, idempotently:
+# Debian packages (skipped when present) and bindgen-cli into the cache dir.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/env.sh"
+
+packages=(
+  rustc-web rust-web-src clang lld llvm libclang-dev
+  bc flex bison libelf-dev libssl-dev cpio kmod
+  linux-source-6.12 qemu-system-x86 busybox-static iproute2
+  rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
+  vde2 socat python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps: installing Debian packages: ${missing[*]}"
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -x "$LITE_TOOLBIN/bindgen" ]; then
+  echo "deps: installing bindgen-cli 0.69.5 into $LITE_CACHE"
+  cargo install bindgen-cli --version 0.69.5 --locked --root "$LITE_CACHE" -q
+fi
+# The kernel and our module must be built by Debian's rustc, not rustup's.
+ln -sf /usr/bin/rustc "$LITE_TOOLBIN/rustc"
+ln -sf /usr/bin/rustdoc "$LITE_TOOLBIN/rustdoc"

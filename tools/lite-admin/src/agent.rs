@@ -1,0 +1,207 @@
+//! `lite-admin join`: the per-node agent. Keeps a connection to the manager, makes
+//! this node's kernel join, and drives QP setup and teardown for every peer. The
+//! data path never goes through here: if the manager dies, RDMA traffic continues
+//! and the agent reconnects (so a restarted manager can rebuild its state).
+
+use crate::membership::{Conn, Known, Member, ToAgent, ToManager};
+use lite::{Error, Lite, PeerState};
+use std::io::{BufRead, BufReader, ErrorKind, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop_signal(_: std::ffi::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+pub struct Options {
+    pub manager: String,
+    pub want_id: Option<u32>,
+    pub pidfile: Option<std::path::PathBuf>,
+}
+
+fn install_signal_handlers() -> Result<(), String> {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    // No SA_RESTART: a blocked read must return so the loop sees STOP.
+    let action = SigAction::new(SigHandler::Handler(on_stop_signal), SaFlags::empty(), SigSet::empty());
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { sigaction(sig, &action) }.map_err(|e| format!("sigaction: {e}"))?;
+    }
+    Ok(())
+}
+
+pub fn run(opts: Options) -> Result<(), String> {
+    let lite = Lite::open().map_err(|e| e.to_string())?;
+    install_signal_handlers()?;
+    if let Some(path) = &opts.pidfile {
+        std::fs::write(path, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    let mut waiting_said = false;
+    while !STOP.load(Ordering::Relaxed) {
+        match TcpStream::connect(&opts.manager) {
+            Ok(stream) => {
+                waiting_said = false;
+                match session(&lite, &opts, stream) {
+                    Ok(Outcome::Stopped) => break,
+                    Ok(Outcome::Refused(reason)) => {
+                        let _ = lite.leave();
+                        return Err(format!("the manager refused this node: {reason}"));
+                    }
+                    Err(e) => eprintln!("agent: {e}; reconnecting"),
+                }
+            }
+            Err(e) => {
+                if !waiting_said {
+                    eprintln!("agent: waiting for manager {}: {e}", opts.manager);
+                    waiting_said = true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    if let Err(e) = lite.leave() {
+        eprintln!("agent: leave: {e}");
+    }
+    if let Some(path) = &opts.pidfile {
+        let _ = std::fs::remove_file(path);
+    }
+    eprintln!("agent: left the cluster");
+    Ok(())
+}
+
+struct Session<'a> {
+    lite: &'a Lite,
+    out: TcpStream,
+    me: Known,
+}
+
+impl Session<'_> {
+    fn send(&mut self, msg: &ToManager) -> Result<(), String> {
+        let mut line = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.out.write_all(&line).map_err(|e| format!("lost the manager: {e}"))
+    }
+
+    /// Makes sure QPs exist for `peer` and that it has our side, unless we are connected.
+    fn offer(&mut self, peer: u32, epoch: u64) -> Result<(), String> {
+        let (info, _) = match self.lite.prepare_peer(peer, epoch) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("agent: cannot prepare QPs for node {peer}: {e}");
+                return Ok(());
+            }
+        };
+        self.send(&ToManager::Conn { to: peer, to_epoch: epoch, info: Conn::from_abi(&info) })
+    }
+
+    fn on_members(&mut self, members: &[Member]) -> Result<(), String> {
+        let connected: Vec<(u32, u64)> = self
+            .lite
+            .peers()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter(|p| p.state == PeerState::Connected)
+            .map(|p| (p.id, p.epoch))
+            .collect();
+        let me = self.me.id;
+        for m in members.iter().filter(|m| m.id != me) {
+            if !m.up {
+                match self.lite.peer_down(m.id) {
+                    Ok(()) => eprintln!("agent: node {} is down; its QPs are torn down", m.id),
+                    Err(Error::UnknownNode(_)) => {}
+                    Err(e) => eprintln!("agent: marking node {} down: {e}", m.id),
+                }
+            } else if !connected.contains(&(m.id, m.epoch)) {
+                self.offer(m.id, m.epoch)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_conn(&mut self, from: u32, from_epoch: u64, to_epoch: u64, info: &Conn) -> Result<(), String> {
+        if to_epoch != self.me.epoch {
+            return Ok(()); // meant for an earlier incarnation of this node
+        }
+        let Some(remote) = info.to_abi() else {
+            eprintln!("agent: node {from} sent malformed QP information; ignored");
+            return Ok(());
+        };
+        match self.lite.prepare_peer(from, from_epoch) {
+            Ok((local, true)) => {
+                self.send(&ToManager::Conn { to: from, to_epoch: from_epoch, info: Conn::from_abi(&local) })?
+            }
+            Ok((_, false)) => {}
+            Err(e) => {
+                eprintln!("agent: cannot prepare QPs for node {from}: {e}");
+                return Ok(());
+            }
+        }
+        match self.lite.connect_peer(from, from_epoch, &remote) {
+            Ok(()) => eprintln!("agent: connected to node {from} (epoch {from_epoch})"),
+            Err(e) => eprintln!("agent: connecting to node {from}: {e}"),
+        }
+        Ok(())
+    }
+}
+
+enum Outcome {
+    Stopped,
+    Refused(String),
+}
+
+/// One connection to the manager, until a stop signal, a refusal or an error.
+fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, String> {
+    let _ = stream.set_nodelay(true);
+    stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
+    let out = stream.try_clone().map_err(|e| e.to_string())?;
+    let info = lite.info().map_err(|e| e.to_string())?;
+    let node = info.node_id.map(|id| Known { id, epoch: info.epoch });
+    let peers = lite
+        .peers()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|p| p.state == PeerState::Connected)
+        .map(|p| Known { id: p.id, epoch: p.epoch })
+        .collect();
+    let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut s = Session { lite, out, me: Known { id: u32::MAX, epoch: 0 } };
+    s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers })?;
+
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    loop {
+        if STOP.load(Ordering::Relaxed) {
+            let _ = s.send(&ToManager::Leave);
+            return Ok(Outcome::Stopped);
+        }
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) => return Err("the manager closed the connection".into()),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                continue
+            }
+            Err(e) => return Err(format!("lost the manager: {e}")),
+        }
+        let msg: ToAgent = serde_json::from_str(&line).map_err(|e| format!("bad message from manager: {e}"))?;
+        match msg {
+            ToAgent::Welcome { id, epoch } => {
+                let current = lite.info().map_err(|e| e.to_string())?;
+                if current.node_id.is_some() && (current.node_id != Some(id) || current.epoch != epoch) {
+                    lite.leave().map_err(|e| e.to_string())?; // a new incarnation starts clean
+                }
+                lite.join(id, epoch).map_err(|e| e.to_string())?;
+                s.me = Known { id, epoch };
+                eprintln!("agent: joined as node {id} (epoch {epoch})");
+            }
+            ToAgent::Refused { reason } => return Ok(Outcome::Refused(reason)),
+            ToAgent::Members { members } => s.on_members(&members)?,
+            ToAgent::Conn { from, from_epoch, to_epoch, info } => s.on_conn(from, from_epoch, to_epoch, &info)?,
+            ToAgent::Heartbeat => s.send(&ToManager::Heartbeat)?,
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! lite-admin: operate LITE-RS nodes.
+
+mod agent;
+mod manager;
+mod membership;
+mod stats;
+
+use clap::{Parser, Subcommand};
+use lite::{gid_to_string, qp_state_name, Lite};
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+const DEFAULT_PIDFILE: &str = "/run/lite-agent.pid";
+
+#[derive(Parser)]
+#[command(name = "lite-admin", version, about = "Operate LITE-RS nodes: cluster membership, status and ping")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Show this node, its RDMA device and every peer with its QP states.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure write-with-immediate round trips to NODE through the kernel.
+    Ping {
+        /// Node id to ping.
+        node: u32,
+        /// Number of round trips.
+        #[arg(short, long, default_value_t = 100)]
+        count: u32,
+        /// Give up on a round trip after this many milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the cluster manager (one per cluster, usually on node 0).
+    Manager {
+        /// Address to listen on.
+        #[arg(long, default_value_t = format!("0.0.0.0:{}", membership::DEFAULT_PORT))]
+        listen: String,
+        /// Heartbeat interval in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        heartbeat_ms: u64,
+        /// Declare a node down after this many milliseconds without a heartbeat.
+        #[arg(long, default_value_t = 6000)]
+        dead_after_ms: u64,
+    },
+    /// Join this node to the cluster run by MANAGER and keep it connected (runs until
+    /// stopped with `lite-admin leave`, SIGTERM or Ctrl-C).
+    Join {
+        /// Manager address, HOST[:PORT].
+        manager: String,
+        /// Ask for this node id (the manager assigns the lowest free one otherwise).
+        #[arg(long)]
+        id: Option<u32>,
+        /// Where to record the agent's pid for `lite-admin leave`.
+        #[arg(long, default_value = DEFAULT_PIDFILE)]
+        pidfile: PathBuf,
+    },
+    /// Leave the cluster: stop this node's agent, which tears down every peer.
+    Leave {
+        /// The agent's pid file.
+        #[arg(long, default_value = DEFAULT_PIDFILE)]
+        pidfile: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Status { json } => status(json),
+        Command::Ping { node, count, timeout_ms, json } => ping(node, count, Duration::from_millis(timeout_ms), json),
+        Command::Manager { listen, heartbeat_ms, dead_after_ms } => listen
+            .parse()
+            .map_err(|e| format!("bad --listen address {listen}: {e}"))
+            .and_then(|listen| {
+                manager::run(manager::Options {
+                    listen,
+                    heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
+                    dead_after: Duration::from_millis(dead_after_ms.max(heartbeat_ms * 2)),
+                })
+            }),
+        Command::Join { manager, id, pidfile } => {
+            let manager =
+                if manager.contains(':') { manager } else { format!("{manager}:{}", membership::DEFAULT_PORT) };
+            agent::run(agent::Options { manager, want_id: id, pidfile: Some(pidfile) })
+        }
+        Command::Leave { pidfile } => leave(&pidfile),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lite-admin: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open() -> Result<Lite, String> {
+    Lite::open().map_err(|e| e.to_string())
+}
+
+#[derive(Serialize)]
+struct QpJson {
+    local_qpn: u32,
+    remote_qpn: u32,
+    state: &'static str,
+}
+
+#[derive(Serialize)]
+struct PeerJson {
+    id: u32,
+    epoch: u64,
+    state: &'static str,
+    qps: Vec<QpJson>,
+}
+
+#[derive(Serialize)]
+struct StatusJson {
+    node_id: Option<u32>,
+    epoch: u64,
+    device: Option<String>,
+    port: u32,
+    port_active: bool,
+    gid: Option<String>,
+    qps_per_peer: u32,
+    peers: Vec<PeerJson>,
+}
+
+fn status(json: bool) -> Result<(), String> {
+    let lite = open()?;
+    let info = lite.info().map_err(|e| e.to_string())?;
+    let peers = lite.peers().map_err(|e| e.to_string())?;
+    let report = StatusJson {
+        node_id: info.node_id,
+        epoch: info.epoch,
+        device: info.device.clone(),
+        port: info.port,
+        port_active: info.port_active,
+        gid: info.gid.as_ref().map(gid_to_string),
+        qps_per_peer: info.qps_per_peer,
+        peers: peers
+            .iter()
+            .map(|p| PeerJson {
+                id: p.id,
+                epoch: p.epoch,
+                state: p.state.as_str(),
+                qps: p
+                    .qps
+                    .iter()
+                    .map(|q| QpJson { local_qpn: q.local_qpn, remote_qpn: q.remote_qpn, state: qp_state_name(q.state) })
+                    .collect(),
+            })
+            .collect(),
+    };
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    match report.node_id {
+        Some(id) => println!("node {id} (epoch {})", report.epoch),
+        None => println!("not joined (run `lite-admin join MANAGER`)"),
+    }
+    match &report.device {
+        Some(dev) => println!(
+            "device {dev} port {} {}, gid {}, {} QPs per peer",
+            report.port,
+            if report.port_active { "ACTIVE" } else { "DOWN" },
+            report.gid.as_deref().unwrap_or("none (no address)"),
+            report.qps_per_peer
+        ),
+        None => println!("no RDMA device (create one: rdma link add rxe0 type rxe netdev eth0)"),
+    }
+    if report.peers.is_empty() {
+        println!("no peers");
+        return Ok(());
+    }
+    println!("{:<6}{:<11}{:<7}QPs (local->remote state)", "PEER", "STATE", "EPOCH");
+    for p in &report.peers {
+        let qps: Vec<String> = p.qps.iter().map(|q| format!("{}->{} {}", q.local_qpn, q.remote_qpn, q.state)).collect();
+        let qps = if qps.is_empty() { "-".to_string() } else { qps.join(", ") };
+        println!("{:<6}{:<11}{:<7}{}", p.id, p.state, p.epoch, qps);
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct PingJson {
+    node: u32,
+    #[serde(flatten)]
+    summary: stats::Summary,
+}
+
+fn ping(node: u32, count: u32, timeout: Duration, json: bool) -> Result<(), String> {
+    let lite = open()?;
+    if count == 0 {
+        return Err("--count must be at least 1".into());
+    }
+    // Batches keep each ioctl short and let a terminal show progress.
+    const BATCH: u32 = 1000;
+    let progress = !json && count > BATCH && std::io::stderr().is_terminal();
+    let mut rtts = Vec::with_capacity(count as usize);
+    while (rtts.len() as u32) < count {
+        let n = (count - rtts.len() as u32).min(BATCH);
+        rtts.extend(lite.ping(node, n, timeout).map_err(|e| format!("ping node {node}: {e}"))?);
+        if progress {
+            eprint!("\r{} / {count} round trips", rtts.len());
+        }
+    }
+    if progress {
+        eprintln!();
+    }
+    let summary = stats::summarize(&rtts).ok_or("no samples")?;
+    if json {
+        println!("{}", serde_json::to_string(&PingJson { node, summary }).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "node {node}: {} round trips, min {}, median {}, p99 {}, max {}",
+            summary.count,
+            stats::human(summary.min_ns),
+            stats::human(summary.median_ns),
+            stats::human(summary.p99_ns),
+            stats::human(summary.max_ns)
+        );
+    }
+    Ok(())
+}
+
+fn leave(pidfile: &PathBuf) -> Result<(), String> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let pid = match std::fs::read_to_string(pidfile) {
+        Ok(text) => text.trim().parse::<i32>().map_err(|_| format!("{} does not hold a pid", pidfile.display()))?,
+        Err(_) => {
+            // No agent: make the kernel leave directly.
+            return open()?.leave().map_err(|e| e.to_string());
+        }
+    };
+    let pid = Pid::from_raw(pid);
+    kill(pid, Signal::SIGTERM).map_err(|e| format!("cannot stop the agent (pid {pid}): {e}"))?;
+    for _ in 0..100 {
+        if kill(pid, None).is_err() {
+            let node_left = open()?.info().map_err(|e| e.to_string())?.node_id.is_none();
+            return if node_left { Ok(()) } else { Err("the agent exited but the node is still joined".into()) };
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("the agent (pid {pid}) did not exit within 10 s"))
+}
+

@@ -1,0 +1,298 @@
+//! Cluster membership: the messages between manager and agents, and the manager's
+//! registry of nodes. Pure logic (no sockets, time passed in) so it is unit-tested.
+//!
+//! Why a manual QP exchange through the manager rather than rdma_cm: the manager
+//! connection already exists to assign ids and spread membership, so carrying each
+//! side's QPNs, PSNs and GID on it costs nothing, keeps every QP state transition
+//! in the module's own code (one place to reason about teardown), and needs no
+//! listener or per-connection CM callbacks in the kernel. LITE did the same.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Default TCP port of the manager (LITE used 18500 too).
+pub const DEFAULT_PORT: u16 = 18500;
+
+/// One side of the K QPs between two nodes.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Conn {
+    pub gid: [u8; 16],
+    pub mtu: u32,
+    pub qpn: Vec<u32>,
+    pub psn: Vec<u32>,
+}
+
+impl Conn {
+    pub fn from_abi(info: &lite::ConnInfo) -> Conn {
+        let n = (info.nr_qps as usize).min(info.qpn.len());
+        Conn { gid: info.gid, mtu: info.mtu, qpn: info.qpn[..n].to_vec(), psn: info.psn[..n].to_vec() }
+    }
+
+    /// `None` if the peer sent more QPs than the ABI can hold or mismatched lists.
+    pub fn to_abi(&self) -> Option<lite::ConnInfo> {
+        let mut info = lite::ConnInfo { gid: self.gid, mtu: self.mtu, ..Default::default() };
+        if self.qpn.len() != self.psn.len() || self.qpn.len() > info.qpn.len() {
+            return None;
+        }
+        info.nr_qps = self.qpn.len() as u32;
+        info.qpn[..self.qpn.len()].copy_from_slice(&self.qpn);
+        info.psn[..self.psn.len()].copy_from_slice(&self.psn);
+        Some(info)
+    }
+}
+
+/// A peer an agent's kernel is connected to (reported so a restarted manager can rebuild).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Known {
+    pub id: u32,
+    pub epoch: u64,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum ToManager {
+    /// First message. `node` is the identity the kernel already has (after a manager
+    /// restart); `want_id` asks for a specific id on a first join.
+    Hello { node: Option<Known>, want_id: Option<u32>, hostname: String, peers: Vec<Known> },
+    /// Forward our side to node `to` (incarnation `to_epoch`).
+    Conn { to: u32, to_epoch: u64, info: Conn },
+    Heartbeat,
+    Leave,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(tag = "msg", rename_all = "snake_case")]
+pub enum ToAgent {
+    Welcome { id: u32, epoch: u64 },
+    Refused { reason: String },
+    Members { members: Vec<Member> },
+    Conn { from: u32, from_epoch: u64, to_epoch: u64, info: Conn },
+    Heartbeat,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: u32,
+    pub epoch: u64,
+    pub up: bool,
+    pub hostname: String,
+}
+
+struct Entry {
+    member: Member,
+    last_seen: Instant,
+}
+
+/// The manager's view of the cluster.
+pub struct Registry {
+    max_nodes: u32,
+    nodes: BTreeMap<u32, Entry>,
+    next_epoch: u64,
+}
+
+impl Registry {
+    pub fn new(max_nodes: u32) -> Registry {
+        Registry { max_nodes, nodes: BTreeMap::new(), next_epoch: 1 }
+    }
+
+    fn is_up(&self, id: u32) -> bool {
+        self.nodes.get(&id).is_some_and(|e| e.member.up)
+    }
+
+    fn put(&mut self, id: u32, epoch: u64, hostname: &str, now: Instant) {
+        self.next_epoch = self.next_epoch.max(epoch + 1);
+        let member = Member { id, epoch, up: true, hostname: hostname.to_string() };
+        self.nodes.insert(id, Entry { member, last_seen: now });
+    }
+
+    /// Admits a node; returns its id and epoch.
+    pub fn admit(
+        &mut self,
+        node: Option<Known>,
+        want_id: Option<u32>,
+        hostname: &str,
+        now: Instant,
+    ) -> Result<(u32, u64), String> {
+        // A node that kept its identity keeps it when the manager restarted (it does
+        // not know the id) or the agent merely reconnected (same live incarnation).
+        // Declared down meanwhile, it needs a new epoch: its peers dropped its QPs.
+        if let Some(k) = node {
+            let adopt = match self.nodes.get(&k.id) {
+                None => k.id < self.max_nodes,
+                Some(e) => e.member.up && e.member.epoch == k.epoch,
+            };
+            if adopt {
+                self.put(k.id, k.epoch, hostname, now);
+                return Ok((k.id, k.epoch));
+            }
+        }
+        let want_id = want_id.or(node.map(|k| k.id).filter(|&id| id < self.max_nodes && !self.is_up(id)));
+        let id = match want_id {
+            Some(id) if id >= self.max_nodes => return Err(format!("node id {id} is out of range 0..{}", self.max_nodes)),
+            Some(id) if self.is_up(id) => return Err(format!("node id {id} is already taken by a live node")),
+            Some(id) => id,
+            None => (0..self.max_nodes)
+                .find(|&id| !self.is_up(id))
+                .ok_or_else(|| format!("the cluster is full ({} nodes)", self.max_nodes))?,
+        };
+        let epoch = self.next_epoch;
+        self.put(id, epoch, hostname, now);
+        Ok((id, epoch))
+    }
+
+    /// Records peers that a reconnecting node says it is connected to, so that a
+    /// restarted manager learns of nodes before (or without) them reconnecting. If
+    /// they do not show up within the dead-node timeout, they are declared down.
+    pub fn remember(&mut self, known: &[Known], now: Instant) -> bool {
+        let mut changed = false;
+        for k in known {
+            if k.id < self.max_nodes && !self.nodes.contains_key(&k.id) {
+                self.put(k.id, k.epoch, "", now);
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    pub fn seen(&mut self, id: u32, epoch: u64, now: Instant) {
+        if let Some(e) = self.nodes.get_mut(&id) {
+            if e.member.epoch == epoch {
+                e.last_seen = now;
+            }
+        }
+    }
+
+    /// Marks incarnation `epoch` of `id` down; false if it was not up.
+    pub fn mark_down(&mut self, id: u32, epoch: u64) -> bool {
+        match self.nodes.get_mut(&id) {
+            Some(e) if e.member.epoch == epoch && e.member.up => {
+                e.member.up = false;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Up nodes not heard from for `dead_after`: to be declared down.
+    pub fn expired(&self, dead_after: Duration, now: Instant) -> Vec<Known> {
+        self.nodes
+            .values()
+            .filter(|e| e.member.up && now.duration_since(e.last_seen) > dead_after)
+            .map(|e| Known { id: e.member.id, epoch: e.member.epoch })
+            .collect()
+    }
+
+    pub fn epoch_of(&self, id: u32) -> Option<u64> {
+        self.nodes.get(&id).filter(|e| e.member.up).map(|e| e.member.epoch)
+    }
+
+    pub fn members(&self) -> Vec<Member> {
+        self.nodes.values().map(|e| e.member.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
+    #[test]
+    fn assigns_lowest_free_ids_and_fresh_epochs() {
+        let mut r = Registry::new(4);
+        let now = t0();
+        assert_eq!(r.admit(None, None, "a", now), Ok((0, 1)));
+        assert_eq!(r.admit(None, None, "b", now), Ok((1, 2)));
+        assert!(r.mark_down(0, 1));
+        assert_eq!(r.admit(None, None, "c", now), Ok((0, 3)), "a freed id is reused with a new epoch");
+    }
+
+    #[test]
+    fn wanted_ids_are_granted_only_when_free() {
+        let mut r = Registry::new(4);
+        let now = t0();
+        assert_eq!(r.admit(None, Some(2), "a", now), Ok((2, 1)));
+        assert!(r.admit(None, Some(2), "b", now).unwrap_err().contains("taken"));
+        assert!(r.admit(None, Some(9), "b", now).unwrap_err().contains("out of range"));
+    }
+
+    #[test]
+    fn full_cluster_is_refused() {
+        let mut r = Registry::new(2);
+        let now = t0();
+        r.admit(None, None, "a", now).unwrap();
+        r.admit(None, None, "b", now).unwrap();
+        assert!(r.admit(None, None, "c", now).unwrap_err().contains("full"));
+    }
+
+    #[test]
+    fn restarted_manager_adopts_identities_and_never_reuses_epochs() {
+        let mut r = Registry::new(8);
+        let now = t0();
+        assert_eq!(r.admit(Some(Known { id: 3, epoch: 41 }), None, "x", now), Ok((3, 41)));
+        assert!(r.remember(&[Known { id: 5, epoch: 40 }], now));
+        assert_eq!(r.epoch_of(5), Some(40));
+        assert_eq!(r.admit(Some(Known { id: 5, epoch: 40 }), None, "y", now), Ok((5, 40)));
+        assert_eq!(r.admit(None, None, "z", now), Ok((0, 42)));
+    }
+
+    #[test]
+    fn stale_identity_gets_a_new_one() {
+        let mut r = Registry::new(8);
+        let now = t0();
+        r.admit(None, Some(1), "new", now).unwrap(); // id 1 epoch 1
+        let old = Known { id: 1, epoch: 0 };
+        assert_eq!(r.admit(Some(old), None, "old", now), Ok((0, 2)));
+    }
+
+    #[test]
+    fn node_declared_down_returns_with_a_new_epoch() {
+        let mut r = Registry::new(8);
+        let now = t0();
+        let (id, epoch) = r.admit(None, None, "a", now).unwrap();
+        assert!(r.mark_down(id, epoch));
+        let (id2, epoch2) = r.admit(Some(Known { id, epoch }), None, "a", now).unwrap();
+        assert_eq!(id2, id, "keeps its id when free");
+        assert!(epoch2 > epoch);
+        assert_eq!(r.admit(Some(Known { id, epoch: epoch2 }), None, "a", now), Ok((id, epoch2)), "plain reconnect");
+    }
+
+    #[test]
+    fn silent_nodes_expire_and_down_is_per_incarnation() {
+        let mut r = Registry::new(8);
+        let now = t0();
+        r.admit(None, None, "a", now).unwrap();
+        r.admit(None, None, "b", now).unwrap();
+        let later = now + Duration::from_secs(10);
+        r.seen(1, 2, later);
+        assert_eq!(r.expired(Duration::from_secs(5), later), vec![Known { id: 0, epoch: 1 }]);
+        assert!(!r.mark_down(0, 99), "another incarnation is not affected");
+        assert!(r.mark_down(0, 1));
+        assert!(!r.mark_down(0, 1));
+        assert!(r.expired(Duration::from_secs(5), later).is_empty());
+    }
+
+    #[test]
+    fn conn_round_trips_and_rejects_oversized_lists() {
+        let mut info = lite::ConnInfo { nr_qps: 2, mtu: 3, ..Default::default() };
+        info.qpn[..2].copy_from_slice(&[17, 18]);
+        info.psn[..2].copy_from_slice(&[5, 6]);
+        let conn = Conn::from_abi(&info);
+        assert_eq!(conn.to_abi(), Some(info));
+        let bad = Conn { gid: [0; 16], mtu: 3, qpn: vec![1; 9], psn: vec![1; 9] };
+        assert_eq!(bad.to_abi(), None);
+        let uneven = Conn { gid: [0; 16], mtu: 3, qpn: vec![1, 2], psn: vec![1] };
+        assert_eq!(uneven.to_abi(), None);
+    }
+
+    #[test]
+    fn messages_are_json_lines() {
+        let m = ToManager::Conn { to: 2, to_epoch: 7, info: Conn { gid: [0; 16], mtu: 3, qpn: vec![1], psn: vec![2] } };
+        let line = serde_json::to_string(&m).unwrap();
+        assert!(!line.contains('\n'));
+        assert_eq!(serde_json::from_str::<ToManager>(&line).unwrap(), m);
+    }
+}

@@ -1,0 +1,450 @@
+#!/usr/bin/env python3
+"""LITE-RS virtual cluster: N qemu guests running our 6.12 kernel, Soft-RoCE and
+lite.ko on one private L2 segment.
+
+The segment is a vde_switch on a unix socket in the run directory: it carries the
+guests' frames between qemu processes and has no path to any host interface. Each
+guest gets 10.77.0.(N+1). The run directory is shared with every guest over 9p
+(/run/lite) and holds per-node console logs and command results; the build outputs
+(lite.ko, lite-admin, ...) are shared read-only at /lite.
+
+Every child runs in its own process group under a hard time limit, and `down`
+(also run on exit, error, timeout and Ctrl-C by the harness) kills those groups.
+
+  vcluster.py up [--nodes 3] [--join]     boot a cluster and keep it
+  vcluster.py exec N 'command'            run a command on node N
+  vcluster.py shell N                     interactive shell on node N
+  vcluster.py down                        end the cluster
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("LITE_CACHE") or
+             Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lite-rs")
+DEFAULT_RUN = REPO / "build" / "cluster"
+MANAGER_PORT = 18500
+
+# Programs the guests get from the host, with every library they load.
+GUEST_PROGRAMS = [
+    "/usr/bin/rdma", "/usr/bin/ibv_devices", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_rc_pingpong",
+    "/usr/bin/ib_write_lat", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_lat", "/usr/bin/ib_read_bw",
+    "/usr/bin/ib_send_lat", "/usr/bin/ib_atomic_lat", "/usr/bin/rping", "/usr/bin/strace",
+]
+
+# Kernel messages that mean a bug: any of them in a console log fails a test run.
+SPLAT = re.compile(
+    r"WARNING:|BUG:|Oops|KASAN:|UBSAN:|general protection fault|Kernel panic|"
+    r"DEBUG_LOCKS_WARN_ON|possible circular locking|inconsistent lock state|"
+    r"INFO: task .* blocked|rcu_sched detected stall|rcu: INFO:|unreferenced object|Call Trace:")
+
+
+def log(msg):
+    print(f"vcluster: {msg}", file=sys.stderr, flush=True)
+
+
+def guest_address(n):
+    return f"10.77.0.{n + 1}"
+
+
+def running(pid):
+    """True while process `pid` exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+class CommandFailed(Exception):
+    pass
+
+
+class Result:
+    def __init__(self, rc, out):
+        self.rc, self.out = rc, out
+
+    def __repr__(self):
+        return f"Result(rc={self.rc}, out={self.out!r})"
+
+
+def ldd(path):
+    """Shared libraries (absolute paths) a program loads, including the loader."""
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
+    libs = []
+    for line in out.splitlines():
+        m = re.search(r"(/\S+)", line.split("=>")[-1])
+        if m and os.path.exists(m.group(1)):
+            libs.append(m.group(1))
+    return libs
+
+
+def build_initramfs(kernel_dir, guest_dir, out):
+    """busybox, kernel modules, rdma-core + perftest with their libraries, our /init."""
+    root = out.parent / "initramfs-root"
+    shutil.rmtree(root, ignore_errors=True)
+    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "etc", "proc", "sys", "dev", "tmp", "run", "lib", "lib64"]:
+        (root / d).mkdir(parents=True, exist_ok=True)
+
+    def put(src, dst=None):
+        dst = root / (dst or src).lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(src), dst)
+
+    put("/bin/busybox")
+    os.symlink("busybox", root / "bin/sh")
+    put(str(REPO / "tools/guest/init"), "/init")
+    shutil.copytree(kernel_dir / "modroot/lib/modules", root / "lib/modules", symlinks=True)
+    libs = set()
+    programs = [p for p in GUEST_PROGRAMS if os.path.exists(p)]
+    programs += [str(p) for p in (guest_dir / "bin").glob("*") if p.is_file()]
+    for prog in programs:
+        if not prog.startswith(str(guest_dir)):
+            put(prog)
+        libs.update(ldd(prog))
+    provider = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob("librxe-rdmav*.so"))
+    if not provider:
+        raise SystemExit("vcluster: librxe provider missing: run tools/deps.sh")
+    libs.add(str(provider[0]))
+    libs.update(ldd(provider[0]))
+    # glibc dlopens libgcc_s for pthread_exit/cancellation.
+    libs.update(str(p) for p in Path("/usr/lib/x86_64-linux-gnu").glob("libgcc_s.so.1"))
+    for lib in libs:
+        put(lib)
+    put("/etc/libibverbs.d/rxe.driver")
+    (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (root / "etc/group").write_text("root:x:0:\n")
+    tmp = out.with_suffix(".tmp")
+    with open(tmp, "wb") as f:
+        files = subprocess.Popen(["find", "."], cwd=root, stdout=subprocess.PIPE)
+        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "-R", "0:0", "--quiet"], cwd=root,
+                                stdin=files.stdout, stdout=subprocess.PIPE)
+        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=f)
+        files.stdout.close()
+        cpio.stdout.close()
+        if gz.wait() or cpio.wait() or files.wait():
+            raise SystemExit("vcluster: building the initramfs failed")
+    tmp.rename(out)
+    shutil.rmtree(root)
+
+
+def kernel_dir_for(variant):
+    out = subprocess.run([str(REPO / "tools/kernel/build.sh"), variant], stdout=subprocess.PIPE, text=True)
+    if out.returncode:
+        raise SystemExit(f"vcluster: no {variant} kernel")
+    return Path(out.stdout.strip())
+
+
+def choose_accel(kernel_dir, initramfs, run_dir):
+    """KVM only where a guest really boots with it; TCG otherwise (silently)."""
+    forced = os.environ.get("LITE_ACCEL")
+    if forced:
+        return forced
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg"
+    verdict = CACHE / f"accel-{kernel_dir.name}"
+    if verdict.exists():
+        return verdict.read_text().strip()
+    console = run_dir / "kvm-probe.console"
+    cmd = ["timeout", "-s", "KILL", "30", "qemu-system-x86_64", "-accel", "kvm", "-m", "512", "-smp", "1",
+           "-nodefaults", "-no-reboot", "-display", "none", "-serial", f"file:{console}",
+           "-kernel", str(kernel_dir / "bzImage"), "-initrd", str(initramfs),
+           "-append", "console=ttyS0 panic=-1 lite_probe=1"]
+    subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ok = console.exists() and "LITE-PROBE-OK" in console.read_text(errors="replace")
+    accel = "kvm" if ok else "tcg"
+    verdict.write_text(accel + "\n")
+    return accel
+
+
+class Cluster:
+    """A running (or to be started) virtual cluster rooted at `run_dir`."""
+
+    def __init__(self, run_dir=DEFAULT_RUN):
+        self.run = Path(run_dir).resolve()
+        self.meta_path = self.run / "cluster.json"
+        self.meta = json.loads(self.meta_path.read_text()) if self.meta_path.exists() else {}
+        self.seq = 0
+
+    # ---- lifecycle ----
+
+    def _save(self):
+        self.meta_path.write_text(json.dumps(self.meta, indent=1))
+
+    def _spawn(self, argv, name, lifetime):
+        """Starts `argv` in its own process group, killed after `lifetime` seconds at the latest."""
+        logf = open(self.run / f"{name}.stderr", "wb")
+        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + argv, stdin=subprocess.DEVNULL,
+                                stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
+        self.meta.setdefault("groups", {})[name] = proc.pid
+        self._save()
+        return proc
+
+    def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180):
+        if self.meta_path.exists():
+            Cluster(self.run).down(quiet=True)
+        shutil.rmtree(self.run, ignore_errors=True)
+        (self.run / "cmd").mkdir(parents=True)
+        guest = REPO / "build" / variant / "guest"
+        if not (guest / "lite.ko").exists():
+            raise SystemExit(f"vcluster: {guest}/lite.ko missing: run `make guest KERNEL={variant}`")
+        kdir = kernel_dir_for(variant)
+        initramfs = self.run / "initramfs.gz"
+        build_initramfs(kdir, guest, initramfs)
+        accel = choose_accel(kdir, initramfs, self.run)
+        self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
+                     "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": []}
+        self._save()
+        # vde_switch exits when its stdin closes: feed it from a pipe that lives as long as the cluster.
+        switch = self.run / "switch"
+        self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch", lifetime)
+        deadline = time.time() + 10
+        while not (switch / "ctl").exists():
+            if time.time() > deadline:
+                self.down()
+                raise SystemExit("vcluster: vde_switch did not start (see switch.stderr)")
+            time.sleep(0.05)
+        log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
+        for n in range(nodes):
+            self.start_node(n)
+        try:
+            for n in range(nodes):
+                self.wait_ready(n, boot_timeout)
+        except BaseException:
+            self.down()
+            raise
+        log(f"{nodes} node(s) ready")
+
+    def start_node(self, n):
+        m = self.meta
+        run = self.run
+        (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
+        (run / f"node{n}.ready").unlink(missing_ok=True)
+        append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 "
+                  f"lite_node={n}")
+        argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"],
+                "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
+                "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
+                "-append", append,
+                "-serial", f"file:{run}/node{n}.console",
+                "-netdev", f"vde,id=net0,sock={run}/switch",
+                "-device", f"virtio-net-pci,netdev=net0,mac=52:54:00:4c:00:{n:02x}",
+                "-device", "virtio-serial-pci",
+                "-chardev", f"socket,id=ctl,path={run}/node{n}.ctl,server=on,wait=off",
+                "-device", "virtserialport,chardev=ctl,name=lite.ctl",
+                "-chardev", f"socket,id=shell,path={run}/node{n}.shell,server=on,wait=off",
+                "-device", "virtconsole,chardev=shell",
+                "-fsdev", f"local,id=run,path={run},security_model=none",
+                "-device", "virtio-9p-pci,fsdev=run,mount_tag=run",
+                "-fsdev", f"local,id=guest,path={m['guest']},security_model=none,readonly=on",
+                "-device", "virtio-9p-pci,fsdev=guest,mount_tag=guest"]
+        remaining = int(m["lifetime"] - (time.time() - m["started"]))
+        self._spawn(argv, f"node{n}", max(remaining, 60))
+        if n not in m["nodes"]:
+            m["nodes"].append(n)
+        self._save()
+
+    def alive(self, n):
+        pid = self.meta.get("groups", {}).get(f"node{n}")
+        return pid is not None and running(pid)
+
+    def wait_ready(self, n, timeout):
+        deadline = time.time() + timeout
+        while not (self.run / f"node{n}.ready").exists():
+            if time.time() > deadline or not self.alive(n):
+                tail = self.console(n)[-3000:]
+                raise CommandFailed(f"node {n} did not boot within {timeout} s; console tail:\n{tail}")
+            time.sleep(0.1)
+
+    def kill_node(self, n):
+        """Pulls the plug on node n (SIGKILL to its qemu)."""
+        pid = self.meta.get("groups", {}).pop(f"node{n}", None)
+        if pid is not None:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self._reap(pid)
+        self._save()
+
+    @staticmethod
+    def _reap(pid, timeout=10):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+    def down(self, quiet=False):
+        groups = self.meta.get("groups", {})
+        for name, pid in list(groups.items()):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in groups.values():
+            self._reap(pid)
+        leftovers = [name for name, pid in groups.items() if running(pid)]
+        self.meta["groups"] = {}
+        if self.meta_path.parent.exists():
+            self._save()
+        if leftovers:
+            raise SystemExit(f"vcluster: could not end {leftovers}")
+        if not quiet and groups:
+            log(f"cluster in {self.run} is down")
+
+    # ---- commands ----
+
+    def submit(self, n, script, timeout):
+        """Starts `script` (sh) on node n; returns its id. It runs under `timeout` seconds."""
+        self.seq += 1
+        cid = f"{os.getpid()}-{self.seq}-{time.monotonic_ns() % 10**9}"
+        d = self.run / "cmd" / f"node{n}"
+        (d / f"{cid}.body").write_text(script)
+        (d / f"{cid}.sh").write_text(f"exec timeout -s KILL {int(timeout)} sh /run/lite/cmd/node{n}/{cid}.body\n")
+        deadline = time.time() + 60
+        while True:
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(60)
+                    s.connect(str(self.run / f"node{n}.ctl"))
+                    s.sendall(f"{cid}\n".encode())
+                    while not (d / f"{cid}.ack").exists():
+                        if time.time() > deadline or not self.alive(n):
+                            raise CommandFailed(f"node {n} did not take command {cid}")
+                        time.sleep(0.01)
+                    return cid
+            except (ConnectionRefusedError, FileNotFoundError, socket.timeout) as e:
+                if time.time() > deadline or not self.alive(n):
+                    raise CommandFailed(f"node {n} is not reachable: {e}")
+                time.sleep(0.1)
+
+    def collect(self, n, cid, timeout):
+        d = self.run / "cmd" / f"node{n}"
+        deadline = time.time() + timeout + 15
+        while not (d / f"{cid}.rc").exists():
+            if time.time() > deadline:
+                raise CommandFailed(f"node {n}: command {cid} did not finish in {timeout} s")
+            if not self.alive(n):
+                raise CommandFailed(f"node {n} died while running command {cid}")
+            time.sleep(0.02)
+        rc = int((d / f"{cid}.rc").read_text().strip() or "255")
+        return Result(rc, (d / f"{cid}.out").read_text(errors="replace"))
+
+    def exec(self, n, script, timeout=120, check=True):
+        res = self.collect(n, self.submit(n, script, timeout), timeout)
+        if check and res.rc != 0:
+            raise CommandFailed(f"node {n}: `{script.strip()}` exited {res.rc}:\n{res.out}")
+        return res
+
+    def console(self, n):
+        path = self.run / f"node{n}.console"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def splats(self):
+        """(node, line) for every kernel bug report in the console logs."""
+        found = []
+        for n in self.meta.get("nodes", []):
+            for line in self.console(n).splitlines():
+                if SPLAT.search(line):
+                    found.append((n, line.strip()))
+        return found
+
+    # ---- LITE-RS conveniences ----
+
+    def load_module(self, n, args=""):
+        self.exec(n, f"insmod /lite/lite.ko {args}")
+
+    def start_manager(self, n=0):
+        self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms 5000 "
+                     f">/run/lite/manager.log 2>&1 &")
+
+    def start_agent(self, n, manager_node=0, node_id=None):
+        want = f"--id {n if node_id is None else node_id}"
+        self.exec(n, f"lite-admin join {guest_address(manager_node)}:{MANAGER_PORT} {want} "
+                     f">>/run/lite/agent{n}.log 2>&1 &")
+
+    def status(self, n):
+        return json.loads(self.exec(n, "lite-admin status --json").out)
+
+    def wait_connected(self, nodes, timeout=60):
+        """Waits until every node in `nodes` shows every other one connected."""
+        deadline = time.time() + timeout
+        while True:
+            missing = []
+            for n in nodes:
+                st = self.status(n)
+                up = {p["id"] for p in st["peers"] if p["state"] == "connected"}
+                missing += [(n, m) for m in nodes if m != n and m not in up]
+            if not missing:
+                return
+            if time.time() > deadline:
+                raise CommandFailed(f"not connected after {timeout} s: {missing}")
+            time.sleep(0.5)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run-dir", default=str(DEFAULT_RUN), help="cluster run directory (default build/cluster)")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up", help="boot a cluster and leave it running")
+    up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", 3)))
+    up.add_argument("--kernel", default=os.environ.get("KERNEL", "release"), choices=["release", "debug"])
+    up.add_argument("--mem", type=int, default=1536, help="MiB per guest")
+    up.add_argument("--lifetime", type=int, default=4 * 3600, help="seconds before the guests are killed")
+    up.add_argument("--join", action="store_true", help="load lite.ko, start the manager on node 0 and join all")
+    ex = sub.add_parser("exec", help="run a shell command on node N and print its output")
+    ex.add_argument("node", type=int)
+    ex.add_argument("command", nargs="+")
+    ex.add_argument("--timeout", type=int, default=300)
+    sh = sub.add_parser("shell", help="interactive shell on node N (leave with Ctrl-])")
+    sh.add_argument("node", type=int)
+    sub.add_parser("down", help="end the cluster")
+    sub.add_parser("splats", help="print kernel bug reports found in the console logs")
+    args = ap.parse_args()
+
+    c = Cluster(args.run_dir)
+    if args.cmd == "up":
+        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime)
+        if args.join:
+            for n in range(args.nodes):
+                c.load_module(n)
+            c.start_manager(0)
+            for n in range(args.nodes):
+                c.start_agent(n)
+            c.wait_connected(list(range(args.nodes)))
+            log("all nodes joined")
+        log(f"run a command: tools/vcluster.py exec N 'lite-admin status'   shell: tools/vcluster.py shell N")
+    elif args.cmd == "exec":
+        res = c.exec(args.node, " ".join(args.command), timeout=args.timeout, check=False)
+        sys.stdout.write(res.out)
+        sys.exit(res.rc)
+    elif args.cmd == "shell":
+        sock = c.run / f"node{args.node}.shell"
+        log("connected; Ctrl-] leaves")
+        os.execvp("socat", ["socat", "-,raw,echo=0,escape=0x1d", f"UNIX-CONNECT:{sock}"])
+    elif args.cmd == "down":
+        c.down()
+    elif args.cmd == "splats":
+        for n, line in c.splats():
+            print(f"node{n}: {line}")
+
+
+if __name__ == "__main__":
+    main()

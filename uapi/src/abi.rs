@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+//! The LITE-RS user/kernel ABI, defined once.
+//!
+//! This file is compiled three ways: as the `lite_uapi` crate used by liblite, as a
+//! module of the kernel crate (`#[path]`), and through cbindgen into `lite_uapi.h`.
+//! So it uses `core` only, every struct is `#[repr(C)]` with explicit padding (the
+//! kernel copies them to user space byte for byte), and ioctl numbers are literals
+//! whose `_IOC` encoding is checked by this crate's tests.
+
+/// Version of this ABI; the shared page and `LiteInfo` report it.
+pub const LITE_ABI_VERSION: u32 = 1;
+/// Maximum nodes in one cluster (LITE used 16).
+pub const LITE_MAX_NODES: u32 = 16;
+/// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
+pub const LITE_MAX_QPS_PER_PEER: u32 = 8;
+/// `node_id` value meaning "this node has not joined a cluster".
+pub const LITE_NODE_NONE: u32 = 0xFFFF_FFFF;
+/// Largest `count` accepted by `LITE_IOC_PING`.
+pub const LITE_PING_MAX_COUNT: u32 = 1_000_000;
+/// First word of the shared page ("LITE").
+pub const LITE_SHARED_MAGIC: u32 = 0x4C49_5445;
+
+// Peer states reported in `LitePeerStatus::state`:
+/// QPs created for the peer, waiting for its connection info.
+pub const LITE_PEER_PREPARED: u32 = 1;
+/// QPs in RTS: operations to this peer are possible.
+pub const LITE_PEER_CONNECTED: u32 = 2;
+/// A send to the peer failed (retries exhausted): it is probably dead.
+pub const LITE_PEER_ERROR: u32 = 3;
+/// The cluster manager declared the peer gone; its QPs are destroyed.
+pub const LITE_PEER_DOWN: u32 = 4;
+
+/// QP state value for a QP that does not exist (otherwise `IB_QPS_*`: 0 RESET … 6 ERR).
+pub const LITE_QPS_NONE: u32 = 0xFFFF_FFFF;
+
+/// Local node and device description (`LITE_IOC_INFO`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiteInfo {
+    pub abi_version: u32,
+    /// This node's id, or `LITE_NODE_NONE`.
+    pub node_id: u32,
+    /// Incarnation of this node's membership, assigned by the manager at join.
+    pub epoch: u64,
+    /// NUL-terminated RDMA device name; empty when no device is present.
+    pub device: [u8; 64],
+    pub port: u32,
+    /// `IB_PORT_*` (4 = ACTIVE).
+    pub port_state: u32,
+    /// RoCE v2 GID of the port (IPv4-mapped), zero when the port has no address.
+    pub gid: [u8; 16],
+    pub qps_per_peer: u32,
+    /// Peers in any state but down.
+    pub nr_peers: u32,
+    /// `IB_MTU_*` code of the port (1 = 256 … 5 = 4096).
+    pub active_mtu: u32,
+    pub reserved: u32,
+}
+
+impl Default for LiteInfo {
+    fn default() -> Self {
+        LiteInfo {
+            abi_version: 0,
+            node_id: LITE_NODE_NONE,
+            epoch: 0,
+            device: [0; 64],
+            port: 0,
+            port_state: 0,
+            gid: [0; 16],
+            qps_per_peer: 0,
+            nr_peers: 0,
+            active_mtu: 0,
+            reserved: 0,
+        }
+    }
+}
+
+/// Become node `node_id` of a cluster (`LITE_IOC_JOIN`; CAP_NET_ADMIN).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteJoin {
+    pub node_id: u32,
+    pub reserved: u32,
+    pub epoch: u64,
+}
+
+/// What one side publishes so the other side can connect its QPs to it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteConnInfo {
+    pub gid: [u8; 16],
+    pub nr_qps: u32,
+    /// `IB_MTU_*` code; both sides use the smaller one.
+    pub mtu: u32,
+    pub qpn: [u32; 8],
+    pub psn: [u32; 8],
+}
+
+/// Create (or return the existing) QPs for a peer incarnation (`LITE_IOC_PEER_PREPARE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePeerPrepare {
+    pub peer_id: u32,
+    pub reserved: u32,
+    pub peer_epoch: u64,
+    /// Out: this node's side, to be sent to the peer.
+    pub local: LiteConnInfo,
+    /// Out: 1 when new QPs were created (the peer must be sent `local` again).
+    pub created: u32,
+    pub reserved2: u32,
+}
+
+/// Connect the prepared QPs of a peer to its published side (`LITE_IOC_PEER_CONNECT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePeerConnect {
+    pub peer_id: u32,
+    pub reserved: u32,
+    pub peer_epoch: u64,
+    pub remote: LiteConnInfo,
+}
+
+/// Tear down everything to a peer and show it as down (`LITE_IOC_PEER_DOWN`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePeerDown {
+    pub peer_id: u32,
+    pub reserved: u32,
+}
+
+/// One peer as seen from this node.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePeerStatus {
+    pub id: u32,
+    /// `LITE_PEER_*`.
+    pub state: u32,
+    pub epoch: u64,
+    pub nr_qps: u32,
+    pub mtu: u32,
+    /// `IB_QPS_*` per QP, `LITE_QPS_NONE` past `nr_qps`.
+    pub qp_state: [u32; 8],
+    pub local_qpn: [u32; 8],
+    pub remote_qpn: [u32; 8],
+    pub remote_gid: [u8; 16],
+}
+
+/// List peers (`LITE_IOC_PEERS`): fills up to `capacity` entries at `entries`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePeerList {
+    /// User pointer to `capacity` `LitePeerStatus`.
+    pub entries: u64,
+    pub capacity: u32,
+    /// Out: number of peers (may exceed `capacity`; only `capacity` are written).
+    pub count: u32,
+}
+
+/// Round trips of zero-length write-with-immediate to a node (`LITE_IOC_PING`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePing {
+    pub node: u32,
+    /// 1 ..= `LITE_PING_MAX_COUNT`.
+    pub count: u32,
+    /// Per round trip.
+    pub timeout_ms: u32,
+    pub reserved: u32,
+    /// User pointer to `count` u64: the round-trip times in nanoseconds.
+    pub rtt_ns: u64,
+}
+
+/// Header of the page a process maps from /dev/lite (offset 0, one page).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteSharedPage {
+    /// `LITE_SHARED_MAGIC`.
+    pub magic: u32,
+    pub abi_version: u32,
+    /// ioctls this open file has made: each one is a user/kernel crossing.
+    pub ioctl_count: u64,
+}
+
+/// Ioctl type byte ('L').
+pub const LITE_IOC_MAGIC: u32 = 0x4C;
+/// `_IOR('L', 1, LiteInfo)`
+pub const LITE_IOC_INFO: u32 = 0x8078_4C01;
+/// `_IOW('L', 2, LiteJoin)`
+pub const LITE_IOC_JOIN: u32 = 0x4010_4C02;
+/// `_IO('L', 3)`: leave the cluster, tear down every peer.
+pub const LITE_IOC_LEAVE: u32 = 0x0000_4C03;
+/// `_IOWR('L', 4, LitePeerPrepare)`
+pub const LITE_IOC_PEER_PREPARE: u32 = 0xC070_4C04;
+/// `_IOW('L', 5, LitePeerConnect)`
+pub const LITE_IOC_PEER_CONNECT: u32 = 0x4068_4C05;
+/// `_IOW('L', 6, LitePeerDown)`
+pub const LITE_IOC_PEER_DOWN: u32 = 0x4008_4C06;
+/// `_IOWR('L', 7, LitePeerList)`
+pub const LITE_IOC_PEERS: u32 = 0xC010_4C07;
+/// `_IOWR('L', 8, LitePing)`
+pub const LITE_IOC_PING: u32 = 0xC018_4C08;
+
+// Errors: every ioctl returns 0 or -1 with errno set:
+//   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
+//   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
+//   CAP_NET_ADMIN for a membership ioctl; ENODEV no RDMA device; EADDRNOTAVAIL the
+//   port has no RoCE address yet; ENOTCONN this node has not joined; EBUSY joined
+//   already under another id; ENOENT unknown peer or stale epoch; EHOSTDOWN peer
+//   down or failed; ETIMEDOUT no answer in time; EINTR interrupted by a signal.

@@ -1,0 +1,77 @@
+//! The ABI's checked facts: ioctl encodings, struct layouts, and the generated C header.
+
+use lite_uapi::*;
+use std::mem::{align_of, size_of};
+use std::path::Path;
+
+const IOC_NONE: u32 = 0;
+const IOC_WRITE: u32 = 1;
+const IOC_READ: u32 = 2;
+
+/// Linux's `_IOC(dir, type, nr, size)` on x86_64.
+fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
+    assert!(size < (1 << 14), "ioctl argument too large for _IOC");
+    (dir << 30) | ((size as u32) << 16) | (LITE_IOC_MAGIC << 8) | nr
+}
+
+#[test]
+fn ioctl_numbers_match_their_ioc_encoding() {
+    assert_eq!(LITE_IOC_INFO, ioc(IOC_READ, 1, size_of::<LiteInfo>()));
+    assert_eq!(LITE_IOC_JOIN, ioc(IOC_WRITE, 2, size_of::<LiteJoin>()));
+    assert_eq!(LITE_IOC_LEAVE, ioc(IOC_NONE, 3, 0));
+    assert_eq!(LITE_IOC_PEER_PREPARE, ioc(IOC_READ | IOC_WRITE, 4, size_of::<LitePeerPrepare>()));
+    assert_eq!(LITE_IOC_PEER_CONNECT, ioc(IOC_WRITE, 5, size_of::<LitePeerConnect>()));
+    assert_eq!(LITE_IOC_PEER_DOWN, ioc(IOC_WRITE, 6, size_of::<LitePeerDown>()));
+    assert_eq!(LITE_IOC_PEERS, ioc(IOC_READ | IOC_WRITE, 7, size_of::<LitePeerList>()));
+    assert_eq!(LITE_IOC_PING, ioc(IOC_READ | IOC_WRITE, 8, size_of::<LitePing>()));
+}
+
+/// Sum of field sizes == struct size means the compiler inserted no padding, which
+/// the kernel relies on when it copies these structs to user space byte for byte.
+#[test]
+fn structs_have_no_implicit_padding() {
+    assert_eq!(size_of::<LiteInfo>(), 4 + 4 + 8 + 64 + 4 + 4 + 16 + 4 + 4 + 4 + 4);
+    assert_eq!(size_of::<LiteJoin>(), 4 + 4 + 8);
+    assert_eq!(size_of::<LiteConnInfo>(), 16 + 4 + 4 + 32 + 32);
+    assert_eq!(size_of::<LitePeerPrepare>(), 4 + 4 + 8 + size_of::<LiteConnInfo>() + 4 + 4);
+    assert_eq!(size_of::<LitePeerConnect>(), 4 + 4 + 8 + size_of::<LiteConnInfo>());
+    assert_eq!(size_of::<LitePeerDown>(), 8);
+    assert_eq!(size_of::<LitePeerStatus>(), 4 + 4 + 8 + 4 + 4 + 32 * 3 + 16);
+    assert_eq!(size_of::<LitePeerList>(), 8 + 4 + 4);
+    assert_eq!(size_of::<LitePing>(), 4 * 4 + 8);
+    assert_eq!(size_of::<LiteSharedPage>(), 16);
+    assert_eq!(align_of::<LitePeerStatus>(), 8);
+}
+
+#[test]
+fn limits_fit_the_fixed_arrays() {
+    assert_eq!(LiteConnInfo::default().qpn.len(), LITE_MAX_QPS_PER_PEER as usize);
+    assert_eq!(LitePeerStatus::default().qp_state.len(), LITE_MAX_QPS_PER_PEER as usize);
+    assert_eq!(LiteInfo::default().node_id, LITE_NODE_NONE);
+}
+
+/// The checked-in C header must be what cbindgen makes of abi.rs today.
+/// `LITE_BLESS=1 cargo test -p lite-uapi` (or `make headers`) rewrites it.
+#[test]
+fn c_header_is_fresh() {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = cbindgen::Config::from_file(crate_dir.join("cbindgen.toml")).expect("cbindgen.toml");
+    let mut generated = Vec::new();
+    cbindgen::Builder::new()
+        .with_config(config)
+        .with_src(crate_dir.join("src/abi.rs"))
+        .generate()
+        .expect("cbindgen failed on abi.rs")
+        .write(&mut generated);
+    let path = crate_dir.join("include/lite_uapi.h");
+    if std::env::var_os("LITE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let current = std::fs::read(&path).unwrap_or_default();
+    assert!(
+        current == generated,
+        "{} is stale: run `make headers` and commit the result",
+        path.display()
+    );
+}
