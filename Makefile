@@ -45,7 +45,7 @@ userspace: deps
 # Everything the guests see at /lite.
 guest: module userspace
 	mkdir -p $(GUEST)/bin
-	cp target/release/lite-admin build/bin/lite-hello $(GUEST)/bin/
+	cp target/release/lite-admin target/release/lite-selftest build/bin/lite-hello $(GUEST)/bin/
 
 headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p lite-uapi -p liblite --test abi --test c_header

@@ -1,0 +1,212 @@
+//! lite-selftest: runs inside a guest against the real module and checks that
+//! hostile or malformed calls get the documented errno and nothing worse.
+//!
+//!   lite-selftest hostile PEER     argument checking (PEER: a connected node id)
+//!   lite-selftest fuzz SEED N      N random ioctls, must not hurt the kernel
+
+use lite::uapi::*;
+use lite::Lite;
+use nix::errno::Errno;
+use std::process::ExitCode;
+
+struct Checks {
+    failed: u32,
+    passed: u32,
+}
+
+impl Checks {
+    fn expect(&mut self, what: &str, got: Result<i32, Errno>, want: Result<(), Errno>) {
+        let ok = match (&got, want) {
+            (Ok(_), Ok(())) => true,
+            (Err(g), Err(w)) => *g == w,
+            _ => false,
+        };
+        if ok {
+            self.passed += 1;
+        } else {
+            self.failed += 1;
+            println!("FAIL {what}: got {got:?}, want {want:?}");
+        }
+    }
+}
+
+const KERNEL_ADDR: usize = 0xffff_8880_0000_0000;
+
+fn hostile(lite: &Lite, peer: u32) -> Checks {
+    let mut c = Checks { failed: 0, passed: 0 };
+    let io = |cmd: u32, arg: usize| lite.raw_ioctl(cmd, arg);
+    let addr = |v: &mut dyn std::any::Any| v as *mut dyn std::any::Any as *mut u8 as usize;
+
+    c.expect("unknown ioctl number", io(0x4C99, 0), Err(Errno::ENOTTY));
+    c.expect("foreign ioctl type", io(0x8008_5401, 0), Err(Errno::ENOTTY));
+    c.expect("LITE_IOC_INFO with wrong size", io(LITE_IOC_INFO ^ (1 << 16), 0), Err(Errno::ENOTTY));
+    c.expect("info to NULL", io(LITE_IOC_INFO, 0), Err(Errno::EFAULT));
+    c.expect("info to a kernel address", io(LITE_IOC_INFO, KERNEL_ADDR), Err(Errno::EFAULT));
+    c.expect("info to unmapped memory", io(LITE_IOC_INFO, 0x10), Err(Errno::EFAULT));
+
+    let mut ping = LitePing { node: peer, count: 0, timeout_ms: 1000, reserved: 0, rtt_ns: 0 };
+    c.expect("ping count 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
+    ping.count = LITE_PING_MAX_COUNT + 1;
+    c.expect("ping count too large", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
+    ping.count = 1;
+    ping.timeout_ms = 0;
+    c.expect("ping timeout 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
+    ping.timeout_ms = 1000;
+    ping.reserved = 7;
+    c.expect("ping reserved field set", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
+    ping.reserved = 0;
+    c.expect("ping writing RTTs to NULL", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EFAULT));
+    ping.rtt_ns = KERNEL_ADDR as u64;
+    c.expect("ping writing RTTs into the kernel", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EFAULT));
+    let mut rtt = 0u64;
+    ping.rtt_ns = &mut rtt as *mut u64 as u64;
+    c.expect("ping a connected peer", io(LITE_IOC_PING, addr(&mut ping)), Ok(()));
+    ping.node = LITE_MAX_NODES + 5;
+    c.expect("ping an unknown node", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::ENOENT));
+    ping.node = LITE_NODE_NONE;
+    c.expect("ping node NONE", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::ENOENT));
+
+    let mut list = LitePeerList { entries: 0, capacity: 16, count: 0 };
+    c.expect("peer list into NULL", io(LITE_IOC_PEERS, addr(&mut list)), Err(Errno::EFAULT));
+    list.capacity = 0;
+    c.expect("peer list with capacity 0", io(LITE_IOC_PEERS, addr(&mut list)), Ok(()));
+    if list.count == 0 {
+        c.failed += 1;
+        println!("FAIL peer list with capacity 0 did not report the peer count");
+    }
+    list.capacity = u32::MAX;
+    list.entries = KERNEL_ADDR as u64;
+    c.expect("peer list into the kernel", io(LITE_IOC_PEERS, addr(&mut list)), Err(Errno::EFAULT));
+
+    let mut prep = LitePeerPrepare { peer_id: 99, peer_epoch: 1, ..Default::default() };
+    c.expect("prepare node 99", io(LITE_IOC_PEER_PREPARE, addr(&mut prep)), Err(Errno::EINVAL));
+    prep.peer_id = lite.node_id().unwrap_or(0);
+    c.expect("prepare self", io(LITE_IOC_PEER_PREPARE, addr(&mut prep)), Err(Errno::EINVAL));
+    let mut conn = LitePeerConnect { peer_id: peer, reserved: 0, peer_epoch: 0, remote: Default::default() };
+    c.expect("connect with 0 QPs", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::EINVAL));
+    conn.remote.nr_qps = lite.info().map(|i| i.qps_per_peer).unwrap_or(1);
+    conn.remote.mtu = 9;
+    c.expect("connect with a bad MTU", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::EINVAL));
+    conn.remote.mtu = 3;
+    c.expect("connect a stale epoch", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::ENOENT));
+    let mut join = LiteJoin { node_id: LITE_MAX_NODES, reserved: 0, epoch: 1 };
+    c.expect("join with id out of range", io(LITE_IOC_JOIN, addr(&mut join)), Err(Errno::EINVAL));
+    join.node_id = (lite.node_id().unwrap_or(0) + 1) % LITE_MAX_NODES;
+    c.expect("join under another id while joined", io(LITE_IOC_JOIN, addr(&mut join)), Err(Errno::EBUSY));
+    let mut down = LitePeerDown { peer_id: 14, reserved: 0 };
+    c.expect("down an unknown peer", io(LITE_IOC_PEER_DOWN, addr(&mut down)), Err(Errno::ENOENT));
+    down.reserved = 1;
+    c.expect("down with reserved field set", io(LITE_IOC_PEER_DOWN, addr(&mut down)), Err(Errno::EINVAL));
+
+    mmap_checks(&mut c);
+    unprivileged_checks(&mut c);
+    c
+}
+
+fn mmap_checks(c: &mut Checks) {
+    use nix::sys::mman::{mmap, MapFlags, ProtFlags};
+    use std::num::NonZeroUsize;
+    let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/lite") else {
+        c.failed += 1;
+        println!("FAIL cannot open /dev/lite");
+        return;
+    };
+    let page = NonZeroUsize::new(4096).unwrap();
+    let two = NonZeroUsize::new(8192).unwrap();
+    let rw = ProtFlags::PROT_READ | ProtFlags::PROT_WRITE;
+    let map = |len, prot, off| {
+        // SAFETY: a fresh mapping of the device; never dereferenced here.
+        unsafe { mmap(None, len, prot, MapFlags::MAP_SHARED, &file, off) }.map(|_| 0)
+    };
+    c.expect("mmap two pages", map(two, rw, 0), Err(Errno::EINVAL));
+    c.expect("mmap at offset 4096", map(page, rw, 4096), Err(Errno::EINVAL));
+    c.expect("mmap executable", map(page, rw | ProtFlags::PROT_EXEC, 0), Err(Errno::EPERM));
+    c.expect("mmap the shared page", map(page, rw, 0), Ok(()));
+}
+
+/// Membership ioctls need CAP_NET_ADMIN: check from a child that dropped root.
+fn unprivileged_checks(c: &mut Checks) {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, setuid, ForkResult, Uid};
+    // SAFETY: the child only makes syscalls and exits.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let code = (|| {
+                setuid(Uid::from_raw(65534)).ok()?;
+                let lite = Lite::open().ok()?;
+                let mut join = LiteJoin { node_id: 1, reserved: 0, epoch: 1 };
+                let r = lite.raw_ioctl(LITE_IOC_JOIN, &mut join as *mut LiteJoin as usize);
+                let leave = lite.raw_ioctl(LITE_IOC_LEAVE, 0);
+                let status = lite.peers().is_ok();
+                Some(r == Err(Errno::EPERM) && leave == Err(Errno::EPERM) && status)
+            })();
+            std::process::exit(if code == Some(true) { 0 } else { 1 });
+        }
+        Ok(ForkResult::Parent { child }) => {
+            let ok = matches!(waitpid(child, None), Ok(WaitStatus::Exited(_, 0)));
+            c.expect("membership ioctls as nobody give EPERM", if ok { Ok(0) } else { Err(Errno::EACCES) }, Ok(()));
+        }
+        Err(e) => c.expect("fork", Err(e), Ok(())),
+    }
+}
+
+/// Random ioctl numbers (our type byte, random nr/size/direction) and random
+/// argument pointers; the kernel must answer each with an errno or success.
+fn fuzz(lite: &Lite, seed: u64, count: u32) -> Checks {
+    let mut state = seed | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..count {
+        let r = next();
+        let nr = (r & 0xF) as u32;
+        let dir = ((r >> 4) & 3) as u32;
+        let size = ((r >> 8) & 0x3FFF) as u32;
+        let cmd = (dir << 30) | (size << 16) | (LITE_IOC_MAGIC << 8) | nr;
+        // Never JOIN/LEAVE/DOWN for real: they would change membership under the test.
+        if matches!(cmd, LITE_IOC_JOIN | LITE_IOC_LEAVE | LITE_IOC_PEER_DOWN | LITE_IOC_PEER_PREPARE) {
+            continue;
+        }
+        for b in buf.iter_mut().take(256) {
+            *b = next() as u8;
+        }
+        let arg = match (r >> 24) & 3 {
+            0 => buf.as_mut_ptr() as usize,
+            1 => KERNEL_ADDR + (next() as usize & 0xFFFF),
+            2 => next() as usize,
+            _ => 0,
+        };
+        let _ = lite.raw_ioctl(cmd, arg);
+    }
+    Checks { failed: 0, passed: count }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let lite = match Lite::open() {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("lite-selftest: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let arg = |i: usize| args.get(i).and_then(|s| s.parse::<u64>().ok());
+    let checks = match (args.get(1).map(String::as_str), arg(2), arg(3)) {
+        (Some("hostile"), Some(peer), _) => hostile(&lite, peer as u32),
+        (Some("fuzz"), Some(seed), Some(n)) => fuzz(&lite, seed, n as u32),
+        _ => {
+            eprintln!("usage: lite-selftest hostile PEER | lite-selftest fuzz SEED COUNT");
+            return ExitCode::from(2);
+        }
+    };
+    println!("{} passed, {} failed", checks.passed, checks.failed);
+    if checks.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""LITE-RS integration tests on a virtual cluster (run by `make test`).
+
+Boots NODES guests (default 3) with the chosen kernel, runs every test in order
+(later tests build on the cluster state earlier ones leave), and fails the run when
+any test fails or any guest console shows a kernel bug report (WARNING, BUG, Oops,
+KASAN, lockdep, ...). The last line is `N passed, N failed`.
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vcluster import Cluster, CommandFailed, REPO  # noqa: E402
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class TestFailed(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise TestFailed(msg)
+
+
+def peers_by_id(c, n):
+    return {p["id"]: p for p in c.status(n)["peers"]}
+
+
+def wait_for(what, cond, timeout=60, interval=0.5):
+    deadline = time.time() + timeout
+    while True:
+        last = cond()
+        if last:
+            return last
+        if time.time() > deadline:
+            raise TestFailed(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def ping(c, src, dst, count=20, check_ok=True):
+    res = c.exec(src, f"lite-admin ping {dst} --count {count} --timeout-ms 3000 --json", check=False)
+    if check_ok and res.rc != 0:
+        raise TestFailed(f"ping {src}->{dst} failed: {res.out.strip()}")
+    return res
+
+
+# ---- tests (in order) ----
+
+@test
+def module_loads_and_unloads_20_times_without_leaks(c):
+    kmemleak = c.exec(0, "test -e /sys/kernel/debug/kmemleak && echo yes || echo no").out.strip() == "yes"
+    if kmemleak:
+        c.exec(0, "echo scan > /sys/kernel/debug/kmemleak; echo clear > /sys/kernel/debug/kmemleak")
+    c.exec(0, "for i in $(seq 20); do insmod /lite/lite.ko qps_per_peer=$(( i % 8 + 1 )) && rmmod lite || exit 1; done",
+           timeout=300)
+    check("lite" not in c.exec(0, "cat /proc/modules").out, "module still loaded after the cycles")
+    if kmemleak:
+        out = c.exec(0, "echo scan > /sys/kernel/debug/kmemleak; sleep 1; echo scan > /sys/kernel/debug/kmemleak; "
+                        "cat /sys/kernel/debug/kmemleak", timeout=300).out
+        check("lite" not in out, f"kmemleak reports leaks from lite:\n{out[:3000]}")
+
+
+@test
+def device_removed_and_readded_while_loaded(c):
+    c.load_module(0)
+    c.exec(0, "rdma link delete rxe0")
+    out = c.exec(0, "lite-admin status").out
+    check("no RDMA device" in out, f"status after rdma link delete:\n{out}")
+    c.exec(0, "rdma link add rxe0 type rxe netdev eth0")
+    out = c.exec(0, "lite-admin status").out
+    check("device rxe0" in out, f"status after rdma link add:\n{out}")
+    c.exec(0, "rmmod lite")
+
+
+@test
+def three_nodes_join_with_k_rc_qps_each(c):
+    for n in range(3):
+        c.load_module(n)
+    c.start_manager(0)
+    for n in range(3):
+        c.start_agent(n)
+    c.wait_connected([0, 1, 2], timeout=90)
+    for n in range(3):
+        st = c.status(n)
+        check(st["node_id"] == n, f"node {n} got id {st['node_id']}")
+        for p in st["peers"]:
+            states = [q["state"] for q in p["qps"]]
+            check(len(states) == st["qps_per_peer"] and set(states) == {"RTS"},
+                  f"node {n} peer {p['id']}: QPs {states}")
+
+
+@test
+def ping_between_all_pairs(c):
+    for src in range(3):
+        for dst in range(3):
+            if src != dst:
+                ping(c, src, dst)
+
+
+@test
+def c_program_links_liblite(c):
+    out = c.exec(1, "lite-hello").out
+    check("node 1: 2 peer(s)" in out and out.count("ping node") == 2, out)
+
+
+@test
+def hostile_ioctls_get_clear_errnos(c):
+    out = c.exec(0, "lite-selftest hostile 1", timeout=120).out
+    check(" 0 failed" in out, out)
+
+
+@test
+def random_ioctls_do_not_hurt_the_kernel(c):
+    c.exec(2, "lite-selftest fuzz 12345 20000", timeout=300)
+    ping(c, 2, 0, count=5)
+
+
+@test
+def rmmod_refused_while_dev_lite_is_open(c):
+    res = c.exec(1, "rmmod lite", check=False)
+    check(res.rc != 0 and "in use" in res.out, f"rmmod while the agent holds /dev/lite: {res}")
+    ping(c, 1, 2, count=5)
+
+
+@test
+def late_fourth_node_joins_everyone(c):
+    c.start_node(3)
+    c.wait_ready(3, 180)
+    c.load_module(3)
+    c.start_agent(3)
+    c.wait_connected([0, 1, 2, 3], timeout=90)
+    for other in range(3):
+        ping(c, 3, other, count=5)
+        ping(c, other, 3, count=5)
+
+
+@test
+def leaving_node_is_torn_down_and_others_keep_working(c):
+    c.exec(3, "lite-admin leave")
+    check(c.status(3)["node_id"] is None, "node 3 still joined after leave")
+    for n in range(3):
+        wait_for(f"node {n} to see node 3 down",
+                 lambda n=n: peers_by_id(c, n).get(3, {}).get("state") == "down" and
+                 not peers_by_id(c, n)[3]["qps"])
+    res = ping(c, 0, 3, check_ok=False)
+    check(res.rc != 0 and "down" in res.out, f"ping to a node that left: {res.out}")
+    ping(c, 0, 1)
+    c.exec(3, "rmmod lite")
+
+
+@test
+def killed_node_is_marked_down_and_others_keep_working(c):
+    c.kill_node(2)
+    for n in (0, 1):
+        wait_for(f"node {n} to see node 2 down",
+                 lambda n=n: peers_by_id(c, n).get(2, {}).get("state") == "down", timeout=60)
+    res = ping(c, 1, 2, check_ok=False)
+    check(res.rc != 0 and "down" in res.out, f"ping to a dead node: {res.out}")
+    ping(c, 0, 1)
+    ping(c, 1, 0)
+
+
+@test
+def restarted_manager_rebuilds_from_the_nodes(c):
+    c.exec(0, "pkill -f 'lite-admin manager'; sleep 1")
+    c.start_manager(0)
+    time.sleep(3)
+    for n in (0, 1):
+        st = c.status(n)
+        check(st["node_id"] == n, f"node {n} lost its id after a manager restart")
+    ping(c, 0, 1)
+    log = (c.run / "manager.log").read_text(errors="replace")
+    check("node 1 (epoch" in log, f"manager did not readopt node 1:\n{log}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", default="debug", choices=["release", "debug"])
+    ap.add_argument("--run-dir", default=str(REPO / "build" / "vmtest"))
+    ap.add_argument("-k", dest="only", help="run only tests whose name contains this")
+    args = ap.parse_args()
+
+    cluster = Cluster(args.run_dir)
+
+    def stop(signum, _frame):
+        cluster.down(quiet=True)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    passed = failed = 0
+    start = time.time()
+    try:
+        cluster.up(nodes=3, variant=args.kernel)
+        for fn in TESTS:
+            if args.only and args.only not in fn.__name__:
+                continue
+            t0 = time.time()
+            try:
+                fn(cluster)
+                passed += 1
+                print(f"PASS {fn.__name__} ({time.time() - t0:.1f} s)", flush=True)
+            except (TestFailed, CommandFailed) as e:
+                failed += 1
+                print(f"FAIL {fn.__name__} ({time.time() - t0:.1f} s): {e}", flush=True)
+            except Exception:
+                failed += 1
+                print(f"FAIL {fn.__name__}: {traceback.format_exc()}", flush=True)
+        splats = cluster.splats()
+        if splats:
+            failed += 1
+            print("FAIL guest kernels report bugs:", flush=True)
+            for n, line in splats[:40]:
+                print(f"  node{n}: {line}")
+        else:
+            passed += 1
+            print("PASS no kernel bug reports in any guest console", flush=True)
+    except (CommandFailed, SystemExit) as e:
+        failed += 1
+        print(f"FAIL cluster: {e}", flush=True)
+    finally:
+        cluster.down(quiet=True)
+    print(f"logs: {cluster.run} ({time.time() - start:.0f} s)")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
