@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 const DEFAULT_PIDFILE: &str = "/run/lite-agent.pid";
+const DEFAULT_MANAGER_PIDFILE: &str = "/run/lite-manager.pid";
 
 #[derive(Parser)]
 #[command(name = "lite-admin", version, about = "Operate LITE-RS nodes: cluster membership, status and ping")]
@@ -55,6 +56,9 @@ enum Command {
         /// Declare a node down after this many milliseconds without a heartbeat.
         #[arg(long, default_value_t = 6000)]
         dead_after_ms: u64,
+        /// Where to record the manager's pid.
+        #[arg(long, default_value = DEFAULT_MANAGER_PIDFILE)]
+        pidfile: PathBuf,
     },
     /// Join this node to the cluster run by MANAGER and keep it connected (runs until
     /// stopped with `lite-admin leave`, SIGTERM or Ctrl-C).
@@ -81,7 +85,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Status { json } => status(json),
         Command::Ping { node, count, timeout_ms, json } => ping(node, count, Duration::from_millis(timeout_ms), json),
-        Command::Manager { listen, heartbeat_ms, dead_after_ms } => listen
+        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile } => listen
             .parse()
             .map_err(|e| format!("bad --listen address {listen}: {e}"))
             .and_then(|listen| {
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
                     listen,
                     heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
                     dead_after: Duration::from_millis(dead_after_ms.max(heartbeat_ms * 2)),
+                    pidfile,
                 })
             }),
         Command::Join { manager, id, pidfile } => {

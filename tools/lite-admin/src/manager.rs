@@ -13,6 +13,7 @@ pub struct Options {
     pub listen: SocketAddr,
     pub heartbeat: Duration,
     pub dead_after: Duration,
+    pub pidfile: std::path::PathBuf,
 }
 
 struct Shared {
@@ -58,6 +59,8 @@ impl Shared {
 
 pub fn run(opts: Options) -> Result<(), String> {
     let listener = TcpListener::bind(opts.listen).map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    std::fs::write(&opts.pidfile, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("cannot write {}: {e}", opts.pidfile.display()))?;
     eprintln!("manager: listening on {}", opts.listen);
     let state: State = Arc::new(Mutex::new(Shared {
         registry: Registry::new(lite::uapi::LITE_MAX_NODES),
