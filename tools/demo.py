@@ -4,12 +4,29 @@ the manager, show each node's view, and ping every pair through the kernel."""
 
 import argparse
 import json
+import signal
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vcluster import Cluster, REPO  # noqa: E402
+
+
+def native_write_rtt(c, server, client, count):
+    """perftest's ib_write_lat between two guests, as a round trip (it reports half of one)."""
+    c.exec(server, f"ib_write_lat -d rxe0 -x 1 -s 8 -n {count} -F >/run/lite/native-server.log 2>&1 &")
+    time.sleep(1)
+    res = c.exec(client, f"ib_write_lat -d rxe0 -x 1 -s 8 -n {count} -F 10.77.0.{server + 1}",
+                 timeout=600, check=False)
+    for line in res.out.splitlines():
+        fields = line.split()
+        if len(fields) >= 8 and fields[0] == "8":
+            # #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% ...
+            return {"min_ns": float(fields[2]) * 2000, "median_ns": float(fields[4]) * 2000,
+                    "p99_ns": float(fields[7]) * 2000}
+    print(f"  (native baseline unavailable: {res.out.strip()[-200:]})")
+    return None
 
 
 def main():
@@ -21,6 +38,7 @@ def main():
     args = ap.parse_args()
 
     c = Cluster(REPO / "build" / "demo")
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # runs the finally below
     started = time.time()
     try:
         c.up(nodes=args.nodes, variant=args.kernel)
@@ -47,9 +65,14 @@ def main():
                 results.append(r)
                 print(f"  node {src} -> node {dst}: median {r['median_ns'] / 1000:8.0f} us   "
                       f"p99 {r['p99_ns'] / 1000:8.0f} us   min {r['min_ns'] / 1000:6.0f} us", flush=True)
+        native = native_write_rtt(c, 1, 0, args.count)
+        if native:
+            print(f"  native ib_write_lat 0 -> 1 (8 B, as round trip): median {native['median_ns'] / 1000:8.0f} us   "
+                  f"p99 {native['p99_ns'] / 1000:8.0f} us   min {native['min_ns'] / 1000:6.0f} us")
         splats = c.splats()
         if args.json:
-            print(json.dumps({"nodes": args.nodes, "pings": results, "kernel_bug_reports": len(splats)}))
+            print(json.dumps({"nodes": args.nodes, "pings": results, "native_write_rtt": native,
+                              "kernel_bug_reports": len(splats)}))
         print(f"\nguest kernels: {'no bug reports' if not splats else f'{len(splats)} bug report lines!'}; "
               f"logs in {c.run}; {time.time() - started:.0f} s")
         return 1 if splats else 0

@@ -309,6 +309,20 @@ class Cluster:
         if not quiet and groups:
             log(f"cluster in {self.run} is down")
 
+    def leftovers(self):
+        """Processes still running that belong to this cluster (there should be none after down)."""
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(self.run) in cmdline and running(int(proc.name)):
+                found.append(f"{proc.name}: {cmdline[:120]}")
+        return found
+
     # ---- commands ----
 
     def submit(self, n, script, timeout):

@@ -234,6 +234,13 @@ def main():
         print(f"FAIL cluster: {e}", flush=True)
     finally:
         cluster.down(quiet=True)
+    leftovers = cluster.leftovers()
+    if leftovers:
+        failed += 1
+        print("FAIL processes left behind after the cluster went down:\n  " + "\n  ".join(leftovers))
+    else:
+        passed += 1
+        print("PASS no qemu or switch process left behind", flush=True)
     print(f"logs: {cluster.run} ({time.time() - start:.0f} s)")
     print(f"{passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
