@@ -230,7 +230,7 @@ class Cluster:
         run = self.run
         (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
         (run / f"node{n}.ready").unlink(missing_ok=True)
-        append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 "
+        append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
                   f"lite_node={n}")
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"],
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
@@ -399,18 +399,12 @@ class Cluster:
 
     def wait_connected(self, nodes, timeout=60):
         """Waits until every node in `nodes` shows every other one connected."""
-        deadline = time.time() + timeout
-        while True:
-            missing = []
-            for n in nodes:
-                st = self.status(n)
-                up = {p["id"] for p in st["peers"] if p["state"] == "connected"}
-                missing += [(n, m) for m in nodes if m != n and m not in up]
-            if not missing:
-                return
-            if time.time() > deadline:
-                raise CommandFailed(f"not connected after {timeout} s: {missing}")
-            time.sleep(0.5)
+        jobs = [(n, self.submit(n, "lite-admin wait --timeout-s {} --connected {}".format(
+            timeout, ",".join(str(m) for m in nodes if m != n)), timeout + 30)) for n in nodes]
+        for n, job in jobs:
+            res = self.collect(n, job, timeout + 30)
+            if res.rc != 0:
+                raise CommandFailed(f"node {n}: {res.out.strip()}")
 
 
 def main():

@@ -36,7 +36,6 @@
 #define LITE_SHARED_MAGIC 1279874117
 
 /*
- Peer states reported in `LitePeerStatus::state`.
  QPs created for the peer, waiting for its connection info.
  */
 #define LITE_PEER_PREPARED 1

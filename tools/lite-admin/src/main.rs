@@ -6,7 +6,7 @@ mod membership;
 mod stats;
 
 use clap::{Parser, Subcommand};
-use lite::{gid_to_string, qp_state_name, Lite};
+use lite::{gid_to_string, qp_state_name, Lite, PeerState};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -44,6 +44,18 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Wait until this node sees the given peers connected and/or down (for scripts).
+    Wait {
+        /// Node ids that must be connected, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        connected: Vec<u32>,
+        /// Node ids that must be down, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        down: Vec<u32>,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 60)]
+        timeout_s: u64,
     },
     /// Run the cluster manager (one per cluster, usually on node 0).
     Manager {
@@ -85,6 +97,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Status { json } => status(json),
         Command::Ping { node, count, timeout_ms, json } => ping(node, count, Duration::from_millis(timeout_ms), json),
+        Command::Wait { connected, down, timeout_s } => wait(&connected, &down, Duration::from_secs(timeout_s)),
         Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile } => listen
             .parse()
             .map_err(|e| format!("bad --listen address {listen}: {e}"))
@@ -198,6 +211,28 @@ fn status(json: bool) -> Result<(), String> {
         println!("{:<6}{:<11}{:<7}{}", p.id, p.state, p.epoch, qps);
     }
     Ok(())
+}
+
+fn wait(connected: &[u32], down: &[u32], timeout: Duration) -> Result<(), String> {
+    let lite = open()?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let peers = lite.peers().map_err(|e| e.to_string())?;
+        let state = |id: u32| peers.iter().find(|p| p.id == id).map(|p| p.state);
+        let missing: Vec<String> = connected
+            .iter()
+            .filter(|&&id| state(id) != Some(PeerState::Connected))
+            .map(|id| format!("{id} connected"))
+            .chain(down.iter().filter(|&&id| state(id) != Some(PeerState::Down)).map(|id| format!("{id} down")))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(format!("still waiting after {} s for: {}", timeout.as_secs(), missing.join(", ")));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[derive(Serialize)]
