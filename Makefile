@@ -48,7 +48,7 @@ guest: module userspace
 	cp target/release/lite-admin target/release/lite-selftest build/bin/lite-hello $(GUEST)/bin/
 
 headers:
-	LITE_BLESS=1 $(CARGO) test --quiet -p lite-uapi -p liblite --test abi --test c_header
+	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
 
 cluster: guest
 	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join
