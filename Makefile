@@ -3,6 +3,8 @@
 #
 #   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug)
 #   NODES=N               virtual cluster size (default 3)
+#   KDIR=/path            build the module against this kernel tree instead (real nodes),
+#                         with BINDGEN=bindgen and KMAKE='LLVM=1' as that kernel needs
 
 KERNEL ?= release
 NODES ?= 3
@@ -11,8 +13,9 @@ TEST_KERNEL ?= debug
 SHELL := /bin/bash
 LITE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lite-rs
 export LITE_CACHE
-BINDGEN := $(LITE_CACHE)/bin/bindgen
-KMAKE = LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=$(BINDGEN)
+BINDGEN ?= $(LITE_CACHE)/bin/bindgen
+KMAKE ?= LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=$(BINDGEN)
+KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
@@ -26,14 +29,17 @@ deps:
 kernel: deps
 	@tools/kernel/build.sh $(KERNEL) >/dev/null
 
+$(LITE_CACHE)/bin/bindgen:
+	tools/deps.sh
+
 # bindgen turns the C helper header into the Rust declarations the module uses.
-lite/helpers_ffi.rs: lite/helpers.h | deps
+lite/helpers_ffi.rs: lite/helpers.h $(BINDGEN)
 	$(BINDGEN) $< -o $@ --use-core --ctypes-prefix core::ffi --no-layout-tests \
 	  --allowlist-function 'lite_.*' --allowlist-var 'LITE_.*'
 
-module: kernel lite/helpers_ffi.rs
-	@kdir=$$(tools/kernel/build.sh $(KERNEL)) && \
-	  $(MAKE) -s -C $$kdir/build M=$(CURDIR) $(KMAKE) modules && \
+module: lite/helpers_ffi.rs $(if $(KDIR),,kernel)
+	@kdir="$(KDIR)"; [ -n "$$kdir" ] || kdir=$$(tools/kernel/build.sh $(KERNEL))/build; \
+	  $(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) modules && \
 	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
 
 userspace: deps
@@ -67,13 +73,14 @@ test-host: deps
 	  test $${PIPESTATUS[0]} -eq 0
 
 test-vm:
-	$(MAKE) guest KERNEL=$(TEST_KERNEL)
+	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
 	tools/vmtest.py --kernel $(TEST_KERNEL)
 
+# The integration tests' `N passed, N failed` is the last line of the output.
 test:
 	@mkdir -p build
-	$(MAKE) test-host
-	$(MAKE) test-vm
+	@$(MAKE) --no-print-directory test-host
+	@$(MAKE) --no-print-directory test-vm
 
 clean:
 	-tools/vcluster.py down 2>/dev/null

@@ -386,7 +386,7 @@ class Cluster:
         self.exec(n, f"insmod /lite/lite.ko {args}")
 
     def start_manager(self, n=0):
-        self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms 5000 "
+        self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms 8000 "
                      f">/run/lite/manager.log 2>&1 &")
 
     def start_agent(self, n, manager_node=0, node_id=None):
