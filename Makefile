@@ -11,6 +11,8 @@ NODES ?= 3
 TEST_KERNEL ?= debug
 
 SHELL := /bin/bash
+# rustup's cargo may be missing from a non-login PATH (CI).
+export PATH := $(PATH):$(HOME)/.cargo/bin
 LITE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lite-rs
 export LITE_CACHE
 BINDGEN ?= $(LITE_CACHE)/bin/bindgen
