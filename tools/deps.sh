@@ -2,6 +2,9 @@
 # Install everything LITE-RS needs on a fresh Debian 12 machine, idempotently:
 # Debian packages (skipped when present) and bindgen-cli into the cache dir.
 set -euo pipefail
+case "${1:-}" in
+  -h|--help) echo "usage: $0   install the Debian packages and bindgen-cli LITE-RS needs (idempotent)"; exit 0 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 

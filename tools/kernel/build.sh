@@ -5,8 +5,15 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../env.sh"
+usage="usage: $0 [release|debug]   build the guest kernel if needed and print its output directory
+  release: guest.config; debug: guest.config + debug.config (KASAN, lockdep, kmemleak)
+  cache: \$LITE_CACHE (default ~/.cache/lite-rs), one directory per version, variant and config"
 variant=${1:-release}
-case "$variant" in release|debug) ;; *) echo "usage: $0 [release|debug]" >&2; exit 2;; esac
+case "$variant" in
+  release|debug) ;;
+  -h|--help) echo "$usage"; exit 0 ;;
+  *) echo "$usage" >&2; exit 2 ;;
+esac
 
 tarball=/usr/src/linux-source-6.12.tar.xz
 [ -f "$tarball" ] || { echo "kernel: $tarball missing; run tools/deps.sh" >&2; exit 1; }

@@ -16,10 +16,19 @@ pub struct Options {
     pub pidfile: std::path::PathBuf,
 }
 
+/// The connection through which a node incarnation is reached.
+struct Link {
+    epoch: u64,
+    /// Which accepted connection this is: a reconnecting agent's old connection
+    /// closing must not take down the new one.
+    conn: u64,
+    stream: TcpStream,
+}
+
 struct Shared {
     registry: Registry,
-    /// Connection of each live incarnation, keyed by node id.
-    links: BTreeMap<u32, (u64, TcpStream)>,
+    /// Keyed by node id.
+    links: BTreeMap<u32, Link>,
 }
 
 type State = Arc<Mutex<Shared>>;
@@ -32,9 +41,9 @@ fn send(stream: &mut TcpStream, msg: &ToAgent) -> std::io::Result<()> {
 
 impl Shared {
     fn broadcast(&mut self, msg: &ToAgent) {
-        for (_, stream) in self.links.values_mut() {
+        for link in self.links.values_mut() {
             // A write failure means the node is going away; its reader notices.
-            let _ = send(stream, msg);
+            let _ = send(&mut link.stream, msg);
         }
     }
 
@@ -46,10 +55,9 @@ impl Shared {
     fn declare_down(&mut self, id: u32, epoch: u64, why: &str) {
         if self.registry.mark_down(id, epoch) {
             eprintln!("manager: node {id} (epoch {epoch}) is down: {why}");
-            if let Some((e, stream)) = self.links.get(&id) {
-                if *e == epoch {
-                    let _ = stream.shutdown(std::net::Shutdown::Both);
-                    self.links.remove(&id);
+            if self.links.get(&id).is_some_and(|l| l.epoch == epoch) {
+                if let Some(link) = self.links.remove(&id) {
+                    let _ = link.stream.shutdown(std::net::Shutdown::Both);
                 }
             }
             self.broadcast_members();
@@ -77,11 +85,11 @@ pub fn run(opts: Options) -> Result<(), String> {
         st.broadcast(&ToAgent::Heartbeat);
     });
 
-    for conn in listener.incoming() {
-        match conn {
+    for (conn, accepted) in (1u64..).zip(listener.incoming()) {
+        match accepted {
             Ok(stream) => {
                 let state = state.clone();
-                thread::spawn(move || serve(state, stream, opts.heartbeat));
+                thread::spawn(move || serve(state, stream, conn, opts.heartbeat));
             }
             Err(e) => eprintln!("manager: accept failed: {e}"),
         }
@@ -89,7 +97,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
-fn serve(state: State, stream: TcpStream, heartbeat: Duration) {
+fn serve(state: State, stream: TcpStream, conn: u64, heartbeat: Duration) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(heartbeat * 2));
@@ -116,10 +124,8 @@ fn serve(state: State, stream: TcpStream, heartbeat: Duration) {
                         if send(&mut w, &ToAgent::Welcome { id, epoch }).is_err() {
                             break;
                         }
-                        if let Some((old_epoch, old)) = st.links.insert(id, (epoch, w)) {
-                            if old_epoch != epoch {
-                                let _ = old.shutdown(std::net::Shutdown::Both);
-                            }
+                        if let Some(old) = st.links.insert(id, Link { epoch, conn, stream: w }) {
+                            let _ = old.stream.shutdown(std::net::Shutdown::Both);
                         }
                         me = Some(Known { id, epoch });
                         st.broadcast_members();
@@ -135,8 +141,8 @@ fn serve(state: State, stream: TcpStream, heartbeat: Duration) {
             (ToManager::Conn { to, to_epoch, info }, Some(from)) => {
                 st.registry.seen(from.id, from.epoch, Instant::now());
                 if st.registry.epoch_of(to) == Some(to_epoch) {
-                    if let Some((_, stream)) = st.links.get_mut(&to) {
-                        let _ = send(stream, &ToAgent::Conn { from: from.id, from_epoch: from.epoch, to_epoch, info });
+                    if let Some(link) = st.links.get_mut(&to) {
+                        let _ = send(&mut link.stream, &ToAgent::Conn { from: from.id, from_epoch: from.epoch, to_epoch, info });
                     }
                 }
             }
@@ -153,6 +159,8 @@ fn serve(state: State, stream: TcpStream, heartbeat: Duration) {
     }
     if let Some(k) = me {
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-        st.declare_down(k.id, k.epoch, "connection closed");
+        if st.links.get(&k.id).is_some_and(|l| l.conn == conn) {
+            st.declare_down(k.id, k.epoch, "connection closed");
+        }
     }
 }
