@@ -119,7 +119,9 @@ impl OpenFile {
             }
             LITE_IOC_PING => {
                 let ping: LitePing = read_in(arg)?;
-                reserved_zero(&[ping.reserved])?;
+                if ping.payload > LITE_PING_MAX_PAYLOAD {
+                    return Err(EINVAL);
+                }
                 if ping.count == 0 || ping.count > LITE_PING_MAX_COUNT {
                     return Err(EINVAL);
                 }
@@ -127,7 +129,7 @@ impl OpenFile {
                     return Err(EINVAL);
                 }
                 let out = UserSlice::new(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>()).writer();
-                lite.ping(ping.node, ping.count, ping.timeout_ms, out)
+                lite.ping(ping.node, ping.count, ping.timeout_ms, ping.payload as usize, out)
             }
             _ => Err(ENOTTY),
         }

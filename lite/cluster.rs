@@ -1,17 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 //! This node's view of the cluster: identity, RDMA devices, peers with their K RC
-//! QPs, and the ping that proves the data path.
+//! QPs and message mailboxes, kernel-to-kernel requests, and the ping built on them.
 //!
 //! Locking: `Lite::state` (mutex) serializes every membership change and is never
-//! taken by completion callbacks. Each peer's `link` spinlock guards its QPs for
-//! posting; shutting a peer down takes the QPs out under it, so once `shutdown`
-//! returns nothing can post to them and their drain has reaped every completion.
+//! taken by completion callbacks. Each peer's `link` spinlock guards its QPs and
+//! mailbox for posting; shutting a peer down takes them out under it, so once
+//! `shutdown` returns nothing can post to them and their drain has reaped every
+//! completion. A peer's `calls` spinlock guards its request slots; it is never
+//! held together with `link`.
 
 use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, ETIMEDOUT};
-use crate::imm::{self, ImmKind};
 use crate::uapi::*;
-use crate::verbs::{Device, Qp, RemoteQp, PORT_ACTIVE};
+use crate::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
+use crate::wire::{self, Header, ImmKind, MsgKind, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
 use kernel::time::{msecs_to_jiffies, Ktime};
@@ -19,6 +22,9 @@ use kernel::uaccess::UserSliceWriter;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
 const RECV_DEPTH: u32 = 128;
+
+/// Status a responder returns for a request kind it does not know.
+const EOPNOTSUPP_ERRNO: u16 = kernel::bindings::EOPNOTSUPP as u16;
 
 /// `IB_MTU_256` ..= `IB_MTU_4096`.
 const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
@@ -80,10 +86,34 @@ impl State {
     }
 }
 
+/// Where peers write messages to us (`inbox`) and where ours are staged (`outbox`).
+struct Mailbox {
+    inbox: DmaBuf,
+    outbox: DmaBuf,
+}
+
 struct Link {
     state: u32,
     qps: KVec<Arc<Qp>>,
+    mailbox: Option<Mailbox>,
     remote: Option<LiteConnInfo>,
+}
+
+/// One request slot of ours at the peer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Free,
+    /// Request `seq` sent, answer pending.
+    Waiting(u64),
+    /// The answer to `seq` is in our response slot.
+    Answered(u64),
+    /// The caller gave up on `seq`; the slot is reusable once its answer lands.
+    Abandoned(u64),
+}
+
+struct Calls {
+    slots: [Slot; SLOTS],
+    next_seq: u64,
 }
 
 /// Another node, one incarnation of it (`epoch`), reached over K RC QPs.
@@ -96,8 +126,14 @@ pub(crate) struct Peer {
     sgid_index: i32,
     gid: [u8; 16],
     mtu: u32,
+    /// Set once the peer failed or was shut down: waiters check it without `link`.
+    failed: AtomicBool,
     #[pin]
     link: SpinLock<Link>,
+    #[pin]
+    calls: SpinLock<Calls>,
+    #[pin]
+    call_done: CondVar,
 }
 
 impl Peer {
@@ -107,6 +143,10 @@ impl Peer {
             return Err(ENETDOWN());
         }
         let (gid, sgid_index) = dev.roce_gid()?;
+        let mailbox = Mailbox {
+            inbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
+            outbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
+        };
         let peer = Arc::pin_init(
             pin_init!(Peer {
                 id,
@@ -115,10 +155,13 @@ impl Peer {
                 sgid_index,
                 gid,
                 mtu,
+                failed: AtomicBool::new(false),
                 link <- new_spinlock!(
-                    Link { state: LITE_PEER_PREPARED, qps: KVec::new(), remote: None },
+                    Link { state: LITE_PEER_PREPARED, qps: KVec::new(), mailbox: Some(mailbox), remote: None },
                     "lite:peer.link"
                 ),
+                calls <- new_spinlock!(Calls { slots: [Slot::Free; SLOTS], next_seq: 1 }, "lite:peer.calls"),
+                call_done <- new_condvar!("lite:peer.call_done"),
             }),
             GFP_KERNEL,
         )?;
@@ -132,7 +175,7 @@ impl Peer {
         Ok(peer)
     }
 
-    /// What the peer needs to connect its QPs to ours.
+    /// What the peer needs to connect its QPs to ours and to write to our mailbox.
     fn local_info(&self) -> LiteConnInfo {
         let link = self.link.lock();
         let mut info = LiteConnInfo { gid: self.gid, mtu: self.mtu, ..Default::default() };
@@ -140,6 +183,11 @@ impl Peer {
         for (i, qp) in link.qps.iter().enumerate() {
             info.qpn[i] = qp.num();
             info.psn[i] = psn_for(info.qpn[i]);
+        }
+        if let Some(mailbox) = &link.mailbox {
+            info.mailbox_addr = mailbox.inbox.dma();
+            info.mailbox_rkey = self.dev.global_rkey();
+            info.mailbox_slots = SLOTS as u32;
         }
         info
     }
@@ -166,7 +214,7 @@ impl Peer {
         for (i, qp) in qps.iter().enumerate() {
             let far = RemoteQp { gid: &remote.gid, qpn: remote.qpn[i], psn: remote.psn[i] };
             if let Err(e) = qp.connect(&far, self.sgid_index, psn_for(qp.num()), mtu) {
-                self.link.lock().state = LITE_PEER_ERROR;
+                self.mark_failed();
                 return Err(e);
             }
         }
@@ -178,36 +226,212 @@ impl Peer {
         Ok(())
     }
 
-    /// Posts a write-with-immediate on QP `index % K`.
-    fn post_write_imm(&self, index: u32, imm: u32) -> Result {
-        let link = self.link.lock();
-        if link.state != LITE_PEER_CONNECTED {
+    /// Writes a message (`header` + `body`) into the peer's mailbox at `offset` through
+    /// QP `qp_index % K`, announcing it with immediate (`kind`, `slot`).
+    fn post_message(&self, qp_index: usize, kind: ImmKind, slot: usize, offset: usize, header: &Header, body: &[u8]) -> Result {
+        let imm = wire::encode_imm(kind, slot as u32).ok_or(EINVAL)?;
+        let mut guard = self.link.lock();
+        let link = &mut *guard;
+        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
+            return Err(EHOSTDOWN());
+        };
+        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
             return Err(EHOSTDOWN());
         }
-        let qp = link.qps.get(index as usize % link.qps.len().max(1)).ok_or_else(EHOSTDOWN)?;
-        qp.post_write_imm(imm)
+        mailbox.outbox.write(offset, &header.encode())?;
+        mailbox.outbox.write(offset + HEADER_LEN, body)?;
+        let qp = &link.qps[qp_index % link.qps.len()];
+        qp.post_write_imm(
+            &mailbox.outbox,
+            offset,
+            HEADER_LEN + body.len(),
+            remote.mailbox_addr + offset as u64,
+            remote.mailbox_rkey,
+            imm,
+        )
     }
 
-    fn failed(&self) -> bool {
-        self.link.lock().state != LITE_PEER_CONNECTED
+    /// Reads the header a peer wrote at `offset` of our inbox.
+    fn inbox_header(&self, offset: usize) -> Option<Header> {
+        let link = self.link.lock();
+        let mut raw = [0u8; HEADER_LEN];
+        link.mailbox.as_ref()?.inbox.read(offset, &mut raw).ok()?;
+        Header::decode(&raw)
+    }
+
+    /// Sends request `kind` with `body` and waits up to `timeout_ms` for the answer,
+    /// which is copied into `reply`. Returns the answer's length. Process context.
+    fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let wait = |calls: &mut kernel::sync::lock::Guard<'_, Calls, _>, left: &mut _| -> Result {
+            match self.call_done.wait_interruptible_timeout(calls, *left) {
+                CondVarTimeoutResult::Timeout => Err(ETIMEDOUT()),
+                CondVarTimeoutResult::Signal { .. } => Err(EINTR),
+                CondVarTimeoutResult::Woken { jiffies } => {
+                    *left = jiffies;
+                    Ok(())
+                }
+            }
+        };
+        let (slot, seq) = {
+            let mut calls = self.calls.lock();
+            loop {
+                if self.failed.load(Ordering::Acquire) {
+                    return Err(EHOSTDOWN());
+                }
+                if let Some(slot) = calls.slots.iter().position(|s| *s == Slot::Free) {
+                    let seq = calls.next_seq;
+                    calls.next_seq += 1;
+                    calls.slots[slot] = Slot::Waiting(seq);
+                    break (slot, seq);
+                }
+                wait(&mut calls, &mut left)?;
+            }
+        };
+        let header = Header { kind: kind as u16, status: 0, len: body.len() as u32, seq };
+        if let Err(e) = self.post_message(slot, ImmKind::Request, slot, wire::request_offset(slot), &header, body) {
+            self.finish_slot(slot);
+            return Err(e);
+        }
+        {
+            let mut calls = self.calls.lock();
+            while calls.slots[slot] != Slot::Answered(seq) {
+                let outcome = if self.failed.load(Ordering::Acquire) {
+                    Err(EHOSTDOWN())
+                } else {
+                    wait(&mut calls, &mut left)
+                };
+                if let Err(e) = outcome {
+                    calls.slots[slot] = Slot::Abandoned(seq);
+                    return Err(e);
+                }
+            }
+        }
+        let result = self.read_answer(slot, seq, reply);
+        self.finish_slot(slot);
+        result
+    }
+
+    fn read_answer(&self, slot: usize, seq: u64, reply: &mut [u8]) -> Result<usize> {
+        let offset = wire::response_offset(slot);
+        let answer = self.inbox_header(offset).ok_or(EIO)?;
+        if answer.seq != seq {
+            return Err(EIO);
+        }
+        if answer.status != 0 {
+            return Err(Error::from_errno(-i32::from(answer.status)));
+        }
+        let len = answer.len as usize;
+        let out = reply.get_mut(..len).ok_or(EIO)?;
+        let link = self.link.lock();
+        link.mailbox.as_ref().ok_or_else(EHOSTDOWN)?.inbox.read(offset + HEADER_LEN, out)?;
+        Ok(len)
+    }
+
+    fn finish_slot(&self, slot: usize) {
+        let mut calls = self.calls.lock();
+        calls.slots[slot] = Slot::Free;
+        self.call_done.notify_all();
+    }
+
+    /// The answer to our request in `slot` arrived (completion context).
+    fn answer_arrived(&self, slot: usize) {
+        let Some(answer) = self.inbox_header(wire::response_offset(slot)) else { return };
+        let mut calls = self.calls.lock();
+        match calls.slots[slot] {
+            Slot::Waiting(seq) if seq == answer.seq => calls.slots[slot] = Slot::Answered(seq),
+            Slot::Abandoned(seq) if seq == answer.seq => calls.slots[slot] = Slot::Free,
+            // Stale or forged: nothing waits for it.
+            _ => return,
+        }
+        self.call_done.notify_all();
+    }
+
+    /// A request from the peer landed in our request `slot` through QP `qp_index`
+    /// (completion context): serve it and answer in the peer's response slot.
+    fn serve_request(&self, qp_index: usize, slot: usize) {
+        let offset = wire::request_offset(slot);
+        let mut raw = [0u8; HEADER_LEN];
+        let answer = {
+            let mut guard = self.link.lock();
+            let Some(mailbox) = guard.mailbox.as_mut() else { return };
+            if mailbox.inbox.read(offset, &mut raw).is_err() {
+                return;
+            }
+            let seq = u64::from_le_bytes([raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]]);
+            match Header::decode(&raw).map(|h| (h, h.msg_kind())) {
+                Some((request, Some(MsgKind::Echo))) => {
+                    let len = request.len as usize;
+                    let copied = mailbox.outbox.copy_from(
+                        wire::response_offset(slot) + HEADER_LEN,
+                        &mailbox.inbox,
+                        offset + HEADER_LEN,
+                        len,
+                    );
+                    match copied {
+                        Ok(()) => Header { status: 0, ..request },
+                        Err(_) => Header { status: EIO.to_errno().unsigned_abs() as u16, len: 0, ..request },
+                    }
+                }
+                Some((request, None)) => Header { status: EOPNOTSUPP_ERRNO, len: 0, ..request },
+                None => Header { kind: 0, status: EINVAL.to_errno().unsigned_abs() as u16, len: 0, seq },
+            }
+        };
+        // The body (if any) is already staged in our outbox; write the header in front.
+        let _ = self.post_staged_answer(qp_index, slot, &answer);
+    }
+
+    fn post_staged_answer(&self, qp_index: usize, slot: usize, header: &Header) -> Result {
+        let offset = wire::response_offset(slot);
+        let imm = wire::encode_imm(ImmKind::Response, slot as u32).ok_or(EINVAL)?;
+        let mut guard = self.link.lock();
+        let link = &mut *guard;
+        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
+            return Err(EHOSTDOWN());
+        };
+        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
+            return Err(EHOSTDOWN());
+        }
+        mailbox.outbox.write(offset, &header.encode())?;
+        let qp = &link.qps[qp_index % link.qps.len()];
+        qp.post_write_imm(
+            &mailbox.outbox,
+            offset,
+            HEADER_LEN + header.len as usize,
+            remote.mailbox_addr + offset as u64,
+            remote.mailbox_rkey,
+            imm,
+        )
     }
 
     /// A send failed for good (retries exhausted): the peer is unreachable.
     fn mark_failed(&self) {
-        let mut link = self.link.lock();
-        if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
-            link.state = LITE_PEER_ERROR;
+        {
+            let mut link = self.link.lock();
+            if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
+                link.state = LITE_PEER_ERROR;
+            }
         }
+        self.fail_waiters();
     }
 
-    /// Stops all traffic and destroys the QPs (draining reaps every completion).
+    fn fail_waiters(&self) {
+        self.failed.store(true, Ordering::Release);
+        let _calls = self.calls.lock();
+        self.call_done.notify_all();
+    }
+
+    /// Stops all traffic and destroys the QPs (draining reaps every completion),
+    /// then frees the mailbox, which no work request or peer can reach any more.
     fn shutdown(&self) {
-        let qps = {
+        let (qps, mailbox) = {
             let mut link = self.link.lock();
             link.state = LITE_PEER_DOWN;
-            core::mem::replace(&mut link.qps, KVec::new())
+            (core::mem::replace(&mut link.qps, KVec::new()), link.mailbox.take())
         };
         drop(qps);
+        drop(mailbox);
+        self.fail_waiters();
     }
 
     fn status(&self) -> LitePeerStatus {
@@ -248,51 +472,11 @@ impl PinnedDrop for Peer {
     }
 }
 
-/// Outstanding pings: tokens travel in the IMM, so a reply can only complete a
-/// token we handed out and have not yet given up on.
-struct PingTable {
-    next_token: u32,
-    waiting: KVec<(u32, bool)>,
-}
-
-impl PingTable {
-    fn start(&mut self) -> Result<u32> {
-        let token = self.next_token;
-        self.next_token = if token >= imm::PAYLOAD_MAX { 0 } else { token + 1 };
-        self.waiting.push((token, false), GFP_ATOMIC)?;
-        Ok(token)
-    }
-
-    fn answered(&self, token: u32) -> bool {
-        self.waiting.iter().any(|&(t, done)| t == token && done)
-    }
-
-    fn answer(&mut self, token: u32) -> bool {
-        match self.waiting.iter_mut().find(|(t, _)| *t == token) {
-            Some(entry) => {
-                entry.1 = true;
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn finish(&mut self, token: u32) {
-        if let Some(i) = self.waiting.iter().position(|&(t, _)| t == token) {
-            swap_remove(&mut self.waiting, i);
-        }
-    }
-}
-
 /// The module's global state.
 #[pin_data]
 pub(crate) struct Lite {
     #[pin]
     state: Mutex<State>,
-    #[pin]
-    pings: SpinLock<PingTable>,
-    #[pin]
-    ping_answered: CondVar,
     pub(crate) qps_per_peer: u32,
 }
 
@@ -304,8 +488,6 @@ impl Lite {
                     State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new() },
                     "lite:state"
                 ),
-                pings <- new_spinlock!(PingTable { next_token: 0, waiting: KVec::new() }, "lite:pings"),
-                ping_answered <- new_condvar!("lite:ping_answered"),
                 qps_per_peer,
             }),
             GFP_KERNEL,
@@ -411,7 +593,11 @@ impl Lite {
     }
 
     pub(crate) fn connect_peer(&self, peer_id: u32, epoch: u64, remote: &LiteConnInfo) -> Result {
-        if remote.nr_qps != self.qps_per_peer || !MTU_CODES.contains(&remote.mtu) {
+        if remote.nr_qps != self.qps_per_peer
+            || !MTU_CODES.contains(&remote.mtu)
+            || remote.mailbox_slots != SLOTS as u32
+            || remote.mailbox_addr == 0
+        {
             return Err(EINVAL);
         }
         let st = self.state.lock();
@@ -462,68 +648,42 @@ impl Lite {
 
     // ---- data path ----
 
-    /// `count` round trips to `node`, writing each RTT in nanoseconds to `out`.
-    pub(crate) fn ping(&self, node: u32, count: u32, timeout_ms: u32, mut out: UserSliceWriter) -> Result {
+    /// `count` echo round trips of `payload` bytes to `node`, writing each RTT in
+    /// nanoseconds to `out`. A reply that differs from what was sent is EIO.
+    pub(crate) fn ping(&self, node: u32, count: u32, timeout_ms: u32, payload: usize, mut out: UserSliceWriter) -> Result {
         let peer = self.peer(node)?;
-        for i in 0..count {
-            let token = self.pings.lock().start()?;
+        let mut body = KVec::from_elem(0u8, payload, GFP_KERNEL)?;
+        let mut reply = KVec::from_elem(0u8, payload, GFP_KERNEL)?;
+        for round in 0..count as usize {
+            for (i, byte) in body.iter_mut().enumerate() {
+                *byte = (round.wrapping_mul(31) ^ i) as u8;
+            }
             let start = Ktime::ktime_get();
-            let result = imm::encode(ImmKind::Ping, token)
-                .ok_or(EINVAL)
-                .and_then(|imm| peer.post_write_imm(i, imm))
-                .and_then(|()| self.wait_pong(&peer, token, timeout_ms));
-            self.pings.lock().finish(token);
-            result?;
+            let len = peer.call(MsgKind::Echo, &body, &mut reply, timeout_ms)?;
             let rtt = (Ktime::ktime_get() - start).to_ns();
+            if len != payload || reply[..] != body[..] {
+                return Err(EIO);
+            }
             out.write(&(rtt as u64))?;
         }
         Ok(())
     }
 
-    fn wait_pong(&self, peer: &Peer, token: u32, timeout_ms: u32) -> Result {
-        let mut left = msecs_to_jiffies(timeout_ms);
-        let mut table = self.pings.lock();
-        loop {
-            if table.answered(token) {
-                return Ok(());
-            }
-            if peer.failed() {
-                return Err(EHOSTDOWN());
-            }
-            match self.ping_answered.wait_interruptible_timeout(&mut table, left) {
-                CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT()),
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
-                CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
-            }
-        }
-    }
-
     /// A write-with-immediate from `peer` arrived on QP `index` (completion context).
     pub(crate) fn on_recv(&self, peer: &Peer, index: u32, imm: u32) {
-        match imm::decode(imm) {
-            Some((ImmKind::Ping, token)) => {
-                // Answered on the QP it came in on; a peer going away just loses the pong.
-                if let Some(pong) = imm::encode(ImmKind::Pong, token) {
-                    let _ = peer.post_write_imm(index, pong);
-                }
-            }
-            Some((ImmKind::Pong, token)) => {
-                if self.pings.lock().answer(token) {
-                    self.ping_answered.notify_all();
-                }
-            }
-            // A peer speaking a kind we do not know: ignore it, never trust it.
-            None => {}
+        match wire::decode_imm(imm) {
+            Some((ImmKind::Request, slot)) if (slot as usize) < SLOTS => peer.serve_request(index as usize, slot as usize),
+            Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => peer.answer_arrived(slot as usize),
+            // A peer speaking a kind or slot we do not know: ignore it, never trust it.
+            _ => {}
         }
     }
 
     /// A send to `peer` failed (completion context): fail its waiters now.
     pub(crate) fn on_send_error(&self, peer: &Peer, status: i32) {
-        if !peer.failed() {
+        if !peer.failed.load(Ordering::Acquire) {
             pr_warn!("send to node {} failed (wc status {}); marking it failed\n", peer.id, status);
         }
         peer.mark_failed();
-        let _guard = self.pings.lock();
-        self.ping_answered.notify_all();
     }
 }

@@ -244,18 +244,65 @@ void lite_qp_destroy(struct lite_qp *qp)
 	kfree(qp);
 }
 
-int lite_qp_post_write_imm(struct lite_qp *qp, unsigned int imm)
+int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, unsigned int len,
+			   unsigned long long remote_addr, unsigned int rkey, unsigned int imm)
 {
+	struct ib_sge sge = {
+		.addr = local_dma,
+		.length = len,
+		.lkey = qp->dev->global_mr->lkey,
+	};
 	struct ib_rdma_wr wr = {
 		.wr = {
 			.wr_cqe = &qp->send_cqe,
 			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
 			.send_flags = IB_SEND_SIGNALED,
 			.ex.imm_data = cpu_to_be32(imm),
+			.sg_list = len ? &sge : NULL,
+			.num_sge = len ? 1 : 0,
 		},
+		.remote_addr = remote_addr,
+		.rkey = rkey,
 	};
 
 	return ib_post_send(qp->qp, &wr.wr, NULL);
+}
+
+void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, unsigned long long *dma)
+{
+	void *buf = alloc_pages_exact(size, GFP_KERNEL | __GFP_ZERO);
+	u64 addr;
+
+	if (!buf)
+		return NULL;
+	addr = ib_dma_map_single(dev->ibdev, buf, size, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev->ibdev, addr)) {
+		free_pages_exact(buf, size);
+		return NULL;
+	}
+	*dma = addr;
+	return buf;
+}
+
+void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsigned long long dma)
+{
+	ib_dma_unmap_single(dev->ibdev, dma, size, DMA_BIDIRECTIONAL);
+	free_pages_exact(buf, size);
+}
+
+void lite_dma_sync_for_cpu(struct lite_dev *dev, unsigned long long dma, unsigned int len)
+{
+	ib_dma_sync_single_for_cpu(dev->ibdev, dma, len, DMA_BIDIRECTIONAL);
+}
+
+void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsigned int len)
+{
+	ib_dma_sync_single_for_device(dev->ibdev, dma, len, DMA_BIDIRECTIONAL);
+}
+
+unsigned int lite_dev_global_rkey(const struct lite_dev *dev)
+{
+	return dev->global_mr->rkey;
 }
 
 void *lite_shared_page_alloc(void)

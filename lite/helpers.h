@@ -43,8 +43,22 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 int lite_qp_state(struct lite_qp *qp);
 /* Moves the QP to ERR, waits until every posted WR has completed (no more callbacks), destroys it. */
 void lite_qp_destroy(struct lite_qp *qp);
-/* Zero-length RDMA write with immediate; `imm` in host order. */
-int lite_qp_post_write_imm(struct lite_qp *qp, unsigned int imm);
+/*
+ * RDMA write with immediate of `len` bytes at `local_dma` (registered through the
+ * global MR) to `remote_addr` of the peer (its global rkey); `imm` in host order.
+ * len 0 writes nothing and only delivers the immediate.
+ */
+int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, unsigned int len,
+			   unsigned long long remote_addr, unsigned int rkey, unsigned int imm);
+
+/* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped. */
+void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, unsigned long long *dma);
+void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsigned long long dma);
+/* Ownership hand-over of a DMA buffer range between the CPU and the RNIC. */
+void lite_dma_sync_for_cpu(struct lite_dev *dev, unsigned long long dma, unsigned int len);
+void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsigned int len);
+/* The global MR's remote key, published to peers. */
+unsigned int lite_dev_global_rkey(const struct lite_dev *dev);
 
 /* Per-open shared page: a zeroed kernel page, mapped into the process by mmap. */
 void *lite_shared_page_alloc(void);

@@ -16,12 +16,12 @@ mod chardev;
 mod cluster;
 mod errno;
 mod ffi;
-mod imm;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]
 mod uapi;
 mod verbs;
+mod wire;
 
 use chardev::OpenFile;
 use cluster::{Lite, Peer};

@@ -6,6 +6,7 @@ use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 /// `IB_PORT_ACTIVE`.
 pub(crate) const PORT_ACTIVE: u32 = 4;
@@ -64,6 +65,12 @@ impl Device {
         let index = unsafe { ffi::lite_dev_roce_gid(self.raw.as_ptr(), gid.as_mut_ptr()) };
         to_result(index.min(0))?;
         Ok((gid, index))
+    }
+
+    /// The global MR's remote key.
+    pub(crate) fn global_rkey(&self) -> u32 {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { ffi::lite_dev_global_rkey(self.raw.as_ptr()) }
     }
 
     /// Creates an RC QP in INIT with `recv_depth` receives posted. Completions call
@@ -128,10 +135,13 @@ impl Qp {
         Ok(state as u32)
     }
 
-    /// Posts a zero-length RDMA write with immediate `imm`.
-    pub(crate) fn post_write_imm(&self, imm: u32) -> Result {
-        // SAFETY: `self.raw` is live.
-        to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), imm) })
+    /// Posts an RDMA write with immediate of `src[offset..offset + len]` to the peer's
+    /// `remote_addr` (its global rkey `rkey`).
+    pub(crate) fn post_write_imm(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64, rkey: u32, imm: u32) -> Result {
+        let (dma, len) = src.range(offset, len)?;
+        // SAFETY: `self.raw` is live; `dma..dma + len` lies inside `src`, which the caller
+        // keeps alive until the QP is drained (see `Peer::shutdown`).
+        to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), dma, len, remote_addr, rkey, imm) })
     }
 }
 
@@ -140,5 +150,88 @@ impl Drop for Qp {
         // SAFETY: `self.raw` is live and owned by us; after this call it is freed and no
         // completion callback refers to it any more.
         unsafe { ffi::lite_qp_destroy(self.raw.as_ptr()) };
+    }
+}
+
+/// Physically contiguous kernel memory mapped for the device, reachable by peers
+/// through the global MR. Freed (and unmapped) on drop: the owner drops it only
+/// once no posted work request or peer write can touch it any more.
+pub(crate) struct DmaBuf {
+    dev: Arc<Device>,
+    ptr: NonNull<u8>,
+    dma: u64,
+    size: usize,
+}
+
+// SAFETY: the buffer is plain memory; access to its contents goes through `&mut self`
+// or explicit byte copies made by the owner under its own locking.
+unsafe impl Send for DmaBuf {}
+// SAFETY: see `Send`.
+unsafe impl Sync for DmaBuf {}
+
+impl DmaBuf {
+    pub(crate) fn new(dev: &Arc<Device>, size: usize) -> Result<DmaBuf> {
+        let mut dma = 0;
+        // SAFETY: `dev.raw` is a registered device; `dma` is a local.
+        let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, &mut dma) };
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(DmaBuf { dev: dev.clone(), ptr, dma, size })
+    }
+
+    /// DMA address of the start of the buffer.
+    pub(crate) fn dma(&self) -> u64 {
+        self.dma
+    }
+
+    fn range(&self, offset: usize, len: usize) -> Result<(u64, u32)> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok((self.dma + offset as u64, len as u32)),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Copies `out.len()` bytes at `offset` out of the buffer, after the device's writes.
+    pub(crate) fn read(&self, offset: usize, out: &mut [u8]) -> Result {
+        let (dma, len) = self.range(offset, out.len())?;
+        // SAFETY: the range is inside the buffer (checked); the device is registered.
+        unsafe {
+            ffi::lite_dma_sync_for_cpu(self.dev.raw.as_ptr(), dma, len);
+            core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len());
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into the buffer at `offset` and hands the range to the device.
+    pub(crate) fn write(&mut self, offset: usize, data: &[u8]) -> Result {
+        let (dma, len) = self.range(offset, data.len())?;
+        // SAFETY: as in `read`; `&mut self` makes this the only CPU access.
+        unsafe {
+            core::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len());
+            ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len);
+        }
+        Ok(())
+    }
+}
+
+impl DmaBuf {
+    /// Copies `len` bytes from `src` at `src_offset` to `dst_offset` of this buffer.
+    pub(crate) fn copy_from(&mut self, dst_offset: usize, src: &DmaBuf, src_offset: usize, len: usize) -> Result {
+        let (src_dma, sync_len) = src.range(src_offset, len)?;
+        let (dst_dma, _) = self.range(dst_offset, len)?;
+        // SAFETY: both ranges are inside their buffers (checked); `&mut self` and `&src`
+        // are distinct buffers, so the ranges cannot overlap.
+        unsafe {
+            ffi::lite_dma_sync_for_cpu(src.dev.raw.as_ptr(), src_dma, sync_len);
+            core::ptr::copy_nonoverlapping(src.ptr.as_ptr().add(src_offset), self.ptr.as_ptr().add(dst_offset), len);
+            ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dst_dma, sync_len);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DmaBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `lite_dma_buf_alloc` with this size and mapping.
+        unsafe { ffi::lite_dma_buf_free(self.dev.raw.as_ptr(), self.ptr.as_ptr().cast(), self.size as _, self.dma) };
     }
 }

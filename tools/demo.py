@@ -53,7 +53,7 @@ def main():
         for n in nodes:
             print(f"\n-- node {n}: lite-admin status --")
             print(c.exec(n, "lite-admin status").out, end="")
-        print(f"\n== write-with-immediate round trips through the kernel ({args.count} per pair) ==")
+        print(f"\n== kernel-to-kernel echo round trips, write-with-immediate each way ({args.count} per pair) ==")
         results = []
         for src in nodes:
             for dst in nodes:

@@ -120,6 +120,24 @@ def ping_between_all_pairs(c):
 
 
 @test
+def payloads_echo_intact_through_the_mailboxes(c):
+    for size in (1, 64, 1000, 4080):
+        res = c.exec(0, f"lite-admin ping 1 --count 10 --size {size} --json", check=False)
+        check(res.rc == 0 and f'"size":{size}' in res.out, f"ping with {size} B: {res.out.strip()}")
+    res = c.exec(0, "lite-admin ping 1 --count 1 --size 4081", check=False)
+    check(res.rc != 0 and "at most 4080" in res.out, f"oversized ping payload: {res.out.strip()}")
+
+
+@test
+def concurrent_callers_share_the_request_slots(c):
+    # 40 callers > 32 request slots per peer: some must wait for a free slot.
+    script = ("for i in $(seq 40); do lite-admin ping 2 --count 5 --size 2000 >/tmp/p$i 2>&1 & done; wait; "
+              "cat /tmp/p*; ! grep -l lite-admin: /tmp/p*")
+    out = c.exec(1, script, timeout=600).out
+    check(out.count("round trips of 2000 B") == 40, out[-2000:])
+
+
+@test
 def c_program_links_liblite(c):
     out = c.exec(1, "lite-hello").out
     check("node 1: 2 peer(s)" in out and out.count("ping node") == 2, out)

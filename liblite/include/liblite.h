@@ -52,7 +52,8 @@ int lite_nodes(const lite_t *lite,
                uint32_t capacity);
 
 /*
- `count` round trips to `node`; RTTs in nanoseconds go to `rtt_ns[0..count]`. Returns 0 or a negative errno.
+ `count` echo round trips of `payload` bytes to `node`; RTTs in nanoseconds go to
+ `rtt_ns[0..count]`. Returns 0 or a negative errno.
 
  # Safety
  `lite` is a live handle; `rtt_ns` points to `count` writable u64.
@@ -60,6 +61,7 @@ int lite_nodes(const lite_t *lite,
 int lite_ping(const lite_t *lite,
               uint32_t node,
               uint32_t count,
+              uint32_t payload,
               uint32_t timeout_ms,
               uint64_t *rtt_ns);
 

@@ -112,7 +112,8 @@ pub unsafe extern "C" fn lite_nodes(lite: *const LiteHandle, nodes: *mut LiteNod
     }
 }
 
-/// `count` round trips to `node`; RTTs in nanoseconds go to `rtt_ns[0..count]`. Returns 0 or a negative errno.
+/// `count` echo round trips of `payload` bytes to `node`; RTTs in nanoseconds go to
+/// `rtt_ns[0..count]`. Returns 0 or a negative errno.
 ///
 /// # Safety
 /// `lite` is a live handle; `rtt_ns` points to `count` writable u64.
@@ -121,6 +122,7 @@ pub unsafe extern "C" fn lite_ping(
     lite: *const LiteHandle,
     node: u32,
     count: u32,
+    payload: u32,
     timeout_ms: u32,
     rtt_ns: *mut u64,
 ) -> c_int {
@@ -132,7 +134,7 @@ pub unsafe extern "C" fn lite_ping(
     if rtt_ns.is_null() {
         return -(Errno::EINVAL as c_int);
     }
-    match lite.ping(node, count, Duration::from_millis(timeout_ms.into())) {
+    match lite.ping(node, count, payload, Duration::from_millis(timeout_ms.into())) {
         Ok(rtts) => {
             for (i, rtt) in rtts.iter().enumerate() {
                 // SAFETY: `rtts.len() == count` and the caller provides `count` entries.
@@ -169,6 +171,7 @@ pub extern "C" fn lite_strerror(code: c_int) -> *const c_char {
         Errno::ETIMEDOUT => c"the peer did not answer in time",
         Errno::EINTR => c"interrupted by a signal",
         Errno::EINVAL => c"invalid argument",
+        Errno::EIO => c"a peer's answer was corrupt",
         _ if code == 0 => c"success",
         _ => c"system error (see errno)",
     };

@@ -219,14 +219,20 @@ impl Lite {
         Ok(peers)
     }
 
-    /// `count` write-with-immediate round trips to `node`, each bounded by `timeout`.
-    pub fn ping(&self, node: u32, count: u32, timeout: Duration) -> Result<Vec<Duration>> {
+    /// `count` kernel-to-kernel echo round trips to `node` carrying `payload` bytes
+    /// each way (checked on return), each bounded by `timeout`.
+    pub fn ping(&self, node: u32, count: u32, payload: u32, timeout: Duration) -> Result<Vec<Duration>> {
         if count == 0 || count > LITE_PING_MAX_COUNT {
             return Err(Error::InvalidArgument(format!("ping count must be 1..={LITE_PING_MAX_COUNT}, not {count}")));
         }
+        if payload > LITE_PING_MAX_PAYLOAD {
+            return Err(Error::InvalidArgument(format!(
+                "ping payload must be at most {LITE_PING_MAX_PAYLOAD} bytes, not {payload}"
+            )));
+        }
         let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX).clamp(1, 60_000);
         let mut rtts = vec![0u64; count as usize];
-        let mut arg = LitePing { node, count, timeout_ms, reserved: 0, rtt_ns: rtts.as_mut_ptr() as u64 };
+        let mut arg = LitePing { node, count, timeout_ms, payload, rtt_ns: rtts.as_mut_ptr() as u64 };
         self.ioctl("ping", Some(node), LITE_IOC_PING, &mut arg)?;
         Ok(rtts.into_iter().map(Duration::from_nanos).collect())
     }

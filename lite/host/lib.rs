@@ -2,5 +2,5 @@
 //! exercises exactly the code the module runs.
 #![allow(dead_code)]
 
-#[path = "../imm.rs"]
-mod imm;
+#[path = "../wire.rs"]
+mod wire;

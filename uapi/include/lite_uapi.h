@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 1
+#define LITE_ABI_VERSION 2
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -29,6 +29,11 @@
  Largest `count` accepted by `LITE_IOC_PING`.
  */
 #define LITE_PING_MAX_COUNT 1000000
+
+/*
+ Largest `payload` accepted by `LITE_IOC_PING` (one kernel message slot).
+ */
+#define LITE_PING_MAX_PAYLOAD 4080
 
 /*
  First word of the shared page ("LITE").
@@ -83,12 +88,12 @@
 /*
  `_IOWR('L', 4, LitePeerPrepare)`
  */
-#define LITE_IOC_PEER_PREPARE 3228584964
+#define LITE_IOC_PEER_PREPARE 3229633540
 
 /*
  `_IOW('L', 5, LitePeerConnect)`
  */
-#define LITE_IOC_PEER_CONNECT 1080577029
+#define LITE_IOC_PEER_CONNECT 1081625605
 
 /*
  `_IOW('L', 6, LitePeerDown)`

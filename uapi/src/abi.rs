@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 1;
+pub const LITE_ABI_VERSION: u32 = 2;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -17,6 +17,8 @@ pub const LITE_MAX_QPS_PER_PEER: u32 = 8;
 pub const LITE_NODE_NONE: u32 = 0xFFFF_FFFF;
 /// Largest `count` accepted by `LITE_IOC_PING`.
 pub const LITE_PING_MAX_COUNT: u32 = 1_000_000;
+/// Largest `payload` accepted by `LITE_IOC_PING` (one kernel message slot).
+pub const LITE_PING_MAX_PAYLOAD: u32 = 4080;
 /// First word of the shared page ("LITE").
 pub const LITE_SHARED_MAGIC: u32 = 0x4C49_5445;
 
@@ -94,6 +96,11 @@ pub struct LiteConnInfo {
     pub mtu: u32,
     pub qpn: [u32; 8],
     pub psn: [u32; 8],
+    /// Where the peer writes kernel messages to this node (DMA address in the global MR).
+    pub mailbox_addr: u64,
+    pub mailbox_rkey: u32,
+    /// Request slots; the mailbox holds as many response slots after them.
+    pub mailbox_slots: u32,
 }
 
 /// Create (or return the existing) QPs for a peer incarnation (`LITE_IOC_PEER_PREPARE`).
@@ -156,7 +163,8 @@ pub struct LitePeerList {
     pub count: u32,
 }
 
-/// Round trips of zero-length write-with-immediate to a node (`LITE_IOC_PING`).
+/// Kernel-to-kernel echo round trips to a node (`LITE_IOC_PING`): each one is a
+/// write-with-immediate request and one back, carrying `payload` bytes both ways.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LitePing {
@@ -165,7 +173,8 @@ pub struct LitePing {
     pub count: u32,
     /// Per round trip.
     pub timeout_ms: u32,
-    pub reserved: u32,
+    /// Bytes echoed (0 ..= `LITE_PING_MAX_PAYLOAD`), checked on return.
+    pub payload: u32,
     /// User pointer to `count` u64: the round-trip times in nanoseconds.
     pub rtt_ns: u64,
 }
@@ -190,9 +199,9 @@ pub const LITE_IOC_JOIN: u32 = 0x4010_4C02;
 /// `_IO('L', 3)`: leave the cluster, tear down every peer.
 pub const LITE_IOC_LEAVE: u32 = 0x0000_4C03;
 /// `_IOWR('L', 4, LitePeerPrepare)`
-pub const LITE_IOC_PEER_PREPARE: u32 = 0xC070_4C04;
+pub const LITE_IOC_PEER_PREPARE: u32 = 0xC080_4C04;
 /// `_IOW('L', 5, LitePeerConnect)`
-pub const LITE_IOC_PEER_CONNECT: u32 = 0x4068_4C05;
+pub const LITE_IOC_PEER_CONNECT: u32 = 0x4078_4C05;
 /// `_IOW('L', 6, LitePeerDown)`
 pub const LITE_IOC_PEER_DOWN: u32 = 0x4008_4C06;
 /// `_IOWR('L', 7, LitePeerList)`
@@ -206,4 +215,5 @@ pub const LITE_IOC_PING: u32 = 0xC018_4C08;
 //   CAP_NET_ADMIN for a membership ioctl; ENODEV no RDMA device; EADDRNOTAVAIL the
 //   port has no RoCE address yet; ENOTCONN this node has not joined; EBUSY joined
 //   already under another id; ENOENT unknown peer or stale epoch; EHOSTDOWN peer
-//   down or failed; ETIMEDOUT no answer in time; EINTR interrupted by a signal.
+//   down or failed; ETIMEDOUT no answer in time; EINTR interrupted by a signal;
+//   EIO a peer's answer was corrupt.

@@ -31,13 +31,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure write-with-immediate round trips to NODE through the kernel.
+    /// Measure kernel-to-kernel round trips to NODE (a write-with-immediate request
+    /// into its mailbox and one back), optionally carrying a payload that is checked.
     Ping {
         /// Node id to ping.
         node: u32,
         /// Number of round trips.
         #[arg(short, long, default_value_t = 100)]
         count: u32,
+        /// Bytes carried each way (0-4080).
+        #[arg(short, long, default_value_t = 0)]
+        size: u32,
         /// Give up on a round trip after this many milliseconds.
         #[arg(long, default_value_t = 2000)]
         timeout_ms: u64,
@@ -96,7 +100,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Status { json } => status(json),
-        Command::Ping { node, count, timeout_ms, json } => ping(node, count, Duration::from_millis(timeout_ms), json),
+        Command::Ping { node, count, size, timeout_ms, json } => {
+            ping(node, count, size, Duration::from_millis(timeout_ms), json)
+        }
         Command::Wait { connected, down, timeout_s } => wait(&connected, &down, Duration::from_secs(timeout_s)),
         Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile } => listen
             .parse()
@@ -238,11 +244,12 @@ fn wait(connected: &[u32], down: &[u32], timeout: Duration) -> Result<(), String
 #[derive(Serialize)]
 struct PingJson {
     node: u32,
+    size: u32,
     #[serde(flatten)]
     summary: stats::Summary,
 }
 
-fn ping(node: u32, count: u32, timeout: Duration, json: bool) -> Result<(), String> {
+fn ping(node: u32, count: u32, size: u32, timeout: Duration, json: bool) -> Result<(), String> {
     let lite = open()?;
     if count == 0 {
         return Err("--count must be at least 1".into());
@@ -253,7 +260,7 @@ fn ping(node: u32, count: u32, timeout: Duration, json: bool) -> Result<(), Stri
     let mut rtts = Vec::with_capacity(count as usize);
     while (rtts.len() as u32) < count {
         let n = (count - rtts.len() as u32).min(BATCH);
-        rtts.extend(lite.ping(node, n, timeout).map_err(|e| format!("ping node {node}: {e}"))?);
+        rtts.extend(lite.ping(node, n, size, timeout).map_err(|e| format!("ping node {node}: {e}"))?);
         if progress {
             eprint!("\r{} / {count} round trips", rtts.len());
         }
@@ -263,10 +270,10 @@ fn ping(node: u32, count: u32, timeout: Duration, json: bool) -> Result<(), Stri
     }
     let summary = stats::summarize(&rtts).ok_or("no samples")?;
     if json {
-        println!("{}", serde_json::to_string(&PingJson { node, summary }).map_err(|e| e.to_string())?);
+        println!("{}", serde_json::to_string(&PingJson { node, size, summary }).map_err(|e| e.to_string())?);
     } else {
         println!(
-            "node {node}: {} round trips, min {}, median {}, p99 {}, max {}",
+            "node {node}: {} round trips of {size} B, min {}, median {}, p99 {}, max {}",
             summary.count,
             stats::human(summary.min_ns),
             stats::human(summary.median_ns),

@@ -21,17 +21,35 @@ pub struct Conn {
     pub mtu: u32,
     pub qpn: Vec<u32>,
     pub psn: Vec<u32>,
+    pub mailbox_addr: u64,
+    pub mailbox_rkey: u32,
+    pub mailbox_slots: u32,
 }
 
 impl Conn {
     pub fn from_abi(info: &lite::ConnInfo) -> Conn {
         let n = (info.nr_qps as usize).min(info.qpn.len());
-        Conn { gid: info.gid, mtu: info.mtu, qpn: info.qpn[..n].to_vec(), psn: info.psn[..n].to_vec() }
+        Conn {
+            gid: info.gid,
+            mtu: info.mtu,
+            qpn: info.qpn[..n].to_vec(),
+            psn: info.psn[..n].to_vec(),
+            mailbox_addr: info.mailbox_addr,
+            mailbox_rkey: info.mailbox_rkey,
+            mailbox_slots: info.mailbox_slots,
+        }
     }
 
     /// `None` if the peer sent more QPs than the ABI can hold or mismatched lists.
     pub fn to_abi(&self) -> Option<lite::ConnInfo> {
-        let mut info = lite::ConnInfo { gid: self.gid, mtu: self.mtu, ..Default::default() };
+        let mut info = lite::ConnInfo {
+            gid: self.gid,
+            mtu: self.mtu,
+            mailbox_addr: self.mailbox_addr,
+            mailbox_rkey: self.mailbox_rkey,
+            mailbox_slots: self.mailbox_slots,
+            ..Default::default()
+        };
         if self.qpn.len() != self.psn.len() || self.qpn.len() > info.qpn.len() {
             return None;
         }
@@ -277,20 +295,21 @@ mod tests {
 
     #[test]
     fn conn_round_trips_and_rejects_oversized_lists() {
-        let mut info = lite::ConnInfo { nr_qps: 2, mtu: 3, ..Default::default() };
+        let mut info = lite::ConnInfo { nr_qps: 2, mtu: 3, mailbox_addr: 1 << 40, mailbox_rkey: 9, mailbox_slots: 32, ..Default::default() };
         info.qpn[..2].copy_from_slice(&[17, 18]);
         info.psn[..2].copy_from_slice(&[5, 6]);
         let conn = Conn::from_abi(&info);
         assert_eq!(conn.to_abi(), Some(info));
-        let bad = Conn { gid: [0; 16], mtu: 3, qpn: vec![1; 9], psn: vec![1; 9] };
+        let bad = Conn { qpn: vec![1; 9], psn: vec![1; 9], ..conn.clone() };
         assert_eq!(bad.to_abi(), None);
-        let uneven = Conn { gid: [0; 16], mtu: 3, qpn: vec![1, 2], psn: vec![1] };
+        let uneven = Conn { qpn: vec![1, 2], psn: vec![1], ..conn };
         assert_eq!(uneven.to_abi(), None);
     }
 
     #[test]
     fn messages_are_json_lines() {
-        let m = ToManager::Conn { to: 2, to_epoch: 7, info: Conn { gid: [0; 16], mtu: 3, qpn: vec![1], psn: vec![2] } };
+        let info = Conn { gid: [0; 16], mtu: 3, qpn: vec![1], psn: vec![2], mailbox_addr: 4096, mailbox_rkey: 5, mailbox_slots: 32 };
+        let m = ToManager::Conn { to: 2, to_epoch: 7, info };
         let line = serde_json::to_string(&m).unwrap();
         assert!(!line.contains('\n'));
         assert_eq!(serde_json::from_str::<ToManager>(&line).unwrap(), m);

@@ -44,7 +44,7 @@ fn hostile(lite: &Lite, peer: u32) -> Checks {
     c.expect("info to a kernel address", io(LITE_IOC_INFO, KERNEL_ADDR), Err(Errno::EFAULT));
     c.expect("info to unmapped memory", io(LITE_IOC_INFO, 0x10), Err(Errno::EFAULT));
 
-    let mut ping = LitePing { node: peer, count: 0, timeout_ms: 1000, reserved: 0, rtt_ns: 0 };
+    let mut ping = LitePing { node: peer, count: 0, timeout_ms: 1000, payload: 0, rtt_ns: 0 };
     c.expect("ping count 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
     ping.count = LITE_PING_MAX_COUNT + 1;
     c.expect("ping count too large", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
@@ -52,9 +52,9 @@ fn hostile(lite: &Lite, peer: u32) -> Checks {
     ping.timeout_ms = 0;
     c.expect("ping timeout 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
     ping.timeout_ms = 1000;
-    ping.reserved = 7;
-    c.expect("ping reserved field set", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
-    ping.reserved = 0;
+    ping.payload = LITE_PING_MAX_PAYLOAD + 1;
+    c.expect("ping payload larger than a message", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
+    ping.payload = LITE_PING_MAX_PAYLOAD;
     c.expect("ping writing RTTs to NULL", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EFAULT));
     ping.rtt_ns = KERNEL_ADDR as u64;
     c.expect("ping writing RTTs into the kernel", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EFAULT));
@@ -88,6 +88,11 @@ fn hostile(lite: &Lite, peer: u32) -> Checks {
     conn.remote.mtu = 9;
     c.expect("connect with a bad MTU", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::EINVAL));
     conn.remote.mtu = 3;
+    c.expect("connect without a mailbox", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::EINVAL));
+    conn.remote.mailbox_addr = 1 << 30;
+    conn.remote.mailbox_slots = 7;
+    c.expect("connect with a foreign mailbox layout", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::EINVAL));
+    conn.remote.mailbox_slots = 32;
     c.expect("connect a stale epoch", io(LITE_IOC_PEER_CONNECT, addr(&mut conn)), Err(Errno::ENOENT));
     let mut join = LiteJoin { node_id: LITE_MAX_NODES, reserved: 0, epoch: 1 };
     c.expect("join with id out of range", io(LITE_IOC_JOIN, addr(&mut join)), Err(Errno::EINVAL));
