@@ -22,6 +22,9 @@ use kernel::uaccess::UserSliceWriter;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
 const RECV_DEPTH: u32 = 128;
+// At most SLOTS requests and SLOTS answers are in flight between two nodes, so even
+// if all of them use one QP its receive queue never runs dry (no RNR retries).
+const _: () = assert!(2 * SLOTS as u32 <= RECV_DEPTH);
 
 /// Status a responder returns for a request kind it does not know.
 const EOPNOTSUPP_ERRNO: u16 = kernel::bindings::EOPNOTSUPP as u16;
