@@ -119,6 +119,14 @@ struct Calls {
     next_seq: u64,
 }
 
+/// Body of an outgoing message.
+enum Body<'a> {
+    /// Copied into the outbox slot now.
+    Copy(&'a [u8]),
+    /// Already in the outbox slot (an answer built in place).
+    Staged,
+}
+
 /// Another node, one incarnation of it (`epoch`), reached over K RC QPs.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Peer {
@@ -229,9 +237,14 @@ impl Peer {
         Ok(())
     }
 
-    /// Writes a message (`header` + `body`) into the peer's mailbox at `offset` through
-    /// QP `qp_index % K`, announcing it with immediate (`kind`, `slot`).
-    fn post_message(&self, qp_index: usize, kind: ImmKind, slot: usize, offset: usize, header: &Header, body: &[u8]) -> Result {
+    /// Writes a message into the peer's mailbox slot `slot` (request or response
+    /// area by `kind`) through QP `qp_index % K`, announcing it with immediate
+    /// (`kind`, `slot`). `header.len` body bytes follow the header.
+    fn post_message(&self, qp_index: usize, kind: ImmKind, slot: usize, header: &Header, body: Body<'_>) -> Result {
+        let offset = match kind {
+            ImmKind::Request => wire::request_offset(slot),
+            ImmKind::Response => wire::response_offset(slot),
+        };
         let imm = wire::encode_imm(kind, slot as u32).ok_or(EINVAL)?;
         let mut guard = self.link.lock();
         let link = &mut *guard;
@@ -242,12 +255,14 @@ impl Peer {
             return Err(EHOSTDOWN());
         }
         mailbox.outbox.write(offset, &header.encode())?;
-        mailbox.outbox.write(offset + HEADER_LEN, body)?;
+        if let Body::Copy(bytes) = body {
+            mailbox.outbox.write(offset + HEADER_LEN, bytes)?;
+        }
         let qp = &link.qps[qp_index % link.qps.len()];
         qp.post_write_imm(
             &mailbox.outbox,
             offset,
-            HEADER_LEN + body.len(),
+            HEADER_LEN + header.len as usize,
             remote.mailbox_addr + offset as u64,
             remote.mailbox_rkey,
             imm,
@@ -292,7 +307,7 @@ impl Peer {
             }
         };
         let header = Header { kind: kind as u16, status: 0, len: body.len() as u32, seq };
-        if let Err(e) = self.post_message(slot, ImmKind::Request, slot, wire::request_offset(slot), &header, body) {
+        if let Err(e) = self.post_message(slot, ImmKind::Request, slot, &header, Body::Copy(body)) {
             self.finish_slot(slot);
             return Err(e);
         }
@@ -380,31 +395,8 @@ impl Peer {
                 None => Header { kind: 0, status: EINVAL.to_errno().unsigned_abs() as u16, len: 0, seq },
             }
         };
-        // The body (if any) is already staged in our outbox; write the header in front.
-        let _ = self.post_staged_answer(qp_index, slot, &answer);
-    }
-
-    fn post_staged_answer(&self, qp_index: usize, slot: usize, header: &Header) -> Result {
-        let offset = wire::response_offset(slot);
-        let imm = wire::encode_imm(ImmKind::Response, slot as u32).ok_or(EINVAL)?;
-        let mut guard = self.link.lock();
-        let link = &mut *guard;
-        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
-            return Err(EHOSTDOWN());
-        };
-        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
-            return Err(EHOSTDOWN());
-        }
-        mailbox.outbox.write(offset, &header.encode())?;
-        let qp = &link.qps[qp_index % link.qps.len()];
-        qp.post_write_imm(
-            &mailbox.outbox,
-            offset,
-            HEADER_LEN + header.len as usize,
-            remote.mailbox_addr + offset as u64,
-            remote.mailbox_rkey,
-            imm,
-        )
+        // The body (if any) is already staged in our outbox; a peer going away loses the answer.
+        let _ = self.post_message(qp_index, ImmKind::Response, slot, &answer, Body::Staged);
     }
 
     /// A send failed for good (retries exhausted): the peer is unreachable.
