@@ -130,8 +130,10 @@ def payloads_echo_intact_through_the_mailboxes(c):
 
 @test
 def concurrent_callers_share_the_request_slots(c):
-    # 40 callers > 32 request slots per peer: some must wait for a free slot.
-    script = ("for i in $(seq 40); do lite-admin ping 2 --count 5 --size 2000 >/tmp/p$i 2>&1 & done; wait; "
+    # 40 callers > 32 request slots per peer: some must wait for a free slot. The
+    # timeout bounds slot wait + round trip, so it is generous for the debug kernel.
+    script = ("for i in $(seq 40); do lite-admin ping 2 --count 5 --size 2000 --timeout-ms 30000 >/tmp/p$i 2>&1 & "
+              "done; wait; "
               "cat /tmp/p*; ! grep -l lite-admin: /tmp/p*")
     out = c.exec(1, script, timeout=600).out
     check(out.count("round trips of 2000 B") == 40, out[-2000:])
