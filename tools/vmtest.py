@@ -40,7 +40,7 @@ def peers_by_id(c, n):
 
 
 def ping(c, src, dst, count=20, check_ok=True):
-    res = c.exec(src, f"lite-admin ping {dst} --count {count} --timeout-ms 3000 --json", check=False)
+    res = c.exec(src, f"lite-admin ping {dst} --count {count} --timeout-ms 10000 --json", check=False)
     if check_ok and res.rc != 0:
         raise TestFailed(f"ping {src}->{dst} failed: {res.out.strip()}")
     return res
@@ -122,7 +122,7 @@ def ping_between_all_pairs(c):
 @test
 def payloads_echo_intact_through_the_mailboxes(c):
     for size in (1, 64, 1000, 4080):
-        res = c.exec(0, f"lite-admin ping 1 --count 10 --size {size} --json", check=False)
+        res = c.exec(0, f"lite-admin ping 1 --count 10 --size {size} --timeout-ms 10000 --json", check=False)
         check(res.rc == 0 and f'"size":{size}' in res.out, f"ping with {size} B: {res.out.strip()}")
     res = c.exec(0, "lite-admin ping 1 --count 1 --size 4081", check=False)
     check(res.rc != 0 and "at most 4080" in res.out, f"oversized ping payload: {res.out.strip()}")

@@ -30,7 +30,7 @@ int main(void)
 
 		if (nodes[i].state != 2)
 			continue;
-		err = lite_ping(lite, nodes[i].id, 1, 64, 2000, &rtt);
+		err = lite_ping(lite, nodes[i].id, 1, 64, 10000, &rtt);
 		if (err) {
 			printf("ping node %" PRIu32 ": %s\n", nodes[i].id, lite_strerror(err));
 			failed = 1;

@@ -44,14 +44,15 @@ fn hostile(lite: &Lite, peer: u32) -> Checks {
     c.expect("info to a kernel address", io(LITE_IOC_INFO, KERNEL_ADDR), Err(Errno::EFAULT));
     c.expect("info to unmapped memory", io(LITE_IOC_INFO, 0x10), Err(Errno::EFAULT));
 
-    let mut ping = LitePing { node: peer, count: 0, timeout_ms: 1000, payload: 0, rtt_ns: 0 };
+    // Real round trips happen below: allow for a slow (emulated, debug) kernel.
+    let mut ping = LitePing { node: peer, count: 0, timeout_ms: 20_000, payload: 0, rtt_ns: 0 };
     c.expect("ping count 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
     ping.count = LITE_PING_MAX_COUNT + 1;
     c.expect("ping count too large", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
     ping.count = 1;
     ping.timeout_ms = 0;
     c.expect("ping timeout 0", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
-    ping.timeout_ms = 1000;
+    ping.timeout_ms = 20_000;
     ping.payload = LITE_PING_MAX_PAYLOAD + 1;
     c.expect("ping payload larger than a message", io(LITE_IOC_PING, addr(&mut ping)), Err(Errno::EINVAL));
     ping.payload = LITE_PING_MAX_PAYLOAD;
