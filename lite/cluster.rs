@@ -9,7 +9,7 @@
 //! completion. A peer's `calls` spinlock guards its request slots; it is never
 //! held together with `link`.
 
-use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, ETIMEDOUT};
+use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, EOPNOTSUPP, ETIMEDOUT};
 use crate::uapi::*;
 use crate::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
 use crate::wire::{self, Header, ImmKind, MsgKind, HEADER_LEN, SLOTS};
@@ -26,8 +26,10 @@ const RECV_DEPTH: u32 = 128;
 // if all of them use one QP its receive queue never runs dry (no RNR retries).
 const _: () = assert!(2 * SLOTS as u32 <= RECV_DEPTH);
 
-/// Status a responder returns for a request kind it does not know.
-const EOPNOTSUPP_ERRNO: u16 = kernel::bindings::EOPNOTSUPP as u16;
+/// An error as the `status` of a message answer (a positive errno).
+fn wire_status(err: Error) -> u16 {
+    err.to_errno().unsigned_abs() as u16
+}
 
 /// `IB_MTU_256` ..= `IB_MTU_4096`.
 const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
@@ -274,7 +276,7 @@ impl Peer {
         let link = self.link.lock();
         let mut raw = [0u8; HEADER_LEN];
         link.mailbox.as_ref()?.inbox.read(offset, &mut raw).ok()?;
-        Header::decode(&raw)
+        Header::decode(&raw).ok()
     }
 
     /// Sends request `kind` with `body` and waits up to `timeout_ms` for the answer,
@@ -376,9 +378,8 @@ impl Peer {
             if mailbox.inbox.read(offset, &mut raw).is_err() {
                 return;
             }
-            let seq = u64::from_le_bytes([raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]]);
             match Header::decode(&raw).map(|h| (h, h.msg_kind())) {
-                Some((request, Some(MsgKind::Echo))) => {
+                Ok((request, Some(MsgKind::Echo))) => {
                     let len = request.len as usize;
                     let copied = mailbox.outbox.copy_from(
                         wire::response_offset(slot) + HEADER_LEN,
@@ -388,11 +389,11 @@ impl Peer {
                     );
                     match copied {
                         Ok(()) => Header { status: 0, ..request },
-                        Err(_) => Header { status: EIO.to_errno().unsigned_abs() as u16, len: 0, ..request },
+                        Err(_) => Header { status: wire_status(EIO), len: 0, ..request },
                     }
                 }
-                Some((request, None)) => Header { status: EOPNOTSUPP_ERRNO, len: 0, ..request },
-                None => Header { kind: 0, status: EINVAL.to_errno().unsigned_abs() as u16, len: 0, seq },
+                Ok((request, None)) => Header { status: wire_status(EOPNOTSUPP()), len: 0, ..request },
+                Err(seq) => Header { kind: 0, status: wire_status(EINVAL), len: 0, seq },
             }
         };
         // The body (if any) is already staged in our outbox; a peer going away loses the answer.

@@ -13,4 +13,4 @@ macro_rules! errnos {
     )*};
 }
 
-errnos!(ENOTCONN, EHOSTDOWN, ETIMEDOUT, ENETDOWN);
+errnos!(ENOTCONN, EHOSTDOWN, ETIMEDOUT, ENETDOWN, EOPNOTSUPP);

@@ -96,15 +96,20 @@ impl Header {
         out
     }
 
-    /// Decodes a header a peer wrote; `None` if its body would overflow the slot.
-    pub(crate) fn decode(bytes: &[u8; HEADER_LEN]) -> Option<Header> {
+    /// Decodes a header a peer wrote; `Err(seq)` if its body would overflow the slot,
+    /// so that the request can still be answered with an error.
+    pub(crate) fn decode(bytes: &[u8; HEADER_LEN]) -> core::result::Result<Header, u64> {
         let header = Header {
             kind: u16::from_le_bytes([bytes[0], bytes[1]]),
             status: u16::from_le_bytes([bytes[2], bytes[3]]),
             len: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
             seq: u64::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]]),
         };
-        (header.len as usize <= BODY_MAX).then_some(header)
+        if header.len as usize <= BODY_MAX {
+            Ok(header)
+        } else {
+            Err(header.seq)
+        }
     }
 
     pub(crate) fn msg_kind(&self) -> Option<MsgKind> {
@@ -149,17 +154,17 @@ mod tests {
     #[test]
     fn header_round_trips() {
         let h = Header { kind: 1, status: 22, len: BODY_MAX as u32, seq: u64::MAX - 3 };
-        assert_eq!(Header::decode(&h.encode()), Some(h));
+        assert_eq!(Header::decode(&h.encode()), Ok(h));
         assert_eq!(h.msg_kind(), Some(MsgKind::Echo));
         assert_eq!(Header { kind: 9, ..h }.msg_kind(), None);
     }
 
     #[test]
     fn header_rejects_bodies_larger_than_a_slot() {
-        let h = Header { kind: 1, status: 0, len: BODY_MAX as u32 + 1, seq: 1 };
-        assert_eq!(Header::decode(&h.encode()), None);
+        let h = Header { kind: 1, status: 0, len: BODY_MAX as u32 + 1, seq: 77 };
+        assert_eq!(Header::decode(&h.encode()), Err(77), "the seq survives to answer with an error");
         let mut bytes = h.encode();
         bytes[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(Header::decode(&bytes), None);
+        assert_eq!(Header::decode(&bytes), Err(77));
     }
 }
