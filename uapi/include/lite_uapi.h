@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 2
+#define LITE_ABI_VERSION 3
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -66,6 +66,47 @@
 #define LITE_QPS_NONE 4294967295
 
 /*
+ Permission to LT_read the LMR.
+ */
+#define LITE_PERM_READ 1
+
+/*
+ Permission to LT_write, LT_memset and be the destination of LT_memcpy.
+ */
+#define LITE_PERM_WRITE 2
+
+/*
+ Master: may grant permissions to others and free the LMR.
+ */
+#define LITE_PERM_MASTER 4
+
+/*
+ Every permission bit.
+ */
+#define LITE_PERM_ALL 7
+
+/*
+ Bytes of an LMR name field; names are 1..=63 bytes, NUL-padded, no NUL inside.
+ */
+#define LITE_NAME_MAX 64
+
+/*
+ Largest LMR (bytes); larger requests fail with ENOMEM.
+ */
+#define LITE_LMR_MAX_SIZE (1 << 40)
+
+/*
+ Memory is allocated at holders in physically contiguous chunks of at most this
+ size (smaller ones when memory is fragmented).
+ */
+#define LITE_CHUNK_SIZE (4 << 20)
+
+/*
+ `LiteGrant::node` value granting to every node.
+ */
+#define LITE_NODE_ANY 4294967295
+
+/*
  Ioctl type byte ('L').
  */
 #define LITE_IOC_MAGIC 76
@@ -109,5 +150,55 @@
  `_IOWR('L', 8, LitePing)`
  */
 #define LITE_IOC_PING 3222817800
+
+/*
+ `_IOWR('L', 9, LiteMalloc)`
+ */
+#define LITE_IOC_MALLOC 3227536393
+
+/*
+ `_IOWR('L', 10, LiteMap)`
+ */
+#define LITE_IOC_MAP 3227012106
+
+/*
+ `_IOW('L', 11, LiteHandle)`: release a handle (the LMR lives on).
+ */
+#define LITE_IOC_UNMAP 1074285579
+
+/*
+ `_IOW('L', 12, LiteHandle)`: master only; frees the LMR everywhere.
+ */
+#define LITE_IOC_FREE 1074285580
+
+/*
+ `_IOW('L', 13, LiteGrant)`
+ */
+#define LITE_IOC_GRANT 1074809869
+
+/*
+ `_IOW('L', 14, LiteRw)`: LMR -> user memory.
+ */
+#define LITE_IOC_READ 1075858446
+
+/*
+ `_IOW('L', 15, LiteRw)`: user memory -> LMR.
+ */
+#define LITE_IOC_WRITE 1075858447
+
+/*
+ `_IOW('L', 16, LiteMemset)`
+ */
+#define LITE_IOC_MEMSET 1075858448
+
+/*
+ `_IOW('L', 17, LiteMemcpy)`
+ */
+#define LITE_IOC_MEMCPY 1076382737
+
+/*
+ `_IOWR('L', 18, LiteLmrStat)`
+ */
+#define LITE_IOC_LMR_STAT 3223342098
 
 #endif  /* LITE_UAPI_H */

@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 2;
+pub const LITE_ABI_VERSION: u32 = 3;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -190,6 +190,152 @@ pub struct LiteSharedPage {
     pub ioctl_count: u64,
 }
 
+// ---- LITE memory regions (LMRs) ----
+//
+// An LMR is memory in one or more nodes' kernels, reached only through a handle
+// (`lh`) that is valid in the process (open file) that got it. Users never see
+// keys or addresses. The process that allocates an LMR is its master: it may grant
+// permissions and free it; freeing notifies every node that mapped it, after which
+// their handles fail with EIDRM. A process's handles and the LMRs it mastered are
+// released when it closes /dev/lite or exits.
+
+/// Permission to LT_read the LMR.
+pub const LITE_PERM_READ: u32 = 1;
+/// Permission to LT_write, LT_memset and be the destination of LT_memcpy.
+pub const LITE_PERM_WRITE: u32 = 2;
+/// Master: may grant permissions to others and free the LMR.
+pub const LITE_PERM_MASTER: u32 = 4;
+/// Every permission bit.
+pub const LITE_PERM_ALL: u32 = 7;
+/// Bytes of an LMR name field; names are 1..=63 bytes, NUL-padded, no NUL inside.
+pub const LITE_NAME_MAX: u32 = 64;
+/// Largest LMR (bytes); larger requests fail with ENOMEM.
+pub const LITE_LMR_MAX_SIZE: u64 = 1 << 40;
+/// Memory is allocated at holders in physically contiguous chunks of at most this
+/// size (smaller ones when memory is fragmented).
+pub const LITE_CHUNK_SIZE: u64 = 4 << 20;
+/// `LiteGrant::node` value granting to every node.
+pub const LITE_NODE_ANY: u32 = 0xFFFF_FFFF;
+
+/// Allocate an LMR and become its master (`LITE_IOC_MALLOC`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiteMalloc {
+    /// Bytes, 1 ..= `LITE_LMR_MAX_SIZE`.
+    pub size: u64,
+    /// Bit n set: node n holds a share of the memory (split evenly, chunk aligned).
+    /// 0: this node holds all of it.
+    pub nodes: u32,
+    /// Permissions any node may map the LMR with (`LITE_PERM_*`); the master grants more.
+    pub perm: u32,
+    /// Application namespace: names are unique within it.
+    pub namespace: u32,
+    pub reserved: u32,
+    pub name: [u8; 64],
+    /// Out: the master handle (read, write, master).
+    pub lh: u64,
+}
+
+impl Default for LiteMalloc {
+    fn default() -> Self {
+        LiteMalloc { size: 0, nodes: 0, perm: 0, namespace: 0, reserved: 0, name: [0; 64], lh: 0 }
+    }
+}
+
+/// Map an LMR by name (`LITE_IOC_MAP`): its master checks `perm` and the caller gets
+/// a new handle every time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiteMap {
+    pub namespace: u32,
+    /// Wanted permissions (`LITE_PERM_*`, not 0).
+    pub perm: u32,
+    pub name: [u8; 64],
+    /// Out: the new handle.
+    pub lh: u64,
+    /// Out: size of the LMR in bytes.
+    pub size: u64,
+}
+
+impl Default for LiteMap {
+    fn default() -> Self {
+        LiteMap { namespace: 0, perm: 0, name: [0; 64], lh: 0, size: 0 }
+    }
+}
+
+/// A handle argument (`LITE_IOC_UNMAP`, `LITE_IOC_FREE`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteHandle {
+    pub lh: u64,
+}
+
+/// Master only: set what `node` (or every node, `LITE_NODE_ANY`) may map the LMR
+/// with from now on (`LITE_IOC_GRANT`). Existing handles keep their permissions.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteGrant {
+    pub lh: u64,
+    pub node: u32,
+    pub perm: u32,
+}
+
+/// Zero-copy transfer between user memory and an LMR (`LITE_IOC_READ`,
+/// `LITE_IOC_WRITE`); returns once the data is read or written at the holder.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteRw {
+    pub lh: u64,
+    /// Byte offset in the LMR; `offset + len` must not exceed its size.
+    pub offset: u64,
+    /// User pointer to `len` bytes.
+    pub buf: u64,
+    /// Bytes, at least 1.
+    pub len: u64,
+}
+
+/// Fill `len` bytes of an LMR with `value` at its holders (`LITE_IOC_MEMSET`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteMemset {
+    pub lh: u64,
+    pub offset: u64,
+    pub len: u64,
+    /// Byte value (0..=255).
+    pub value: u32,
+    pub reserved: u32,
+}
+
+/// Copy `len` bytes between two LMRs (or within one, overlapping allowed: memmove
+/// semantics), executed by the holders (`LITE_IOC_MEMCPY`). Needs read on `src_lh`
+/// and write on `dst_lh`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteMemcpy {
+    pub dst_lh: u64,
+    pub dst_offset: u64,
+    pub src_lh: u64,
+    pub src_offset: u64,
+    pub len: u64,
+}
+
+/// Describe the LMR behind a handle (`LITE_IOC_LMR_STAT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteLmrStat {
+    pub lh: u64,
+    /// Out: bytes.
+    pub size: u64,
+    /// Out: this handle's permissions.
+    pub perm: u32,
+    /// Out: node of the master.
+    pub master_node: u32,
+    /// Out: physically contiguous chunks the memory is made of.
+    pub nr_chunks: u32,
+    /// Out: bit n set when node n holds part of the memory.
+    pub holders: u32,
+}
+
 /// Ioctl type byte ('L').
 pub const LITE_IOC_MAGIC: u32 = 0x4C;
 /// `_IOR('L', 1, LiteInfo)`
@@ -209,6 +355,27 @@ pub const LITE_IOC_PEERS: u32 = 0xC010_4C07;
 /// `_IOWR('L', 8, LitePing)`
 pub const LITE_IOC_PING: u32 = 0xC018_4C08;
 
+/// `_IOWR('L', 9, LiteMalloc)`
+pub const LITE_IOC_MALLOC: u32 = 0xC060_4C09;
+/// `_IOWR('L', 10, LiteMap)`
+pub const LITE_IOC_MAP: u32 = 0xC058_4C0A;
+/// `_IOW('L', 11, LiteHandle)`: release a handle (the LMR lives on).
+pub const LITE_IOC_UNMAP: u32 = 0x4008_4C0B;
+/// `_IOW('L', 12, LiteHandle)`: master only; frees the LMR everywhere.
+pub const LITE_IOC_FREE: u32 = 0x4008_4C0C;
+/// `_IOW('L', 13, LiteGrant)`
+pub const LITE_IOC_GRANT: u32 = 0x4010_4C0D;
+/// `_IOW('L', 14, LiteRw)`: LMR -> user memory.
+pub const LITE_IOC_READ: u32 = 0x4020_4C0E;
+/// `_IOW('L', 15, LiteRw)`: user memory -> LMR.
+pub const LITE_IOC_WRITE: u32 = 0x4020_4C0F;
+/// `_IOW('L', 16, LiteMemset)`
+pub const LITE_IOC_MEMSET: u32 = 0x4020_4C10;
+/// `_IOW('L', 17, LiteMemcpy)`
+pub const LITE_IOC_MEMCPY: u32 = 0x4028_4C11;
+/// `_IOWR('L', 18, LiteLmrStat)`
+pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
+
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
 //   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
@@ -217,3 +384,10 @@ pub const LITE_IOC_PING: u32 = 0xC018_4C08;
 //   already under another id; ENOENT unknown peer or stale epoch; EHOSTDOWN peer
 //   down or failed; ETIMEDOUT no answer in time; EINTR interrupted by a signal;
 //   EIO a peer's answer was corrupt.
+// LMR ioctls also: EBADF unknown handle, or one of another process; EACCES the
+//   handle (or the master, at map) lacks the permission; EPERM grant/free without
+//   master permission; ERANGE offset or offset+len beyond the LMR (or overflowing);
+//   EEXIST name taken in the namespace; ENOENT no LMR of that name; EIDRM the master
+//   freed the LMR; EHOSTDOWN a holder or the master is down; ENOMEM the holders lack
+//   the memory (nothing stays allocated); EINVAL zero length or size, bad name,
+//   unknown permission bits or nodes.

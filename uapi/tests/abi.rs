@@ -24,6 +24,16 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_PEER_DOWN, ioc(IOC_WRITE, 6, size_of::<LitePeerDown>()));
     assert_eq!(LITE_IOC_PEERS, ioc(IOC_READ | IOC_WRITE, 7, size_of::<LitePeerList>()));
     assert_eq!(LITE_IOC_PING, ioc(IOC_READ | IOC_WRITE, 8, size_of::<LitePing>()));
+    assert_eq!(LITE_IOC_MALLOC, ioc(IOC_READ | IOC_WRITE, 9, size_of::<LiteMalloc>()));
+    assert_eq!(LITE_IOC_MAP, ioc(IOC_READ | IOC_WRITE, 10, size_of::<LiteMap>()));
+    assert_eq!(LITE_IOC_UNMAP, ioc(IOC_WRITE, 11, size_of::<LiteHandle>()));
+    assert_eq!(LITE_IOC_FREE, ioc(IOC_WRITE, 12, size_of::<LiteHandle>()));
+    assert_eq!(LITE_IOC_GRANT, ioc(IOC_WRITE, 13, size_of::<LiteGrant>()));
+    assert_eq!(LITE_IOC_READ, ioc(IOC_WRITE, 14, size_of::<LiteRw>()));
+    assert_eq!(LITE_IOC_WRITE, ioc(IOC_WRITE, 15, size_of::<LiteRw>()));
+    assert_eq!(LITE_IOC_MEMSET, ioc(IOC_WRITE, 16, size_of::<LiteMemset>()));
+    assert_eq!(LITE_IOC_MEMCPY, ioc(IOC_WRITE, 17, size_of::<LiteMemcpy>()));
+    assert_eq!(LITE_IOC_LMR_STAT, ioc(IOC_READ | IOC_WRITE, 18, size_of::<LiteLmrStat>()));
 }
 
 /// Sum of field sizes == struct size means the compiler inserted no padding, which
@@ -40,6 +50,14 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LitePeerList>(), 8 + 4 + 4);
     assert_eq!(size_of::<LitePing>(), 4 * 4 + 8);
     assert_eq!(size_of::<LiteSharedPage>(), 16);
+    assert_eq!(size_of::<LiteMalloc>(), 8 + 4 * 4 + 64 + 8);
+    assert_eq!(size_of::<LiteMap>(), 4 + 4 + 64 + 8 + 8);
+    assert_eq!(size_of::<LiteHandle>(), 8);
+    assert_eq!(size_of::<LiteGrant>(), 8 + 4 + 4);
+    assert_eq!(size_of::<LiteRw>(), 4 * 8);
+    assert_eq!(size_of::<LiteMemset>(), 3 * 8 + 4 + 4);
+    assert_eq!(size_of::<LiteMemcpy>(), 5 * 8);
+    assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
     assert_eq!(align_of::<LitePeerStatus>(), 8);
 }
 
