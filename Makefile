@@ -21,7 +21,7 @@ KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo test test-host test-vm clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench test test-host test-vm clean
 
 all: guest
 
@@ -49,11 +49,13 @@ userspace: deps
 	mkdir -p build/bin
 	cc -O2 -Wall -Wextra -Werror -Iliblite/include apps/c-hello/hello.c target/release/liblite.a \
 	  -lpthread -ldl -lm -o build/bin/lite-hello
+	cc -O2 -Wall -Wextra -Werror tools/regmr/regmr.c -libverbs -o build/bin/lite-regmr
 
 # Everything the guests see at /lite.
 guest: module userspace
 	mkdir -p $(GUEST)/bin
-	cp target/release/lite-admin target/release/lite-selftest build/bin/lite-hello $(GUEST)/bin/
+	cp target/release/lite-admin target/release/lite-selftest target/release/lite-bench build/bin/lite-hello \
+	  build/bin/lite-regmr $(GUEST)/bin/
 
 headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
@@ -70,13 +72,22 @@ shell:
 demo: guest
 	tools/demo.py --nodes $(NODES) --kernel $(KERNEL)
 
+# LITE vs perftest/libibverbs on one 3-node cluster: ratio table, build/bench/results.json, latency.svg.
+bench: guest
+	tools/bench.py --kernel $(KERNEL)
+
 test-host: deps
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
+	python3 -m unittest --quiet tools/test_bench.py
 
+# Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
+# data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster.
 test-vm:
 	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
-	tools/vmtest.py --kernel $(TEST_KERNEL)
+	tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
+	$(MAKE) --no-print-directory guest KERNEL=release
+	tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
 
 # The integration tests' `N passed, N failed` is the last line of the output.
 test:

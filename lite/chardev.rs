@@ -5,11 +5,13 @@
 
 use crate::cluster::Lite;
 use crate::ffi;
+use crate::memory::{FileLmrs, MallocArgs};
 use crate::uapi::*;
 use core::mem::size_of;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
+use kernel::sync::{new_mutex, Mutex};
 use kernel::types::{AsBytes, FromBytes};
 use kernel::uaccess::UserSlice;
 
@@ -23,7 +25,8 @@ macro_rules! plain_abi_types {
     )*};
 }
 plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConnect,
-                 LitePeerDown, LitePeerStatus, LitePeerList, LitePing);
+                 LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
+                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -31,6 +34,8 @@ const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 /// State of one open file of /dev/lite.
 pub(crate) struct OpenFile {
     shared: NonNull<LiteSharedPage>,
+    /// Handles of this open file and the LMRs it masters.
+    lmrs: Pin<KBox<Mutex<FileLmrs>>>,
 }
 
 // SAFETY: the shared page is only accessed through atomics or at creation.
@@ -40,6 +45,7 @@ unsafe impl Sync for OpenFile {}
 
 impl OpenFile {
     pub(crate) fn new() -> Result<KBox<OpenFile>> {
+        let lmrs = KBox::pin_init(new_mutex!(FileLmrs::new(), "lite:file.lmrs"), GFP_KERNEL)?;
         // SAFETY: plain page allocation; NULL on failure.
         let page = unsafe { ffi::lite_shared_page_alloc() };
         let shared = NonNull::new(page.cast::<LiteSharedPage>()).ok_or(ENOMEM)?;
@@ -48,7 +54,7 @@ impl OpenFile {
             (*shared.as_ptr()).magic = LITE_SHARED_MAGIC;
             (*shared.as_ptr()).abi_version = LITE_ABI_VERSION;
         }
-        match KBox::new(OpenFile { shared }, GFP_KERNEL) {
+        match KBox::new(OpenFile { shared, lmrs }, GFP_KERNEL) {
             Ok(file) => Ok(file),
             Err(e) => {
                 // SAFETY: the page was allocated above and is not mapped anywhere.
@@ -56,6 +62,11 @@ impl OpenFile {
                 Err(e.into())
             }
         }
+    }
+
+    /// Last close: every handle goes, and the LMRs this file mastered are freed.
+    pub(crate) fn release(&self, lite: &Lite) {
+        lite.file_release(&self.lmrs);
     }
 
     /// Kernel address of the shared page, for mmap.
@@ -130,6 +141,49 @@ impl OpenFile {
                 }
                 let out = UserSlice::new(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>()).writer();
                 lite.ping(ping.node, ping.count, ping.timeout_ms, ping.payload as usize, out)
+            }
+            LITE_IOC_MALLOC => {
+                let mut req: LiteMalloc = read_in(arg)?;
+                reserved_zero(&[req.reserved])?;
+                let args = MallocArgs {
+                    size: req.size,
+                    nodes: req.nodes,
+                    perm: req.perm,
+                    namespace: req.namespace,
+                    name: req.name,
+                };
+                req.lh = lite.lmr_malloc(&self.lmrs, &args)?;
+                write_out(arg, &req)
+            }
+            LITE_IOC_MAP => {
+                let mut req: LiteMap = read_in(arg)?;
+                (req.lh, req.size) = lite.lmr_map(&self.lmrs, req.namespace, &req.name, req.perm)?;
+                write_out(arg, &req)
+            }
+            LITE_IOC_UNMAP => lite.lmr_unmap(&self.lmrs, read_in::<LiteHandle>(arg)?.lh),
+            LITE_IOC_FREE => lite.lmr_free(&self.lmrs, read_in::<LiteHandle>(arg)?.lh),
+            LITE_IOC_GRANT => {
+                let req: LiteGrant = read_in(arg)?;
+                lite.lmr_grant(&self.lmrs, req.lh, req.node, req.perm)
+            }
+            LITE_IOC_READ | LITE_IOC_WRITE => {
+                let req: LiteRw = read_in(arg)?;
+                let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+                lite.lmr_rw(&self.lmrs, req.lh, req.offset, buf, req.len, cmd == LITE_IOC_WRITE)
+            }
+            LITE_IOC_MEMSET => {
+                let req: LiteMemset = read_in(arg)?;
+                reserved_zero(&[req.reserved])?;
+                lite.lmr_memset(&self.lmrs, req.lh, req.offset, req.len, req.value)
+            }
+            LITE_IOC_MEMCPY => {
+                let req: LiteMemcpy = read_in(arg)?;
+                lite.lmr_memcpy(&self.lmrs, req.dst_lh, req.dst_offset, req.src_lh, req.src_offset, req.len)
+            }
+            LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
+            LITE_IOC_LMR_STAT => {
+                let req: LiteLmrStat = read_in(arg)?;
+                write_out(arg, &lite.lmr_stat(&self.lmrs, req.lh)?)
             }
             _ => Err(ENOTTY),
         }

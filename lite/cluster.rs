@@ -10,18 +10,36 @@
 //! held together with `link`.
 
 use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, EOPNOTSUPP, ETIMEDOUT};
+use crate::ffi;
+use crate::memory::Memory;
 use crate::uapi::*;
-use crate::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
+use crate::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::wire::{self, Header, ImmKind, MsgKind, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
+use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, ArcBorrow, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
 use kernel::time::{msecs_to_jiffies, Ktime};
 use kernel::uaccess::UserSliceWriter;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
 const RECV_DEPTH: u32 = 128;
+/// Send queue depth of every QP (helpers.c): messages need at most `2 * SLOTS` of it,
+/// one-sided operations share the rest as credits.
+const SEND_DEPTH: u32 = 512;
+const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32;
+/// User memory pinned at a time by one transfer.
+const WINDOW_BYTES: usize = 1 << 20;
+/// Bytes per RDMA work request, and work requests in flight per transfer.
+const WR_BYTES: usize = 32 << 10;
+const INFLIGHT_WRS: u32 = 2;
+/// Generous bound for control requests (allocation of large chunks, memsets) on
+/// slow (emulated, debug) kernels.
+pub(crate) const CONTROL_TIMEOUT_MS: u32 = 30_000;
+/// Work completion statuses (`IB_WC_*`) that mean the peer is unreachable.
+const WC_FLUSH_ERR: i32 = 5;
+const WC_RETRY_EXC_ERR: i32 = 12;
+const WC_RNR_RETRY_EXC_ERR: i32 = 13;
 // At most SLOTS requests and SLOTS answers are in flight between two nodes, so even
 // if all of them use one QP its receive queue never runs dry (no RNR retries).
 const _: () = assert!(2 * SLOTS as u32 <= RECV_DEPTH);
@@ -132,7 +150,7 @@ enum Body<'a> {
 /// Another node, one incarnation of it (`epoch`), reached over K RC QPs.
 #[pin_data(PinnedDrop)]
 pub(crate) struct Peer {
-    id: u32,
+    pub(crate) id: u32,
     epoch: u64,
     /// Identifies the device the QPs live on; its verbs are only used while it is registered.
     dev: Arc<Device>,
@@ -147,6 +165,13 @@ pub(crate) struct Peer {
     calls: SpinLock<Calls>,
     #[pin]
     call_done: CondVar,
+    /// Free send queue entries per QP for one-sided operations.
+    #[pin]
+    credits: Mutex<[u32; LITE_MAX_QPS_PER_PEER as usize]>,
+    #[pin]
+    credit_freed: CondVar,
+    /// Spreads one-sided operations over the QPs.
+    next_qp: AtomicUsize,
 }
 
 impl Peer {
@@ -175,6 +200,9 @@ impl Peer {
                 ),
                 calls <- new_spinlock!(Calls { slots: [Slot::Free; SLOTS], next_seq: 1 }, "lite:peer.calls"),
                 call_done <- new_condvar!("lite:peer.call_done"),
+                credits <- new_mutex!([DATA_CREDITS; LITE_MAX_QPS_PER_PEER as usize], "lite:peer.credits"),
+                credit_freed <- new_condvar!("lite:peer.credit_freed"),
+                next_qp: AtomicUsize::new(0),
             }),
             GFP_KERNEL,
         )?;
@@ -281,7 +309,7 @@ impl Peer {
 
     /// Sends request `kind` with `body` and waits up to `timeout_ms` for the answer,
     /// which is copied into `reply`. Returns the answer's length. Process context.
-    fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
+    pub(crate) fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
         let wait = |calls: &mut kernel::sync::lock::Guard<'_, Calls, _>, left: &mut _| -> Result {
             match self.call_done.wait_interruptible_timeout(calls, *left) {
@@ -368,12 +396,17 @@ impl Peer {
     }
 
     /// A request from the peer landed in our request `slot` through QP `qp_index`
-    /// (completion context): serve it and answer in the peer's response slot.
-    fn serve_request(&self, qp_index: usize, slot: usize) {
+    /// (completion context): serve it and answer in the peer's response slot. Echo is
+    /// answered at once; the rest may sleep and goes to the module's workqueue.
+    fn serve_request(this: ArcBorrow<'_, Self>, lite: ArcBorrow<'_, Lite>, qp_index: usize, slot: usize) {
         let offset = wire::request_offset(slot);
         let mut raw = [0u8; HEADER_LEN];
+        // Room for a deferred request's body, allocated before taking the spinlock.
+        let Ok(mut body) = KVec::with_capacity(wire::BODY_MAX, GFP_ATOMIC) else {
+            return this.answer_error(qp_index, slot, ENOMEM);
+        };
         let answer = {
-            let mut guard = self.link.lock();
+            let mut guard = this.link.lock();
             let Some(mailbox) = guard.mailbox.as_mut() else { return };
             if mailbox.inbox.read(offset, &mut raw).is_err() {
                 return;
@@ -392,12 +425,156 @@ impl Peer {
                         Err(_) => Header { status: wire_status(EIO), len: 0, ..request },
                     }
                 }
+                Ok((request, Some(kind))) => {
+                    // Within the capacity reserved above: does not allocate.
+                    let _ = body.extend_with(request.len as usize, 0, GFP_ATOMIC);
+                    match mailbox.inbox.read(offset + HEADER_LEN, &mut body) {
+                        Ok(()) => {
+                            drop(guard);
+                            return Self::defer(this.into(), lite.into(), qp_index, slot, request, kind, body);
+                        }
+                        Err(_) => Header { status: wire_status(EIO), len: 0, ..request },
+                    }
+                }
                 Ok((request, None)) => Header { status: wire_status(EOPNOTSUPP()), len: 0, ..request },
                 Err(seq) => Header { kind: 0, status: wire_status(EINVAL), len: 0, seq },
             }
         };
         // The body (if any) is already staged in our outbox; a peer going away loses the answer.
+        let _ = this.post_message(qp_index, ImmKind::Response, slot, &answer, Body::Staged);
+    }
+
+    fn answer_error(&self, qp_index: usize, slot: usize, err: Error) {
+        let Some(request) = self.inbox_header(wire::request_offset(slot)) else { return };
+        let answer = Header { status: wire_status(err), len: 0, ..request };
         let _ = self.post_message(qp_index, ImmKind::Response, slot, &answer, Body::Staged);
+    }
+
+    /// Serves request `kind` on the module's workqueue and answers from there.
+    fn defer(peer: Arc<Peer>, lite: Arc<Lite>, qp_index: usize, slot: usize, request: Header, kind: MsgKind, body: KVec<u8>) {
+        let reply_to = peer.clone();
+        // SAFETY: the C glue creates the workqueue before any device (hence any QP) and
+        // destroys it only after every device is gone.
+        let queue = unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) };
+        let spawned = queue.try_spawn(GFP_ATOMIC, move || {
+            let answer = lite.serve_lmr_request(&peer, kind, &body);
+            let (header, bytes): (Header, &[u8]) = match &answer {
+                Ok(out) => (Header { status: 0, len: out.len() as u32, ..request }, out),
+                Err(e) => (Header { status: wire_status(*e), len: 0, ..request }, &[]),
+            };
+            let _ = peer.post_message(qp_index, ImmKind::Response, slot, &header, Body::Copy(bytes));
+        });
+        if spawned.is_err() {
+            reply_to.answer_error(qp_index, slot, ENOMEM);
+        }
+    }
+
+    /// EHOSTDOWN unless the QPs are connected.
+    pub(crate) fn ensure_connected(&self) -> Result {
+        if self.link.lock().state == LITE_PEER_CONNECTED && !self.failed.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(EHOSTDOWN())
+        }
+    }
+
+    fn take_credits(&self, qp: usize, count: u32) -> Result {
+        let mut credits = self.credits.lock();
+        while credits[qp] < count {
+            if self.failed.load(Ordering::Acquire) {
+                return Err(EHOSTDOWN());
+            }
+            self.credit_freed.wait(&mut credits);
+        }
+        credits[qp] -= count;
+        Ok(())
+    }
+
+    fn return_credits(&self, qp: usize, count: u32) {
+        self.credits.lock()[qp] += count;
+        self.credit_freed.notify_all();
+    }
+
+    /// Moves `runs` (local DMA ranges, in order) to or from the contiguous remote range
+    /// at `remote_addr` through one QP, and waits until all of it is there.
+    ///
+    /// Work requests carry at most `WR_BYTES` and at most `INFLIGHT_WRS` of them are
+    /// outstanding: rxe has no congestion control, and a larger burst overflows the
+    /// receiving side's queues, which costs a retransmit timeout per loss.
+    fn transfer(&self, op: &Op, write: bool, runs: impl Iterator<Item = (u64, usize)>, remote_addr: u64) -> Result {
+        let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
+        let nr_qps = self.link.lock().qps.len().max(1);
+        let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
+        self.take_credits(qp_index, INFLIGHT_WRS)?;
+        let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
+        let (mut count, mut batch, mut at) = (0, 0usize, remote_addr);
+        let mut posted = Ok(());
+        'runs: for (mut addr, mut len) in runs {
+            while len > 0 {
+                let take = len.min(WR_BYTES - batch);
+                sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
+                (count, batch) = (count + 1, batch + take);
+                (addr, len) = (addr + take as u64, len - take);
+                if count == max_sge || batch == WR_BYTES {
+                    posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+                    if posted.is_err() {
+                        break 'runs;
+                    }
+                    at += batch as u64;
+                    (count, batch) = (0, 0);
+                }
+            }
+        }
+        if posted.is_ok() && count > 0 {
+            posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+        }
+        let completed = op.wait();
+        self.return_credits(qp_index, INFLIGHT_WRS);
+        posted?;
+        completed.map_err(|status| {
+            // Any failed work request leaves the QP in the error state.
+            self.mark_failed();
+            if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
+                EHOSTDOWN()
+            } else {
+                EIO
+            }
+        })
+    }
+
+    /// Posts one RDMA read or write on QP `qp_index` once fewer than `INFLIGHT_WRS`
+    /// of `op` are outstanding.
+    fn post_rdma(&self, qp_index: usize, op: &Op, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result {
+        op.wait_below(INFLIGHT_WRS - 1);
+        let link = self.link.lock();
+        let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
+            return Err(EHOSTDOWN());
+        };
+        let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
+        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)
+    }
+
+    /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
+    /// `remote_addr`, or READ into it; returns once the data is there. The buffer is
+    /// pinned and mapped a window at a time.
+    pub(crate) fn rdma_user(&self, write: bool, addr: usize, len: usize, remote_addr: u64) -> Result {
+        let op = Op::new()?;
+        let mut done = 0;
+        while done < len {
+            let start = addr + done;
+            let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
+            let pages = UserPages::pin(&self.dev, start, window, !write)?;
+            self.transfer(&op, write, pages.runs(), remote_addr + done as u64)?;
+            done += window;
+        }
+        Ok(())
+    }
+
+    /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`.
+    pub(crate) fn rdma_write_kernel(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64) -> Result {
+        let (dma, len) = src.range(offset, len)?;
+        let op = Op::new()?;
+        self.transfer(&op, true, core::iter::once((dma, len as usize)), remote_addr)
     }
 
     /// A send failed for good (retries exhausted): the peer is unreachable.
@@ -413,8 +590,12 @@ impl Peer {
 
     fn fail_waiters(&self) {
         self.failed.store(true, Ordering::Release);
-        let _calls = self.calls.lock();
-        self.call_done.notify_all();
+        {
+            let _calls = self.calls.lock();
+            self.call_done.notify_all();
+        }
+        let _credits = self.credits.lock();
+        self.credit_freed.notify_all();
     }
 
     /// Stops all traffic and destroys the QPs (draining reaps every completion),
@@ -473,6 +654,15 @@ impl PinnedDrop for Peer {
 pub(crate) struct Lite {
     #[pin]
     state: Mutex<State>,
+    /// LMR registries (lmr.rs); taken after `state`, never before it.
+    #[pin]
+    pub(crate) mem: Mutex<Memory>,
+    /// Serializes allocation of LMR memory with device removal.
+    #[pin]
+    pub(crate) alloc_lock: Mutex<()>,
+    /// Next LMR handle: unique across processes, so another process's handle is
+    /// never valid by accident.
+    pub(crate) next_handle: AtomicU64,
     pub(crate) qps_per_peer: u32,
 }
 
@@ -484,6 +674,9 @@ impl Lite {
                     State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new() },
                     "lite:state"
                 ),
+                mem <- new_mutex!(Memory::new(), "lite:mem"),
+                alloc_lock <- new_mutex!((), "lite:alloc"),
+                next_handle: AtomicU64::new(0x1000),
                 qps_per_peer,
             }),
             GFP_KERNEL,
@@ -499,15 +692,19 @@ impl Lite {
 
     /// Shuts down every peer reached through `dev`; they show as down until rejoined.
     pub(crate) fn device_removing(&self, dev: &Arc<Device>) {
-        let mut st = self.state.lock();
-        if let Some(i) = st.devices.iter().position(|d| Arc::ptr_eq(d, dev)) {
-            swap_remove(&mut st.devices, i);
-        }
-        while let Some(i) = st.peers.iter().position(|p| Arc::ptr_eq(&p.dev, dev)) {
-            if st.remove_peer(i).is_err() {
-                pr_warn!("out of memory recording a peer as down\n");
+        {
+            let mut st = self.state.lock();
+            if let Some(i) = st.devices.iter().position(|d| Arc::ptr_eq(d, dev)) {
+                swap_remove(&mut st.devices, i);
+            }
+            while let Some(i) = st.peers.iter().position(|p| Arc::ptr_eq(&p.dev, dev)) {
+                if st.remove_peer(i).is_err() {
+                    pr_warn!("out of memory recording a peer as down\n");
+                }
             }
         }
+        // One device carries all LMR traffic and memory.
+        self.forget_all();
     }
 
     // ---- membership (driven by the user-space agent) ----
@@ -553,18 +750,31 @@ impl Lite {
     }
 
     pub(crate) fn leave(&self) {
-        let mut st = self.state.lock();
-        let peers = core::mem::replace(&mut st.peers, KVec::new());
-        for peer in peers.iter() {
-            peer.shutdown();
+        {
+            let mut st = self.state.lock();
+            let peers = core::mem::replace(&mut st.peers, KVec::new());
+            for peer in peers.iter() {
+                peer.shutdown();
+            }
+            st.down = KVec::new();
+            st.node = None;
         }
-        st.down = KVec::new();
-        st.node = None;
+        self.forget_all();
     }
 
     /// Returns this node's side for `peer_id`'s incarnation `epoch`, creating QPs if
     /// the peer is new or came back with a newer epoch. The bool is true when created.
     pub(crate) fn prepare_peer(&self, peer_id: u32, epoch: u64) -> Result<(LiteConnInfo, bool)> {
+        let mut replaced = false;
+        let result = self.prepare_peer_locked(peer_id, epoch, &mut replaced);
+        if replaced {
+            // What the previous incarnation mastered died with it.
+            self.forget_node(peer_id);
+        }
+        result
+    }
+
+    fn prepare_peer_locked(&self, peer_id: u32, epoch: u64, replaced: &mut bool) -> Result<(LiteConnInfo, bool)> {
         let mut st = self.state.lock();
         let me = st.node.as_ref().ok_or_else(ENOTCONN)?.id;
         if peer_id == me || peer_id >= LITE_MAX_NODES {
@@ -579,6 +789,7 @@ impl Lite {
                 return Err(ENOENT);
             }
             st.remove_peer(i)?;
+            *replaced = true;
         }
         let dev = st.devices.first().ok_or(ENODEV)?.clone();
         let peer = Peer::new(&dev, peer_id, epoch, self.qps_per_peer)?;
@@ -605,9 +816,13 @@ impl Lite {
     }
 
     pub(crate) fn peer_down(&self, peer_id: u32) -> Result {
-        let mut st = self.state.lock();
-        let i = st.peer_index(peer_id).ok_or(ENOENT)?;
-        st.remove_peer(i)
+        {
+            let mut st = self.state.lock();
+            let i = st.peer_index(peer_id).ok_or(ENOENT)?;
+            st.remove_peer(i)?;
+        }
+        self.forget_node(peer_id);
+        Ok(())
     }
 
     /// Status of every peer, down ones included.
@@ -630,7 +845,36 @@ impl Lite {
         Ok(out)
     }
 
-    fn peer(&self, id: u32) -> Result<Arc<Peer>> {
+    /// This node's id; ENOTCONN before it joined.
+    pub(crate) fn me(&self) -> Result<u32> {
+        self.state.lock().node.as_ref().map(|n| n.id).ok_or_else(ENOTCONN)
+    }
+
+    /// The RDMA device LMR memory lives on.
+    pub(crate) fn device(&self) -> Result<Arc<Device>> {
+        self.state.lock().devices.first().cloned().ok_or(ENODEV)
+    }
+
+    /// Every peer whose QPs are connected.
+    pub(crate) fn connected_peers(&self) -> Result<KVec<Arc<Peer>>> {
+        let peers = {
+            let st = self.state.lock();
+            let mut peers = KVec::with_capacity(st.peers.len(), GFP_KERNEL)?;
+            for peer in st.peers.iter() {
+                peers.push(peer.clone(), GFP_KERNEL)?;
+            }
+            peers
+        };
+        let mut connected = KVec::with_capacity(peers.len(), GFP_KERNEL)?;
+        for peer in peers.into_iter() {
+            if peer.ensure_connected().is_ok() {
+                connected.push(peer, GFP_KERNEL)?;
+            }
+        }
+        Ok(connected)
+    }
+
+    pub(crate) fn peer(&self, id: u32) -> Result<Arc<Peer>> {
         let st = self.state.lock();
         if st.node.is_none() {
             return Err(ENOTCONN());
@@ -666,9 +910,11 @@ impl Lite {
     }
 
     /// A write-with-immediate from `peer` arrived on QP `index` (completion context).
-    pub(crate) fn on_recv(&self, peer: &Peer, index: u32, imm: u32) {
+    pub(crate) fn on_recv(this: ArcBorrow<'_, Self>, peer: ArcBorrow<'_, Peer>, index: u32, imm: u32) {
         match wire::decode_imm(imm) {
-            Some((ImmKind::Request, slot)) if (slot as usize) < SLOTS => peer.serve_request(index as usize, slot as usize),
+            Some((ImmKind::Request, slot)) if (slot as usize) < SLOTS => {
+                Peer::serve_request(peer, this, index as usize, slot as usize)
+            }
             Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => peer.answer_arrived(slot as usize),
             // A peer speaking a kind or slot we do not know: ignore it, never trust it.
             _ => {}

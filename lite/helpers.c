@@ -4,11 +4,13 @@
  * the ib_client and the /dev/lite misc device. No policy lives here.
  */
 #include <linux/capability.h>
+#include <linux/completion.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/workqueue.h>
 #include <net/ipv6.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
@@ -22,9 +24,11 @@ MODULE_PARM_DESC(qps_per_peer, "RC QPs to each peer (1-8, default 4)");
 
 /* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth. */
 #define LITE_CQ_ENTRIES 16384
-#define LITE_SEND_DEPTH 128
+/* Kernel messages need at most 2 x 32 WRs; the rest is for one-sided operations. */
+#define LITE_SEND_DEPTH 512
 
 static void *lite_ctx;
+static struct workqueue_struct *lite_wq;
 
 struct lite_dev {
 	struct ib_device *ibdev;
@@ -268,9 +272,11 @@ int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, uns
 	return ib_post_send(qp->qp, &wr.wr, NULL);
 }
 
-void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, unsigned long long *dma)
+void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
+			 unsigned long long *dma)
 {
-	void *buf = alloc_pages_exact(size, GFP_KERNEL | __GFP_ZERO);
+	gfp_t gfp = GFP_KERNEL | __GFP_ZERO | (may_fail ? __GFP_NOWARN | __GFP_NORETRY : 0);
+	void *buf = alloc_pages_exact(size, gfp);
 	u64 addr;
 
 	if (!buf)
@@ -303,6 +309,138 @@ void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsi
 unsigned int lite_dev_global_rkey(const struct lite_dev *dev)
 {
 	return dev->global_mr->rkey;
+}
+
+unsigned int lite_dev_max_sge(const struct lite_dev *dev)
+{
+	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
+}
+
+struct lite_op {
+	struct ib_cqe cqe;
+	/* Posted WRs not yet completed, plus one held until lite_op_wait(). */
+	atomic_t pending;
+	int status;
+	struct completion done;
+	wait_queue_head_t progress;
+};
+
+static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, cqe);
+
+	if (wc->status != IB_WC_SUCCESS)
+		cmpxchg(&op->status, 0, wc->status);
+	if (atomic_dec_and_test(&op->pending))
+		complete(&op->done);
+	else
+		wake_up(&op->progress);
+}
+
+struct lite_op *lite_op_new(void)
+{
+	struct lite_op *op = kzalloc(sizeof(*op), GFP_KERNEL);
+
+	if (!op)
+		return NULL;
+	op->cqe.done = lite_op_done;
+	atomic_set(&op->pending, 1);
+	init_completion(&op->done);
+	init_waitqueue_head(&op->progress);
+	return op;
+}
+
+void lite_op_wait_below(struct lite_op *op, unsigned int outstanding)
+{
+	wait_event(op->progress, atomic_read(&op->pending) <= (int)outstanding + 1);
+}
+
+int lite_op_wait(struct lite_op *op)
+{
+	int status;
+
+	if (!atomic_dec_and_test(&op->pending))
+		wait_for_completion(&op->done);
+	status = op->status;
+	op->status = 0;
+	atomic_set(&op->pending, 1);
+	reinit_completion(&op->done);
+	return status;
+}
+
+void lite_op_free(struct lite_op *op)
+{
+	kfree(op);
+}
+
+int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
+		      const struct lite_sge *sge, unsigned int nsge,
+		      unsigned long long remote_addr, unsigned int rkey)
+{
+	struct ib_sge sg[LITE_MAX_SGE];
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = &op->cqe,
+			.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
+			.send_flags = IB_SEND_SIGNALED,
+			.sg_list = sg,
+			.num_sge = nsge,
+		},
+		.remote_addr = remote_addr,
+		.rkey = rkey,
+	};
+	unsigned int i;
+	int err;
+
+	if (nsge == 0 || nsge > LITE_MAX_SGE)
+		return -EINVAL;
+	for (i = 0; i < nsge; i++) {
+		sg[i].addr = sge[i].addr;
+		sg[i].length = sge[i].len;
+		sg[i].lkey = qp->dev->global_mr->lkey;
+	}
+	atomic_inc(&op->pending);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (err)
+		atomic_dec(&op->pending);
+	return err;
+}
+
+long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, void **pages)
+{
+	return pin_user_pages_fast(start, nr_pages, writable ? FOLL_WRITE : 0,
+				   (struct page **)pages);
+}
+
+void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty)
+{
+	unpin_user_pages_dirty_lock((struct page **)pages, nr_pages, dirty);
+}
+
+int lite_dma_map_page(struct lite_dev *dev, void *page, int to_device, unsigned long long *dma)
+{
+	u64 addr = ib_dma_map_page(dev->ibdev, page, 0, PAGE_SIZE,
+				   to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+
+	if (ib_dma_mapping_error(dev->ibdev, addr))
+		return -ENOMEM;
+	*dma = addr;
+	return 0;
+}
+
+void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int to_device)
+{
+	ib_dma_unmap_page(dev->ibdev, dma, PAGE_SIZE, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+}
+
+unsigned long long lite_total_ram(void)
+{
+	return (unsigned long long)totalram_pages() << PAGE_SHIFT;
+}
+
+void *lite_workqueue(void)
+{
+	return lite_wq;
 }
 
 void *lite_shared_page_alloc(void)
@@ -410,6 +548,8 @@ static void lite_remove_one(struct ib_device *ibdev, void *client_data)
 	struct lite_dev *dev = client_data;
 
 	lite_rust_dev_removing(lite_ctx, dev->rust);
+	/* Deferred requests may still use the device's memory and QPs. */
+	flush_workqueue(lite_wq);
 	ib_free_cq(dev->send_cq);
 	ib_free_cq(dev->recv_cq);
 	dev->send_cq = NULL;
@@ -482,12 +622,20 @@ int lite_glue_init(void *rust_ctx)
 	int err;
 
 	lite_ctx = rust_ctx;
+	lite_wq = alloc_workqueue("lite", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!lite_wq)
+		return -ENOMEM;
 	err = ib_register_client(&lite_client);
 	if (err)
-		return err;
+		goto fail_wq;
 	err = misc_register(&lite_misc);
 	if (err)
-		ib_unregister_client(&lite_client);
+		goto fail_client;
+	return 0;
+fail_client:
+	ib_unregister_client(&lite_client);
+fail_wq:
+	destroy_workqueue(lite_wq);
 	return err;
 }
 
@@ -495,4 +643,5 @@ void lite_glue_exit(void)
 {
 	misc_deregister(&lite_misc);
 	ib_unregister_client(&lite_client);
+	destroy_workqueue(lite_wq);
 }

@@ -51,14 +51,57 @@ void lite_qp_destroy(struct lite_qp *qp);
 int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, unsigned int len,
 			   unsigned long long remote_addr, unsigned int rkey, unsigned int imm);
 
-/* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped. */
-void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, unsigned long long *dma);
+/* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped.
+ * `may_fail`: a large allocation that gives up quietly (the caller falls back to smaller ones). */
+void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
+			 unsigned long long *dma);
 void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsigned long long dma);
 /* Ownership hand-over of a DMA buffer range between the CPU and the RNIC. */
 void lite_dma_sync_for_cpu(struct lite_dev *dev, unsigned long long dma, unsigned int len);
 void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsigned int len);
 /* The global MR's remote key, published to peers. */
 unsigned int lite_dev_global_rkey(const struct lite_dev *dev);
+
+/* SGEs per RDMA read/write work request the module uses (capped by the device). */
+#define LITE_MAX_SGE 16
+unsigned int lite_dev_max_sge(const struct lite_dev *dev);
+
+/* One scatter/gather element in the global MR. */
+struct lite_sge {
+	unsigned long long addr;
+	unsigned int len;
+	unsigned int reserved;
+};
+
+/*
+ * A one-sided operation's completion: every work request posted for it is signaled
+ * and counted; lite_op_wait() returns once all of them completed.
+ */
+struct lite_op;
+struct lite_op *lite_op_new(void);
+/* Waits for every posted WR (uninterruptibly: they may still DMA into memory the
+ * caller frees next). Returns 0 or the first failed WR's IB_WC_* status; re-arms the op. */
+int lite_op_wait(struct lite_op *op);
+/* Waits until at most `outstanding` of the posted WRs are still in flight. */
+void lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
+void lite_op_free(struct lite_op *op);
+/* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer. */
+int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
+		      const struct lite_sge *sge, unsigned int nsge,
+		      unsigned long long remote_addr, unsigned int rkey);
+
+/* Pins `nr_pages` user pages from `start` (writable when the RNIC writes them).
+ * Returns the number pinned (may be fewer) or -errno. */
+long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, void **pages);
+void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty);
+/* DMA-maps one whole page for the device; returns 0 or -errno. */
+int lite_dma_map_page(struct lite_dev *dev, void *page, int to_device, unsigned long long *dma);
+void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int to_device);
+
+/* Total RAM of this node in bytes (bounds what peers may make us allocate). */
+unsigned long long lite_total_ram(void);
+/* Workqueue for requests that sleep (allocation, copies); drained on unload. */
+void *lite_workqueue(void);
 
 /* Per-open shared page: a zeroed kernel page, mapped into the process by mmap. */
 void *lite_shared_page_alloc(void);

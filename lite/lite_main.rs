@@ -9,13 +9,15 @@ use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
 
 mod chardev;
 mod cluster;
 mod errno;
 mod ffi;
+mod memory;
+mod region;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]
@@ -108,10 +110,12 @@ pub extern "C" fn lite_rust_dev_release(_ctx: *mut c_void, rust_dev: *mut c_void
 /// A write-with-immediate arrived (CQ workqueue context).
 #[no_mangle]
 pub extern "C" fn lite_rust_recv(ctx: *mut c_void, rust_peer: *mut c_void, index: c_uint, imm: c_uint) {
-    // SAFETY: QP completions run only while the QP exists, and a peer outlives its QPs.
-    let peer = unsafe { &*(rust_peer as *const Peer) };
-    // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.on_recv(peer, index, imm);
+    // SAFETY: QP completions run only while the QP exists, and the peer, created as an
+    // `Arc`, outlives its QPs.
+    let peer = unsafe { ArcBorrow::from_raw(rust_peer as *const Peer) };
+    // SAFETY: `ctx` is the `Arc<Lite>` of the module, alive until `lite_glue_exit` (see `lite`).
+    let lite = unsafe { ArcBorrow::from_raw(ctx as *const Lite) };
+    Lite::on_recv(lite, peer, index, imm);
 }
 
 /// A send failed with a status other than flush (CQ workqueue context).
@@ -138,9 +142,11 @@ pub extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void)
 
 /// Last close of an open file of /dev/lite.
 #[no_mangle]
-pub extern "C" fn lite_rust_release(_ctx: *mut c_void, file_priv: *mut c_void) {
+pub extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
     // SAFETY: set by `lite_rust_open`; release is the last use of it.
-    drop(unsafe { <KBox<OpenFile> as ForeignOwnable>::from_foreign(file_priv) });
+    let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::from_foreign(file_priv) };
+    // SAFETY: see `lite`.
+    file.release(unsafe { lite(ctx) });
 }
 
 /// ioctl(2) on /dev/lite.

@@ -7,6 +7,7 @@ use core::ptr::NonNull;
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::uaccess::{UserSliceReader, UserSliceWriter};
 
 /// `IB_PORT_ACTIVE`.
 pub(crate) const PORT_ACTIVE: u32 = 4;
@@ -71,6 +72,12 @@ impl Device {
     pub(crate) fn global_rkey(&self) -> u32 {
         // SAFETY: `self.raw` is valid for the life of `self`.
         unsafe { ffi::lite_dev_global_rkey(self.raw.as_ptr()) }
+    }
+
+    /// SGEs per RDMA read/write work request.
+    pub(crate) fn max_sge(&self) -> usize {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { ffi::lite_dev_max_sge(self.raw.as_ptr()) as usize }
     }
 
     /// Creates an RC QP in INIT with `recv_depth` receives posted. Completions call
@@ -145,6 +152,154 @@ impl Qp {
     }
 }
 
+impl Qp {
+    /// Posts one RDMA WRITE (`write`) from, or READ into, the local `sges` at
+    /// `remote_addr` of the peer, counted in `op`. The memory behind `sges` must stay
+    /// mapped until `op.wait()` returns.
+    pub(crate) fn post_rdma(&self, op: &Op, write: bool, sges: &[ffi::lite_sge], remote_addr: u64, rkey: u32) -> Result {
+        // SAFETY: `self.raw` and `op.raw` are live; the helper copies `sges` (checked
+        // against LITE_MAX_SGE) before returning.
+        to_result(unsafe {
+            ffi::lite_qp_post_rdma(
+                self.raw.as_ptr(),
+                op.raw.as_ptr(),
+                write as i32,
+                sges.as_ptr(),
+                sges.len() as u32,
+                remote_addr,
+                rkey,
+            )
+        })
+    }
+}
+
+/// Completion of a one-sided operation made of several work requests. Dropping it
+/// waits for whatever is still posted.
+pub(crate) struct Op {
+    raw: NonNull<ffi::lite_op>,
+}
+
+// SAFETY: the C op is a completion plus atomics, usable from any thread.
+unsafe impl Send for Op {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Op {}
+
+impl Op {
+    pub(crate) fn new() -> Result<Op> {
+        // SAFETY: plain allocation, NULL on failure.
+        let raw = NonNull::new(unsafe { ffi::lite_op_new() }).ok_or(ENOMEM)?;
+        Ok(Op { raw })
+    }
+
+    /// Waits until at most `outstanding` posted work requests are still in flight.
+    pub(crate) fn wait_below(&self, outstanding: u32) {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) };
+    }
+
+    /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
+    pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
+        // SAFETY: `self.raw` is live.
+        match unsafe { ffi::lite_op_wait(self.raw.as_ptr()) } {
+            0 => Ok(()),
+            status => Err(status),
+        }
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        // SAFETY: nothing is posted any more, so no completion can refer to the op.
+        unsafe { ffi::lite_op_free(self.raw.as_ptr()) };
+    }
+}
+
+/// Pages of a user buffer pinned and DMA-mapped for one transfer; unmapped and
+/// unpinned on drop (marked dirty when the device wrote them).
+pub(crate) struct UserPages {
+    dev: Arc<Device>,
+    pages: KVec<*mut c_void>,
+    dma: KVec<u64>,
+    /// Offset of the buffer in its first page.
+    head: usize,
+    len: usize,
+    device_writes: bool,
+}
+
+/// Bytes of a page.
+pub(crate) const PAGE_SIZE: usize = 4096;
+
+impl UserPages {
+    /// Pins and maps `[addr, addr + len)` of the current process. EFAULT when any
+    /// page is not mapped (or not writable when the device writes it).
+    pub(crate) fn pin(dev: &Arc<Device>, addr: usize, len: usize, device_writes: bool) -> Result<UserPages> {
+        let head = addr % PAGE_SIZE;
+        addr.checked_add(len).ok_or(EFAULT)?;
+        let count = (head + len).div_ceil(PAGE_SIZE);
+        let mut pages = KVec::from_elem(core::ptr::null_mut(), count, GFP_KERNEL)?;
+        let mut this = UserPages {
+            dev: dev.clone(),
+            pages: KVec::with_capacity(count, GFP_KERNEL)?,
+            dma: KVec::with_capacity(count, GFP_KERNEL)?,
+            head,
+            len,
+            device_writes,
+        };
+        // SAFETY: `pages` has room for `count` page pointers.
+        let pinned = unsafe {
+            ffi::lite_pin_user_pages((addr - head) as _, count as u32, device_writes as i32, pages.as_mut_ptr())
+        };
+        let pinned = usize::try_from(pinned).map_err(|_| EFAULT)?;
+        for &page in &pages[..pinned] {
+            // `this` owns each page from here on, so drop unpins it on any error.
+            this.pages.push(page, GFP_KERNEL)?;
+        }
+        if pinned < count {
+            return Err(EFAULT);
+        }
+        for &page in this.pages.iter() {
+            let mut dma = 0;
+            // SAFETY: `page` is pinned; the device is registered.
+            to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page, (!device_writes) as i32, &mut dma) })?;
+            this.dma.push(dma, GFP_KERNEL)?;
+        }
+        Ok(this)
+    }
+
+    /// The buffer as runs of DMA-contiguous memory, in order.
+    pub(crate) fn runs(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        let mut index = 0;
+        let mut done = 0;
+        core::iter::from_fn(move || {
+            if done >= self.len {
+                return None;
+            }
+            let skip = if index == 0 { self.head } else { 0 };
+            let start = self.dma[index] + skip as u64;
+            let mut run = (PAGE_SIZE - skip).min(self.len - done);
+            index += 1;
+            while done + run < self.len && self.dma[index] == start + run as u64 {
+                run += (self.len - done - run).min(PAGE_SIZE);
+                index += 1;
+            }
+            done += run;
+            Some((start, run))
+        })
+    }
+}
+
+impl Drop for UserPages {
+    fn drop(&mut self) {
+        for &dma in self.dma.iter() {
+            // SAFETY: mapped in `pin` with the same direction.
+            unsafe { ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, (!self.device_writes) as i32) };
+        }
+        // SAFETY: these pages were pinned in `pin` and no posted request uses them any more.
+        unsafe { ffi::lite_unpin_user_pages(self.pages.as_mut_ptr(), self.pages.len() as u32, self.device_writes as i32) };
+    }
+}
+
 impl Drop for Qp {
     fn drop(&mut self) {
         // SAFETY: `self.raw` is live and owned by us; after this call it is freed and no
@@ -171,11 +326,26 @@ unsafe impl Sync for DmaBuf {}
 
 impl DmaBuf {
     pub(crate) fn new(dev: &Arc<Device>, size: usize) -> Result<DmaBuf> {
+        Self::alloc(dev, size, false)
+    }
+
+    /// Like `new`, but a large size fails quietly and early instead of reclaiming hard.
+    pub(crate) fn try_new(dev: &Arc<Device>, size: usize) -> Result<DmaBuf> {
+        Self::alloc(dev, size, true)
+    }
+
+    fn alloc(dev: &Arc<Device>, size: usize, may_fail: bool) -> Result<DmaBuf> {
         let mut dma = 0;
         // SAFETY: `dev.raw` is a registered device; `dma` is a local.
-        let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, &mut dma) };
+        let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, may_fail as i32, &mut dma) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
         Ok(DmaBuf { dev: dev.clone(), ptr, dma, size })
+    }
+
+    /// Offset in this buffer of DMA range `[dma, dma + len)`, if it lies inside.
+    pub(crate) fn offset_of(&self, dma: u64, len: u64) -> Option<usize> {
+        let offset = dma.checked_sub(self.dma)?;
+        (offset.checked_add(len)? <= self.size as u64).then_some(offset as usize)
     }
 
     /// DMA address of the start of the buffer.
@@ -183,9 +353,10 @@ impl DmaBuf {
         self.dma
     }
 
-    fn range(&self, offset: usize, len: usize) -> Result<(u64, u32)> {
+    /// DMA address and length of `[offset, offset + len)`, checked against the buffer.
+    pub(crate) fn range(&self, offset: usize, len: usize) -> Result<(u64, u32)> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok((self.dma + offset as u64, len as u32)),
+            Some(end) if end <= self.size && len <= u32::MAX as usize => Ok((self.dma + offset as u64, len as u32)),
             _ => Err(EINVAL),
         }
     }
@@ -226,6 +397,69 @@ impl DmaBuf {
             ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dst_dma, sync_len);
         }
         Ok(())
+    }
+}
+
+/// Byte-level access to LMR chunks, which several processes, peers (through the
+/// global MR) and the device touch concurrently, like any RDMA-exposed memory: all
+/// accesses go through raw pointers, never through Rust references to the bytes.
+impl DmaBuf {
+    fn span(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        self.range(offset, len)?;
+        // SAFETY: `offset + len <= size` (checked), so the pointer stays inside the allocation.
+        Ok(unsafe { self.ptr.as_ptr().add(offset) })
+    }
+
+    /// Sets `len` bytes at `offset` to `value`.
+    pub(crate) fn fill(&self, offset: usize, len: usize, value: u8) -> Result {
+        let (dma, _) = self.range(offset, len)?;
+        let dst = self.span(offset, len)?;
+        // SAFETY: `dst..dst + len` is inside the buffer; bytes have no validity invariant.
+        unsafe {
+            core::ptr::write_bytes(dst, value, len);
+            ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len as u32);
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes from `src` at `src_offset` to `dst_offset` here; the two
+    /// ranges may overlap (memmove) when `src` is this buffer.
+    pub(crate) fn move_from(&self, dst_offset: usize, src: &DmaBuf, src_offset: usize, len: usize) -> Result {
+        let from = src.span(src_offset, len)?;
+        let to = self.span(dst_offset, len)?;
+        let (src_dma, _) = src.range(src_offset, len)?;
+        let (dst_dma, _) = self.range(dst_offset, len)?;
+        // SAFETY: both ranges are inside their buffers (checked); `copy` allows overlap.
+        unsafe {
+            ffi::lite_dma_sync_for_cpu(src.dev.raw.as_ptr(), src_dma, len as u32);
+            core::ptr::copy(from, to, len);
+            ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dst_dma, len as u32);
+        }
+        Ok(())
+    }
+
+    /// Copies `len` bytes from user memory into the buffer at `offset`.
+    pub(crate) fn copy_from_user(&self, offset: usize, reader: &mut UserSliceReader, len: usize) -> Result {
+        let (dma, _) = self.range(offset, len)?;
+        let dst = self.span(offset, len)?;
+        // SAFETY: the span is inside the buffer and lives as long as `self`; the slice is
+        // only written through by `read_raw` (a copy_from_user), like a device write.
+        let out = unsafe { core::slice::from_raw_parts_mut(dst.cast::<core::mem::MaybeUninit<u8>>(), len) };
+        reader.read_raw(out)?;
+        // SAFETY: the range is inside the buffer.
+        unsafe { ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len as u32) };
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` of the buffer to user memory.
+    pub(crate) fn copy_to_user(&self, offset: usize, writer: &mut UserSliceWriter, len: usize) -> Result {
+        let (dma, _) = self.range(offset, len)?;
+        let src = self.span(offset, len)?;
+        // SAFETY: the range is inside the buffer.
+        unsafe { ffi::lite_dma_sync_for_cpu(self.dev.raw.as_ptr(), dma, len as u32) };
+        // SAFETY: as in `copy_from_user`; the bytes are only read (copy_to_user).
+        let bytes = unsafe { core::slice::from_raw_parts(src, len) };
+        writer.write_slice(bytes)
     }
 }
 

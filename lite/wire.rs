@@ -66,11 +66,309 @@ pub(crate) fn response_offset(slot: usize) -> usize {
     (SLOTS + slot) * SLOT_SIZE
 }
 
-/// What a request asks for.
+/// What a request asks for. LMR requests name an LMR by (master node, id); a
+/// requester's own node id is implied by the QP the request came on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MsgKind {
     /// Send the body back unchanged.
     Echo = 1,
+    /// Master to holder: allocate memory for LMR `id` ([`Alloc`] -> [`Extents`]).
+    Alloc = 2,
+    /// Master to holder: free everything held for LMR `id` ([`LmrId`]).
+    Release = 3,
+    /// To a possible master: who has this name ([`Lookup`] -> [`Found`]).
+    Lookup = 4,
+    /// To the master: the LMR's extents from `first` on ([`ChunksQuery`] -> [`Extents`]).
+    Chunks = 5,
+    /// Master to mapper: the LMR is gone; fail its handles and wait for their
+    /// operations to end ([`LmrId`]).
+    Revoke = 6,
+    /// To a holder: fill held bytes ([`Memset`]).
+    Memset = 7,
+    /// To the holder of the source: copy held bytes to a destination ([`Copy`]).
+    Copy = 8,
+    /// To the master, from a node with master permission ([`Grant`]).
+    Grant = 9,
+    /// To the master, from a node with master permission ([`LmrId`]).
+    Free = 10,
+    /// From a holder: node `id` is gone and the holder frees what it held for it,
+    /// so fail every mapping of that node's LMRs first ([`LmrId`]).
+    Forget = 11,
+}
+
+impl MsgKind {
+    fn from_wire(kind: u16) -> Option<MsgKind> {
+        Some(match kind {
+            1 => MsgKind::Echo,
+            2 => MsgKind::Alloc,
+            3 => MsgKind::Release,
+            4 => MsgKind::Lookup,
+            5 => MsgKind::Chunks,
+            6 => MsgKind::Revoke,
+            7 => MsgKind::Memset,
+            8 => MsgKind::Copy,
+            9 => MsgKind::Grant,
+            10 => MsgKind::Free,
+            11 => MsgKind::Forget,
+            _ => return None,
+        })
+    }
+}
+
+/// Little-endian field writer over a message body.
+pub(crate) struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    pub(crate) fn new(buf: &'a mut [u8]) -> Self {
+        Writer { buf, pos: 0 }
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn len(&self) -> usize {
+        self.pos
+    }
+
+    pub(crate) fn bytes(&mut self, data: &[u8]) -> Option<&mut Self> {
+        let end = self.pos.checked_add(data.len())?;
+        self.buf.get_mut(self.pos..end)?.copy_from_slice(data);
+        self.pos = end;
+        Some(self)
+    }
+
+    pub(crate) fn u32(&mut self, v: u32) -> Option<&mut Self> {
+        self.bytes(&v.to_le_bytes())
+    }
+
+    pub(crate) fn u64(&mut self, v: u64) -> Option<&mut Self> {
+        self.bytes(&v.to_le_bytes())
+    }
+}
+
+/// Little-endian field reader over a body a peer wrote: every read is bounds-checked.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    pub(crate) fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let end = self.pos.checked_add(N)?;
+        let out = self.buf.get(self.pos..end)?.try_into().ok()?;
+        self.pos = end;
+        Some(out)
+    }
+
+    pub(crate) fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+
+    pub(crate) fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
+}
+
+/// Names an LMR at its master (`Release`, `Revoke`, `Free`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LmrId {
+    pub(crate) id: u64,
+}
+
+/// `Alloc`: `bytes` more for LMR `id` (the holder may return fewer; asked again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Alloc {
+    pub(crate) id: u64,
+    pub(crate) bytes: u64,
+}
+
+/// `Lookup`: the LMR called `name` in `namespace`, to be mapped with `perm` (0:
+/// only whether the name is taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Lookup {
+    pub(crate) namespace: u32,
+    pub(crate) perm: u32,
+    pub(crate) name: [u8; NAME_LEN],
+}
+
+/// Answer to `Lookup`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    pub(crate) id: u64,
+    pub(crate) size: u64,
+    pub(crate) extents: u32,
+}
+
+/// `Chunks`: extents of LMR `id` from index `first`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ChunksQuery {
+    pub(crate) id: u64,
+    pub(crate) first: u32,
+}
+
+/// `Memset`: `len` bytes at `addr`, held for LMR (`master`, `id`), become `value`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Memset {
+    pub(crate) master: u32,
+    pub(crate) value: u32,
+    pub(crate) id: u64,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+}
+
+/// `Copy`: `len` bytes at `src_addr` held for (`src_master`, `src_id`) go to
+/// `dst_addr` of node `dst_node`, held there for (`dst_master`, `dst_id`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Copy {
+    pub(crate) src_master: u32,
+    pub(crate) dst_master: u32,
+    pub(crate) src_id: u64,
+    pub(crate) src_addr: u64,
+    pub(crate) dst_id: u64,
+    pub(crate) dst_addr: u64,
+    pub(crate) len: u64,
+    pub(crate) dst_node: u32,
+}
+
+/// `Grant`: node `node` (or every node) may map LMR `id` with `perm` from now on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Grant {
+    pub(crate) id: u64,
+    pub(crate) node: u32,
+    pub(crate) perm: u32,
+}
+
+/// Bytes of a name in messages.
+pub(crate) const NAME_LEN: usize = 64;
+/// Bytes of one extent in an `Extents` answer.
+pub(crate) const EXTENT_LEN: usize = 24;
+/// Extents that fit one answer.
+pub(crate) const EXTENTS_PER_MSG: usize = (BODY_MAX - 8) / EXTENT_LEN;
+
+/// A message body: encodes into and decodes from the bytes of a message.
+pub(crate) trait Body: Sized {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()>;
+    fn decode(r: &mut Reader<'_>) -> Option<Self>;
+}
+
+impl Body for LmrId {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u64(self.id).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(LmrId { id: r.u64()? })
+    }
+}
+
+impl Body for Alloc {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u64(self.id)?.u64(self.bytes).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Alloc { id: r.u64()?, bytes: r.u64()? })
+    }
+}
+
+impl Body for Lookup {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.namespace)?.u32(self.perm)?.bytes(&self.name).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Lookup { namespace: r.u32()?, perm: r.u32()?, name: r.array()? })
+    }
+}
+
+impl Body for Found {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u64(self.id)?.u64(self.size)?.u32(self.extents)?.u32(0).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        let found = Found { id: r.u64()?, size: r.u64()?, extents: r.u32()? };
+        r.u32()?;
+        Some(found)
+    }
+}
+
+impl Body for ChunksQuery {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u64(self.id)?.u32(self.first)?.u32(0).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        let query = ChunksQuery { id: r.u64()?, first: r.u32()? };
+        r.u32()?;
+        Some(query)
+    }
+}
+
+impl Body for Memset {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.master)?.u32(self.value)?.u64(self.id)?.u64(self.addr)?.u64(self.len).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Memset { master: r.u32()?, value: r.u32()?, id: r.u64()?, addr: r.u64()?, len: r.u64()? })
+    }
+}
+
+impl Body for Copy {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.src_master)?.u32(self.dst_master)?.u64(self.src_id)?.u64(self.src_addr)?;
+        w.u64(self.dst_id)?.u64(self.dst_addr)?.u64(self.len)?.u32(self.dst_node)?.u32(0).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        let copy = Copy {
+            src_master: r.u32()?,
+            dst_master: r.u32()?,
+            src_id: r.u64()?,
+            src_addr: r.u64()?,
+            dst_id: r.u64()?,
+            dst_addr: r.u64()?,
+            len: r.u64()?,
+            dst_node: r.u32()?,
+        };
+        r.u32()?;
+        Some(copy)
+    }
+}
+
+impl Body for Grant {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u64(self.id)?.u32(self.node)?.u32(self.perm).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Grant { id: r.u64()?, node: r.u32()?, perm: r.u32()? })
+    }
+}
+
+/// Encodes `extents` (node, addr, len) as an `Extents` answer into `buf`;
+/// returns the body length. At most `EXTENTS_PER_MSG` fit.
+pub(crate) fn encode_extents(buf: &mut [u8], extents: &[(u32, u64, u64)]) -> Option<usize> {
+    let mut w = Writer::new(buf);
+    w.u32(u32::try_from(extents.len()).ok()?)?.u32(0)?;
+    for &(node, addr, len) in extents {
+        w.u32(node)?.u32(0)?.u64(addr)?.u64(len)?;
+    }
+    Some(w.len())
+}
+
+/// Decodes an `Extents` answer into (node, addr, len) triples passed to `each`.
+pub(crate) fn decode_extents(body: &[u8], mut each: impl FnMut(u32, u64, u64) -> Option<()>) -> Option<usize> {
+    let mut r = Reader::new(body);
+    let count = r.u32()? as usize;
+    r.u32()?;
+    if count > EXTENTS_PER_MSG {
+        return None;
+    }
+    for _ in 0..count {
+        let node = r.u32()?;
+        r.u32()?;
+        each(node, r.u64()?, r.u64()?)?;
+    }
+    Some(count)
 }
 
 /// Header of a message in a mailbox slot (little endian on the wire).
@@ -113,10 +411,7 @@ impl Header {
     }
 
     pub(crate) fn msg_kind(&self) -> Option<MsgKind> {
-        match self.kind {
-            1 => Some(MsgKind::Echo),
-            _ => None,
-        }
+        MsgKind::from_wire(self.kind)
     }
 }
 
@@ -156,7 +451,56 @@ mod tests {
         let h = Header { kind: 1, status: 22, len: BODY_MAX as u32, seq: u64::MAX - 3 };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         assert_eq!(h.msg_kind(), Some(MsgKind::Echo));
-        assert_eq!(Header { kind: 9, ..h }.msg_kind(), None);
+        assert_eq!(Header { kind: 10, ..h }.msg_kind(), Some(MsgKind::Free));
+        assert_eq!(Header { kind: 11, ..h }.msg_kind(), Some(MsgKind::Forget));
+        assert_eq!(Header { kind: 12, ..h }.msg_kind(), None);
+    }
+
+    fn round_trip<T: Body + core::fmt::Debug + PartialEq>(value: T) {
+        let mut buf = [0u8; BODY_MAX];
+        let mut w = Writer::new(&mut buf);
+        value.encode(&mut w).unwrap();
+        let len = w.len();
+        assert_eq!(T::decode(&mut Reader::new(&buf[..len])), Some(value));
+        for short in 0..len {
+            assert_eq!(T::decode(&mut Reader::new(&buf[..short])), None, "truncated to {short}");
+        }
+    }
+
+    #[test]
+    fn lmr_bodies_round_trip_and_reject_truncation() {
+        round_trip(LmrId { id: u64::MAX });
+        round_trip(Alloc { id: 7, bytes: 1 << 40 });
+        let mut name = [0u8; NAME_LEN];
+        name[..4].copy_from_slice(b"kv:0");
+        round_trip(Lookup { namespace: 3, perm: 7, name });
+        round_trip(Found { id: 9, size: 12345, extents: 256 });
+        round_trip(ChunksQuery { id: 1, first: 160 });
+        round_trip(Memset { master: 2, value: 0xAB, id: 5, addr: 0xffff_8880_0000_1000, len: 4 << 20 });
+        round_trip(Copy { src_master: 1, dst_master: 2, src_id: 3, src_addr: 4, dst_id: 5, dst_addr: 6, len: 7, dst_node: 8 });
+        round_trip(Grant { id: 4, node: 0xFFFF_FFFF, perm: 1 });
+    }
+
+    #[test]
+    fn extents_fill_one_message_and_bound_their_count() {
+        let many: [(u32, u64, u64); EXTENTS_PER_MSG] = core::array::from_fn(|i| (i as u32 % 3, i as u64 * 4096, 4096));
+        let mut buf = [0u8; BODY_MAX];
+        let len = encode_extents(&mut buf, &many).unwrap();
+        assert!(len <= BODY_MAX);
+        let mut seen = 0;
+        assert_eq!(
+            decode_extents(&buf[..len], |node, addr, size| {
+                assert_eq!((node, addr, size), many[seen]);
+                seen += 1;
+                Some(())
+            }),
+            Some(EXTENTS_PER_MSG)
+        );
+        let too_many: [(u32, u64, u64); EXTENTS_PER_MSG + 1] = [(0, 0, 0); EXTENTS_PER_MSG + 1];
+        assert_eq!(encode_extents(&mut buf, &too_many), None, "does not fit a slot");
+        buf[0..4].copy_from_slice(&(EXTENTS_PER_MSG as u32 + 1).to_le_bytes());
+        assert_eq!(decode_extents(&buf, |_, _, _| Some(())), None, "forged count");
+        assert_eq!(decode_extents(&buf[..len - 1], |_, _, _| Some(())), None, "truncated");
     }
 
     #[test]

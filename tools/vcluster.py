@@ -78,6 +78,29 @@ class Result:
         return f"Result(rc={self.rc}, out={self.out!r})"
 
 
+# Frames between the switch and qemu are unix datagrams, and Linux queues only
+# net.unix.max_dgram_qlen (10 by default) of them per socket: a burst of RoCE packets
+# overflows that and rxe stalls in retransmit timeouts (0.1 MB/s for 1 MB writes,
+# perftest included). The switch and the guests therefore run in private network
+# namespaces (which also keeps them off every host interface) with a deeper queue.
+UNIX_DGRAM_QLEN = 1024
+_netns_ok = None
+
+
+def private_netns(argv):
+    """`argv` wrapped to run in a new network namespace with a deep unix datagram
+    queue; unchanged where namespaces are not allowed (not root)."""
+    global _netns_ok
+    setup = f"echo {UNIX_DGRAM_QLEN} > /proc/sys/net/unix/max_dgram_qlen"
+    if _netns_ok is None:
+        _netns_ok = subprocess.run(["unshare", "--net", "sh", "-c", setup], capture_output=True).returncode == 0
+        if not _netns_ok:
+            log("no private network namespace (needs root): RoCE bursts will be slow")
+    if not _netns_ok:
+        return argv
+    return ["unshare", "--net", "sh", "-c", f'{setup} && exec "$@"', "sh"] + argv
+
+
 def ldd(path):
     """Shared libraries (absolute paths) a program loads, including the loader."""
     out = subprocess.run(["ldd", str(path)], capture_output=True, text=True).stdout
@@ -184,7 +207,8 @@ class Cluster:
     def _spawn(self, argv, name, lifetime):
         """Starts `argv` in its own process group, killed after `lifetime` seconds at the latest."""
         logf = open(self.run / f"{name}.stderr", "wb")
-        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + argv, stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + private_netns(argv),
+                                stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.meta.setdefault("groups", {})[name] = proc.pid
         self._save()

@@ -1,10 +1,62 @@
 /* lite-hello: proves the liblite C ABI by linking it from plain C.
- * Prints this node's id and pings every connected peer once. */
+ * Prints this node's id, pings every connected peer once, and round-trips data
+ * through a 64 KB LITE memory region on this node. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "liblite.h"
+
+#define LMR_SIZE (64 * 1024)
+
+/* Writes a pattern into a fresh LMR, reads it back, memsets part of it and checks
+ * again. Returns 0, or prints what failed and returns -1. */
+static int lmr_round_trip(lite_t *lite, uint32_t self)
+{
+	static unsigned char want[LMR_SIZE], got[LMR_SIZE];
+	const uint64_t set_off = 4096 + 123, set_len = 20000;
+	const char *step = "write", *bad = NULL;
+	char name[64];
+	uint64_t lh;
+	int err, free_err, i;
+
+	snprintf(name, sizeof(name), "hello-%" PRIu32 "-%ld", self, (long)getpid());
+	err = lite_malloc(lite, LMR_SIZE, 0, LITE_PERM_READ | LITE_PERM_WRITE, 0, name, &lh);
+	if (err) {
+		printf("lmr: malloc %s: %s\n", name, lite_strerror(err));
+		return -1;
+	}
+	for (i = 0; i < LMR_SIZE; i++)
+		want[i] = (unsigned char)(i * 7 + i / 256);
+	err = lite_write(lite, lh, 0, want, LMR_SIZE);
+	if (!err) {
+		step = "read";
+		err = lite_read(lite, lh, 0, got, LMR_SIZE);
+	}
+	if (!err && memcmp(got, want, LMR_SIZE))
+		bad = "data read back differs from what was written";
+	if (!err && !bad) {
+		step = "memset";
+		err = lite_memset(lite, lh, set_off, set_len, 0xa5);
+	}
+	if (!err && !bad) {
+		step = "read after memset";
+		memset(want + set_off, 0xa5, set_len);
+		err = lite_read(lite, lh, 0, got, LMR_SIZE);
+	}
+	if (!err && !bad && memcmp(got, want, LMR_SIZE))
+		bad = "data after memset differs from the expected";
+	if (err)
+		printf("lmr: %s: %s\n", step, lite_strerror(err));
+	else if (bad)
+		printf("lmr: %s\n", bad);
+	free_err = lite_free(lite, lh);
+	if (free_err)
+		printf("lmr: free: %s\n", lite_strerror(free_err));
+	return err || bad || free_err ? -1 : 0;
+}
 
 int main(void)
 {
@@ -38,6 +90,10 @@ int main(void)
 			printf("ping node %" PRIu32 ": %" PRIu64 " us\n", nodes[i].id, rtt / 1000);
 		}
 	}
+	if (lmr_round_trip(lite, self))
+		failed = 1;
+	else
+		printf("lmr: ok\n");
 	printf("crossings: %" PRIu64 "\n", lite_crossings(lite));
 	lite_close(lite);
 	return failed;

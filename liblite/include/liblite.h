@@ -6,6 +6,26 @@
 #include <stdint.h>
 
 /*
+ Permission to read an LMR and be the source of `lite_memcpy`.
+ */
+#define LITE_PERM_READ 1
+
+/*
+ Permission to write and memset an LMR and be the destination of `lite_memcpy`.
+ */
+#define LITE_PERM_WRITE 2
+
+/*
+ Master: may grant permissions and free the LMR (`lite_malloc` returns a master handle).
+ */
+#define LITE_PERM_MASTER 4
+
+/*
+ `lite_grant` node value: every node.
+ */
+#define LITE_NODE_ANY 4294967295
+
+/*
  An open LITE-RS handle (opaque).
  */
 typedef struct lite_t lite_t;
@@ -24,11 +44,18 @@ typedef struct {
 
 /*
  Opens /dev/lite. Returns NULL on failure with `*err` (if not NULL) set to a negative errno.
+
+ # Safety
+ `err` is NULL or writable.
  */
 lite_t *lite_open(int *err);
 
 /*
- Closes a handle from `lite_open` (NULL is ignored).
+ Closes a handle from `lite_open` (NULL is ignored), which releases the LMR handles
+ obtained through it and the LMRs it allocated.
+
+ # Safety
+ `lite` is NULL or a handle from `lite_open` that is not used afterwards.
  */
 void lite_close(lite_t *lite);
 
@@ -64,6 +91,121 @@ int lite_ping(const lite_t *lite,
               uint32_t payload,
               uint32_t timeout_ms,
               uint64_t *rtt_ns);
+
+/*
+ Allocates an LMR of `size` bytes named `name` (1-63 bytes) in namespace `ns`, spread
+ evenly over the nodes in `nodes_mask` (bit n: node n; 0: this node). Any node may
+ map it with `perm` (`LITE_PERM_*`). Stores the master handle in `*lh`.
+ Returns 0 or a negative errno (-EEXIST: name taken, -ENOMEM: too big).
+
+ # Safety
+ `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable.
+ */
+int lite_malloc(const lite_t *lite,
+                uint64_t size,
+                uint32_t nodes_mask,
+                uint32_t perm,
+                uint32_t ns,
+                const char *name,
+                uint64_t *lh);
+
+/*
+ Maps the LMR `name` in namespace `ns` with `perm`: stores a new handle in `*lh` and,
+ if `size` is not NULL, its size in `*size`. Returns 0 or a negative errno
+ (-ENOENT: no such name, -EACCES: the master refuses `perm`).
+
+ # Safety
+ `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable;
+ `size` is NULL or writable.
+ */
+int lite_map(const lite_t *lite,
+             const char *name,
+             uint32_t perm,
+             uint32_t ns,
+             uint64_t *lh,
+             uint64_t *size);
+
+/*
+ Releases the handle `lh` (the LMR lives on). Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_unmap(const lite_t *lite, uint64_t lh);
+
+/*
+ Master only: frees the LMR everywhere and releases `lh`; other handles on it then
+ fail with -EIDRM. Returns 0 or a negative errno (-EPERM: not the master).
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_free(const lite_t *lite, uint64_t lh);
+
+/*
+ Master only: from now on `node` (or every node, `LITE_NODE_ANY`) may map the LMR
+ with `perm`; existing handles keep theirs. Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_grant(const lite_t *lite, uint64_t lh, uint32_t node, uint32_t perm);
+
+/*
+ Reads `len` bytes of the LMR at `offset` into `buf` (zero-copy). Returns 0 or a
+ negative errno (-ERANGE: beyond the LMR, -EFAULT: bad buffer).
+
+ # Safety
+ `lite` is a live handle. `buf` is checked by the kernel, not dereferenced here.
+ */
+int lite_read(const lite_t *lite, uint64_t lh, uint64_t offset, void *buf, uint64_t len);
+
+/*
+ Writes `len` bytes from `buf` into the LMR at `offset`; returns once they are at
+ the holders. Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle. `buf` is checked by the kernel, not dereferenced here.
+ */
+int lite_write(const lite_t *lite, uint64_t lh, uint64_t offset, const void *buf, uint64_t len);
+
+/*
+ Sets `len` bytes of the LMR at `offset` to `value` (0-255), at the holders.
+ Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_memset(const lite_t *lite, uint64_t lh, uint64_t offset, uint64_t len, int value);
+
+/*
+ Copies `len` bytes from LMR `src_lh` at `src_offset` to `dst_lh` at `dst_offset`,
+ at the holders. The two may be the same LMR and the ranges may overlap (memmove
+ semantics). Needs read on `src_lh` and write on `dst_lh`. Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_memcpy(const lite_t *lite,
+                uint64_t dst_lh,
+                uint64_t dst_offset,
+                uint64_t src_lh,
+                uint64_t src_offset,
+                uint64_t len);
+
+/*
+ `lite_memcpy` under the name C programmers look for when the ranges overlap
+ (both have memmove semantics).
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_memmove(const lite_t *lite,
+                 uint64_t dst_lh,
+                 uint64_t dst_offset,
+                 uint64_t src_lh,
+                 uint64_t src_offset,
+                 uint64_t len);
 
 /*
  Kernel crossings (ioctls) made through this handle.

@@ -2,10 +2,13 @@
 //!
 //! Functions return 0 (or a count) on success and a negative errno on failure;
 //! `lite_strerror` turns that code into liblite's message.
+//!
+//! An LMR handle is a plain `uint64_t` here: it lives until `lite_unmap`, a successful
+//! `lite_free`, or `lite_close`.
 
-use crate::{Error, Lite, PeerState};
+use crate::{uapi, Error, Lite, PeerState};
 use nix::errno::Errno;
-use std::ffi::{c_char, c_int, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::time::Duration;
 
 /// An open LITE-RS handle (opaque).
@@ -20,13 +23,35 @@ pub struct LiteNode {
     pub epoch: u64,
 }
 
+/// Permission to read an LMR and be the source of `lite_memcpy`.
+pub const LITE_PERM_READ: u32 = 1;
+/// Permission to write and memset an LMR and be the destination of `lite_memcpy`.
+pub const LITE_PERM_WRITE: u32 = 2;
+/// Master: may grant permissions and free the LMR (`lite_malloc` returns a master handle).
+pub const LITE_PERM_MASTER: u32 = 4;
+/// `lite_grant` node value: every node.
+pub const LITE_NODE_ANY: u32 = 0xFFFF_FFFF;
+
+// Literals above so that cbindgen can print them; they are the ABI's values.
+const _: () = assert!(
+    LITE_PERM_READ == uapi::LITE_PERM_READ
+        && LITE_PERM_WRITE == uapi::LITE_PERM_WRITE
+        && LITE_PERM_MASTER == uapi::LITE_PERM_MASTER
+        && LITE_NODE_ANY == uapi::LITE_NODE_ANY
+);
+
 fn code(err: &Error) -> c_int {
     -(err.errno() as c_int)
 }
 
+const EINVAL: c_int = -(Errno::EINVAL as c_int);
+
 /// Opens /dev/lite. Returns NULL on failure with `*err` (if not NULL) set to a negative errno.
+///
+/// # Safety
+/// `err` is NULL or writable.
 #[no_mangle]
-pub extern "C" fn lite_open(err: *mut c_int) -> *mut LiteHandle {
+pub unsafe extern "C" fn lite_open(err: *mut c_int) -> *mut LiteHandle {
     match Lite::open() {
         Ok(lite) => Box::into_raw(Box::new(LiteHandle(lite))),
         Err(e) => {
@@ -39,9 +64,13 @@ pub extern "C" fn lite_open(err: *mut c_int) -> *mut LiteHandle {
     }
 }
 
-/// Closes a handle from `lite_open` (NULL is ignored).
+/// Closes a handle from `lite_open` (NULL is ignored), which releases the LMR handles
+/// obtained through it and the LMRs it allocated.
+///
+/// # Safety
+/// `lite` is NULL or a handle from `lite_open` that is not used afterwards.
 #[no_mangle]
-pub extern "C" fn lite_close(lite: *mut LiteHandle) {
+pub unsafe extern "C" fn lite_close(lite: *mut LiteHandle) {
     if !lite.is_null() {
         // SAFETY: `lite` came from `lite_open` and is not used after this call.
         drop(unsafe { Box::from_raw(lite) });
@@ -146,6 +175,195 @@ pub unsafe extern "C" fn lite_ping(
     }
 }
 
+/// Runs `f` on the live handle `lite`: 0 or a negative errno.
+///
+/// # Safety
+/// `lite` must be NULL or a live handle from `lite_open`.
+unsafe fn with_lite(lite: *const LiteHandle, f: impl FnOnce(&Lite) -> crate::Result<()>) -> c_int {
+    // SAFETY: forwarded from the caller.
+    match unsafe { handle(lite) } {
+        Ok(lite) => f(lite).map_or_else(|e| code(&e), |()| 0),
+        Err(e) => e,
+    }
+}
+
+/// Allocates an LMR of `size` bytes named `name` (1-63 bytes) in namespace `ns`, spread
+/// evenly over the nodes in `nodes_mask` (bit n: node n; 0: this node). Any node may
+/// map it with `perm` (`LITE_PERM_*`). Stores the master handle in `*lh`.
+/// Returns 0 or a negative errno (-EEXIST: name taken, -ENOMEM: too big).
+///
+/// # Safety
+/// `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn lite_malloc(
+    lite: *const LiteHandle,
+    size: u64,
+    nodes_mask: u32,
+    perm: u32,
+    ns: u32,
+    name: *const c_char,
+    lh: *mut u64,
+) -> c_int {
+    if name.is_null() || lh.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: a NUL-terminated string, guaranteed by the caller.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        with_lite(lite, |l| {
+            let handle = l.lmr_malloc(size, nodes_mask, perm, ns, name)?;
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            *lh = handle;
+            Ok(())
+        })
+    }
+}
+
+/// Maps the LMR `name` in namespace `ns` with `perm`: stores a new handle in `*lh` and,
+/// if `size` is not NULL, its size in `*size`. Returns 0 or a negative errno
+/// (-ENOENT: no such name, -EACCES: the master refuses `perm`).
+///
+/// # Safety
+/// `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable;
+/// `size` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn lite_map(
+    lite: *const LiteHandle,
+    name: *const c_char,
+    perm: u32,
+    ns: u32,
+    lh: *mut u64,
+    size: *mut u64,
+) -> c_int {
+    if name.is_null() || lh.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: a NUL-terminated string, guaranteed by the caller.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        with_lite(lite, |l| {
+            let (handle, bytes) = l.lmr_map(name, perm, ns)?;
+            // SAFETY: `lh` checked non-NULL, `size` checked below; both writable per the caller.
+            *lh = handle;
+            if !size.is_null() {
+                *size = bytes;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Releases the handle `lh` (the LMR lives on). Returns 0 or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_unmap(lite: *const LiteHandle, lh: u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_unmap(lh)) }
+}
+
+/// Master only: frees the LMR everywhere and releases `lh`; other handles on it then
+/// fail with -EIDRM. Returns 0 or a negative errno (-EPERM: not the master).
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_free(lite: *const LiteHandle, lh: u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_free(lh)) }
+}
+
+/// Master only: from now on `node` (or every node, `LITE_NODE_ANY`) may map the LMR
+/// with `perm`; existing handles keep theirs. Returns 0 or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_grant(lite: *const LiteHandle, lh: u64, node: u32, perm: u32) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_grant(lh, node, perm)) }
+}
+
+/// Reads `len` bytes of the LMR at `offset` into `buf` (zero-copy). Returns 0 or a
+/// negative errno (-ERANGE: beyond the LMR, -EFAULT: bad buffer).
+///
+/// # Safety
+/// `lite` is a live handle. `buf` is checked by the kernel, not dereferenced here.
+#[no_mangle]
+pub unsafe extern "C" fn lite_read(lite: *const LiteHandle, lh: u64, offset: u64, buf: *mut c_void, len: u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_rw(false, lh, offset, buf as u64, len, None)) }
+}
+
+/// Writes `len` bytes from `buf` into the LMR at `offset`; returns once they are at
+/// the holders. Returns 0 or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle. `buf` is checked by the kernel, not dereferenced here.
+#[no_mangle]
+pub unsafe extern "C" fn lite_write(
+    lite: *const LiteHandle,
+    lh: u64,
+    offset: u64,
+    buf: *const c_void,
+    len: u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_rw(true, lh, offset, buf as u64, len, None)) }
+}
+
+/// Sets `len` bytes of the LMR at `offset` to `value` (0-255), at the holders.
+/// Returns 0 or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_memset(lite: *const LiteHandle, lh: u64, offset: u64, len: u64, value: c_int) -> c_int {
+    let value = u32::try_from(value).unwrap_or(u32::MAX);
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_memset(lh, offset, len, value, None)) }
+}
+
+/// Copies `len` bytes from LMR `src_lh` at `src_offset` to `dst_lh` at `dst_offset`,
+/// at the holders. The two may be the same LMR and the ranges may overlap (memmove
+/// semantics). Needs read on `src_lh` and write on `dst_lh`. Returns 0 or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_memcpy(
+    lite: *const LiteHandle,
+    dst_lh: u64,
+    dst_offset: u64,
+    src_lh: u64,
+    src_offset: u64,
+    len: u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_memcpy((dst_lh, dst_offset, None), (src_lh, src_offset, None), len)) }
+}
+
+/// `lite_memcpy` under the name C programmers look for when the ranges overlap
+/// (both have memmove semantics).
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_memmove(
+    lite: *const LiteHandle,
+    dst_lh: u64,
+    dst_offset: u64,
+    src_lh: u64,
+    src_offset: u64,
+    len: u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { lite_memcpy(lite, dst_lh, dst_offset, src_lh, src_offset, len) }
+}
+
 /// Kernel crossings (ioctls) made through this handle.
 ///
 /// # Safety
@@ -161,19 +379,82 @@ pub unsafe extern "C" fn lite_crossings(lite: *const LiteHandle) -> u64 {
 pub extern "C" fn lite_strerror(code: c_int) -> *const c_char {
     let msg: &'static CStr = match Errno::from_raw(-code) {
         Errno::ENODEV => c"no RDMA device, or /dev/lite missing: load lite.ko and create an RDMA device",
-        Errno::EPERM => c"permission denied: cluster membership changes need CAP_NET_ADMIN",
+        Errno::EPERM => {
+            c"permission denied: cluster membership changes need CAP_NET_ADMIN; \
+                         only an LMR's master may grant or free it"
+        }
         Errno::EPROTO => c"module and liblite ABI versions differ: rebuild both from one tree",
         Errno::EADDRNOTAVAIL => c"the RDMA port has no RoCE address: configure an IPv4 address",
         Errno::ENOTCONN => c"this node has not joined a cluster: run `lite-admin join MANAGER`",
         Errno::EBUSY => c"already joined under another id: run `lite-admin leave` first",
-        Errno::ENOENT => c"no such node in the cluster: see `lite-admin status`",
-        Errno::EHOSTDOWN => c"node is down or unreachable: see `lite-admin status`",
+        Errno::ENOENT => {
+            c"no such node in the cluster (see `lite-admin status`), or no LMR of that name \
+                          in the namespace"
+        }
+        Errno::EHOSTDOWN => {
+            c"node is down or unreachable (for an LMR: a holder or its master): \
+                             see `lite-admin status`"
+        }
         Errno::ETIMEDOUT => c"the peer did not answer in time",
         Errno::EINTR => c"interrupted by a signal",
-        Errno::EINVAL => c"invalid argument",
+        Errno::EINVAL => {
+            c"invalid argument (for an LMR: zero length or size, name not 1-63 bytes, \
+                          unknown permission bits or nodes)"
+        }
         Errno::EIO => c"a peer's answer was corrupt",
+        Errno::EBADF => c"unknown LMR handle: unmapped, freed, or obtained through another lite_open",
+        Errno::EACCES => {
+            c"the LMR handle lacks the permission: map it with the permission needed, \
+                          or have the master grant it"
+        }
+        Errno::ERANGE => c"offset and length reach beyond the end of the LMR",
+        Errno::EEXIST => c"the LMR name is taken in the namespace: map that LMR or choose another name",
+        Errno::EIDRM => c"the LMR was freed by its master: unmap the handle",
+        Errno::ENOMEM => {
+            c"the holders lack the memory for the LMR, or it exceeds the size limit: \
+                          ask for less or spread it over more nodes"
+        }
+        Errno::EFAULT => c"a buffer is not valid user memory over its whole length",
         _ if code == 0 => c"success",
         _ => c"system error (see errno)",
     };
     msg.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(errno: Errno) -> String {
+        // SAFETY: lite_strerror returns a static NUL-terminated string.
+        unsafe { CStr::from_ptr(lite_strerror(-(errno as c_int))) }.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn every_lmr_errno_has_its_own_message() {
+        let lmr =
+            [Errno::EBADF, Errno::EACCES, Errno::ERANGE, Errno::EEXIST, Errno::EIDRM, Errno::ENOMEM, Errno::EFAULT];
+        for errno in lmr {
+            assert_ne!(message(errno), message(Errno::EXDEV), "{errno:?} falls back to the generic message");
+        }
+        assert!(message(Errno::EIDRM).contains("freed by its master"));
+        assert!(message(Errno::EPERM).contains("master") && message(Errno::EPERM).contains("CAP_NET_ADMIN"));
+        assert!(message(Errno::ENOENT).contains("no LMR of that name"));
+    }
+
+    #[test]
+    fn null_arguments_are_einval() {
+        let mut lh = 0u64;
+        // SAFETY: NULL handles and names are what is being tested; nothing is dereferenced.
+        unsafe {
+            assert_eq!(lite_malloc(std::ptr::null(), 1, 0, 3, 0, c"n".as_ptr(), &mut lh), EINVAL);
+            assert_eq!(lite_malloc(std::ptr::null(), 1, 0, 3, 0, std::ptr::null(), &mut lh), EINVAL);
+            assert_eq!(
+                lite_map(std::ptr::null(), c"n".as_ptr(), 1, 0, std::ptr::null_mut(), std::ptr::null_mut()),
+                EINVAL
+            );
+            assert_eq!(lite_read(std::ptr::null(), 1, 0, std::ptr::null_mut(), 1), EINVAL);
+            assert_eq!(lite_memmove(std::ptr::null(), 1, 0, 1, 8, 8), EINVAL);
+        }
+    }
 }

@@ -1,5 +1,6 @@
 //! liblite's errors: what went wrong and what to do about it.
 
+use lite_uapi::{LITE_LMR_MAX_SIZE, LITE_NODE_ANY};
 use nix::errno::Errno;
 use std::fmt;
 
@@ -31,8 +32,53 @@ pub enum Error {
     Interrupted,
     /// An argument was rejected before or by the kernel.
     InvalidArgument(String),
+    /// The LMR handle is unknown: never valid, unmapped, freed by this process, or
+    /// from another open of /dev/lite.
+    BadHandle,
+    /// The LMR handle lacks the permission `op` needs (or, at map, the master refused it).
+    AccessDenied { op: &'static str },
+    /// Only the LMR's master may grant or free it.
+    NotMaster { op: &'static str },
+    /// `[offset, offset + len)` is not inside the LMR (`size` when known) or overflows.
+    OutOfRange { offset: u64, len: u64, size: Option<u64> },
+    /// An LMR of this name already exists in the namespace.
+    NameTaken(String),
+    /// No LMR of this name in the namespace.
+    NoSuchName(String),
+    /// The master freed the LMR behind this handle.
+    Freed,
+    /// The holders lack the memory for an LMR of `size` bytes (or it exceeds the limit).
+    OutOfMemory { size: u64 },
+    /// A buffer is not valid user memory.
+    BadAddress,
+    /// A node holding the LMR, or its master, is down (which one is not known).
+    HolderDown { op: &'static str },
     /// Any other system error, with the operation that hit it.
     Sys { op: &'static str, errno: Errno },
+}
+
+/// What an LMR ioctl was about: the same errno means different things per call
+/// (ENOENT is an unknown name at map but an unknown node at grant).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum LmrCall<'a> {
+    Malloc {
+        name: &'a [u8],
+        size: u64,
+    },
+    Map {
+        name: &'a [u8],
+    },
+    Grant {
+        node: u32,
+    },
+    /// Read, write, memset, memcpy (its destination) of `[offset, offset + len)`.
+    Access {
+        offset: u64,
+        len: u64,
+        size: Option<u64>,
+    },
+    /// Unmap, free, stat.
+    Handle,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -53,6 +99,16 @@ impl Error {
             Error::Timeout => Errno::ETIMEDOUT,
             Error::Interrupted => Errno::EINTR,
             Error::InvalidArgument(_) => Errno::EINVAL,
+            Error::BadHandle => Errno::EBADF,
+            Error::AccessDenied { .. } => Errno::EACCES,
+            Error::NotMaster { .. } => Errno::EPERM,
+            Error::OutOfRange { .. } => Errno::ERANGE,
+            Error::NameTaken(_) => Errno::EEXIST,
+            Error::NoSuchName(_) => Errno::ENOENT,
+            Error::Freed => Errno::EIDRM,
+            Error::OutOfMemory { .. } => Errno::ENOMEM,
+            Error::BadAddress => Errno::EFAULT,
+            Error::HolderDown { .. } => Errno::EHOSTDOWN,
             Error::Sys { errno, .. } => *errno,
         }
     }
@@ -70,6 +126,34 @@ impl Error {
             (Errno::ETIMEDOUT, _) => Error::Timeout,
             (Errno::EINTR, _) => Error::Interrupted,
             (Errno::EINVAL, _) => Error::InvalidArgument(format!("the module rejected the arguments of {op}")),
+            _ => Error::Sys { op, errno },
+        }
+    }
+
+    /// Interprets an errno returned by the module for LMR operation `op`. EPERM and
+    /// EACCES mean master and handle permissions here, not CAP_NET_ADMIN.
+    pub(crate) fn from_lmr_ioctl(op: &'static str, call: LmrCall<'_>, errno: Errno) -> Error {
+        let name = |n: &[u8]| String::from_utf8_lossy(n).into_owned();
+        match (errno, call) {
+            (Errno::EBADF, _) => Error::BadHandle,
+            (Errno::EACCES, _) => Error::AccessDenied { op },
+            (Errno::EPERM, _) => Error::NotMaster { op },
+            (Errno::ERANGE, LmrCall::Access { offset, len, size }) => Error::OutOfRange { offset, len, size },
+            (Errno::EEXIST, LmrCall::Malloc { name: n, .. }) => Error::NameTaken(name(n)),
+            (Errno::ENOENT, LmrCall::Map { name: n }) => Error::NoSuchName(name(n)),
+            (Errno::ENOENT, LmrCall::Grant { node }) if node != LITE_NODE_ANY => Error::UnknownNode(node),
+            (Errno::EHOSTDOWN, LmrCall::Grant { node }) if node != LITE_NODE_ANY => Error::NodeDown(node),
+            (Errno::EHOSTDOWN, _) => Error::HolderDown { op },
+            (Errno::EIDRM, _) => Error::Freed,
+            (Errno::ENOMEM, LmrCall::Malloc { size, .. }) => Error::OutOfMemory { size },
+            (Errno::EFAULT, _) => Error::BadAddress,
+            (Errno::EINVAL, _) => Error::InvalidArgument(format!(
+                "the module rejected the arguments of {op} (zero length or size, bad name, unknown permission bits or nodes)"
+            )),
+            (Errno::ENODEV, _) => Error::NoDevice,
+            (Errno::ENOTCONN, _) => Error::NotJoined,
+            (Errno::ETIMEDOUT, _) => Error::Timeout,
+            (Errno::EINTR, _) => Error::Interrupted,
             _ => Error::Sys { op, errno },
         }
     }
@@ -109,9 +193,130 @@ impl fmt::Display for Error {
             Error::Timeout => write!(f, "the peer did not answer in time: it may be overloaded or dead"),
             Error::Interrupted => write!(f, "interrupted by a signal"),
             Error::InvalidArgument(what) => write!(f, "invalid argument: {what}"),
+            Error::BadHandle => write!(
+                f,
+                "unknown LMR handle: it was unmapped or freed, or it belongs to another process or open of /dev/lite \
+                 (handles are valid only where they were obtained)"
+            ),
+            Error::AccessDenied { op } => write!(
+                f,
+                "{op}: permission denied on the LMR: map it with the permission needed (read or write), \
+                 or have its master grant it to this node"
+            ),
+            Error::NotMaster { op } => {
+                write!(f, "{op}: only the LMR's master (the process that allocated it) may grant or free it")
+            }
+            Error::OutOfRange { offset, len, size } => {
+                write!(f, "bytes {offset} + {len} are outside the LMR")?;
+                match size {
+                    Some(size) => write!(f, " of {size} bytes"),
+                    None => write!(f, " (or the end overflows)"),
+                }?;
+                write!(f, ": keep offset + length within its size")
+            }
+            Error::NameTaken(name) => write!(
+                f,
+                "the LMR name {name:?} is taken in this namespace: map that LMR, or choose another name or namespace"
+            ),
+            Error::NoSuchName(name) => write!(
+                f,
+                "no LMR named {name:?} in this namespace: check the name and namespace, or allocate it first"
+            ),
+            Error::Freed => write!(f, "the LMR was freed by its master: drop (unmap) this handle"),
+            Error::OutOfMemory { size } => write!(
+                f,
+                "cannot allocate an LMR of {size} bytes: the holders lack the memory, or it exceeds the limit of \
+                 {} GiB; ask for less or spread it over more holder nodes",
+                LITE_LMR_MAX_SIZE >> 30
+            ),
+            Error::BadAddress => {
+                write!(f, "a buffer is not valid user memory over its whole length (writable, for a read)")
+            }
+            Error::HolderDown { op } => write!(
+                f,
+                "{op}: a node holding the LMR, or its master, is down or unreachable: check `lite-admin status`"
+            ),
             Error::Sys { op, errno } => write!(f, "{op} failed: {}", errno.desc()),
         }
     }
 }
 
 impl std::error::Error for Error {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACCESS: LmrCall<'static> = LmrCall::Access { offset: 4096, len: 10, size: Some(4100) };
+
+    #[test]
+    fn lmr_errnos_become_typed_errors() {
+        let lmr = |call, errno| Error::from_lmr_ioctl("write LMR", call, errno);
+        assert_eq!(lmr(ACCESS, Errno::EBADF), Error::BadHandle);
+        assert_eq!(lmr(ACCESS, Errno::EACCES), Error::AccessDenied { op: "write LMR" });
+        assert_eq!(lmr(LmrCall::Handle, Errno::EPERM), Error::NotMaster { op: "write LMR" });
+        assert_eq!(lmr(ACCESS, Errno::ERANGE), Error::OutOfRange { offset: 4096, len: 10, size: Some(4100) });
+        assert_eq!(lmr(LmrCall::Malloc { name: b"t", size: 1 }, Errno::EEXIST), Error::NameTaken("t".into()));
+        assert_eq!(lmr(LmrCall::Map { name: b"t" }, Errno::ENOENT), Error::NoSuchName("t".into()));
+        assert_eq!(lmr(LmrCall::Grant { node: 3 }, Errno::ENOENT), Error::UnknownNode(3));
+        assert_eq!(lmr(LmrCall::Grant { node: 3 }, Errno::EHOSTDOWN), Error::NodeDown(3));
+        assert_eq!(
+            lmr(LmrCall::Grant { node: LITE_NODE_ANY }, Errno::EHOSTDOWN),
+            Error::HolderDown { op: "write LMR" }
+        );
+        assert_eq!(lmr(ACCESS, Errno::EIDRM), Error::Freed);
+        assert_eq!(
+            lmr(LmrCall::Malloc { name: b"t", size: 1 << 36 }, Errno::ENOMEM),
+            Error::OutOfMemory { size: 1 << 36 }
+        );
+        assert_eq!(lmr(ACCESS, Errno::EFAULT), Error::BadAddress);
+        assert_eq!(lmr(ACCESS, Errno::EINVAL).errno(), Errno::EINVAL);
+        assert_eq!(lmr(ACCESS, Errno::EIO), Error::Sys { op: "write LMR", errno: Errno::EIO });
+    }
+
+    #[test]
+    fn every_lmr_errno_survives_the_round_trip() {
+        let calls = [ACCESS, LmrCall::Handle, LmrCall::Malloc { name: b"t", size: 1 }, LmrCall::Map { name: b"t" }];
+        for errno in [
+            Errno::EBADF,
+            Errno::EACCES,
+            Errno::EPERM,
+            Errno::ERANGE,
+            Errno::EEXIST,
+            Errno::ENOENT,
+            Errno::EIDRM,
+            Errno::EHOSTDOWN,
+            Errno::ENOMEM,
+            Errno::EINVAL,
+            Errno::EFAULT,
+            Errno::ENOTCONN,
+            Errno::ETIMEDOUT,
+            Errno::EINTR,
+        ] {
+            for call in calls {
+                assert_eq!(Error::from_lmr_ioctl("op", call, errno).errno(), errno, "{errno:?} {call:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn lmr_messages_say_what_to_do() {
+        let says = |e: Error, words: &[&str]| {
+            let msg = e.to_string();
+            for w in words {
+                assert!(msg.contains(w), "{msg:?} lacks {w:?}");
+            }
+        };
+        says(Error::BadHandle, &["unknown LMR handle", "another process"]);
+        says(Error::AccessDenied { op: "write LMR" }, &["write LMR", "grant"]);
+        says(Error::NotMaster { op: "free LMR" }, &["free LMR", "master"]);
+        says(Error::OutOfRange { offset: 5, len: 6, size: Some(8) }, &["5 + 6", "of 8 bytes"]);
+        says(Error::OutOfRange { offset: 5, len: u64::MAX, size: None }, &["overflows"]);
+        says(Error::NameTaken("t".into()), &["name \"t\" is taken", "another name"]);
+        says(Error::NoSuchName("t".into()), &["no LMR named \"t\"", "namespace"]);
+        says(Error::Freed, &["freed by its master"]);
+        says(Error::OutOfMemory { size: 1 << 36 }, &["68719476736 bytes", "1024 GiB", "more holder"]);
+        says(Error::BadAddress, &["buffer"]);
+        says(Error::HolderDown { op: "read LMR" }, &["lite-admin status"]);
+    }
+}

@@ -1,14 +1,17 @@
 //! liblite: the user-space side of LITE-RS.
 //!
 //! [`Lite`] opens /dev/lite, maps the process's shared page and wraps each ioctl
-//! with typed arguments and a typed [`Error`]. The C ABI in [`capi`] exposes the
-//! same calls to C programs (header: `liblite/include/liblite.h`).
+//! with typed arguments and a typed [`Error`]. LITE memory regions are [`Lmr`]s
+//! from [`Lite::malloc`] and [`Lite::map`]. The C ABI in [`capi`] exposes the same
+//! calls to C programs (header: `liblite/include/liblite.h`).
 
 pub mod capi;
 mod error;
+mod lmr;
 
 pub use error::{Error, Result};
 pub use lite_uapi as uapi;
+pub use lmr::{Lmr, LmrStat, MallocOptions, Perm};
 
 use lite_uapi::*;
 use nix::errno::Errno;
@@ -24,6 +27,19 @@ use std::time::Duration;
 
 /// Path of the LITE-RS device.
 pub const DEVICE_PATH: &str = "/dev/lite";
+
+/// This node's LMR bookkeeping (see `Lite::mem_stat`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemStat {
+    /// LMRs this node is master of.
+    pub mastered: u32,
+    /// Handles of every process on this node.
+    pub mappings: u32,
+    /// Bytes of LMR memory held here for any master.
+    pub held_bytes: u64,
+    /// Most bytes this node holds for LMRs.
+    pub held_limit: u64,
+}
 
 /// State of a peer node as this node's kernel sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,15 +180,19 @@ impl Lite {
         count.load(Ordering::Relaxed)
     }
 
-    fn ioctl<T>(&self, op: &'static str, node: Option<u32>, cmd: u32, arg: &mut T) -> Result<()> {
+    fn sys_ioctl<T>(&self, cmd: u32, arg: &mut T) -> std::result::Result<(), Errno> {
         // SAFETY: `cmd` encodes `size_of::<T>()` (checked by uapi tests) and `arg` is a
         // valid, exclusively borrowed `T` for the duration of the call.
         let rc = unsafe { libc::ioctl(self.file.as_raw_fd(), cmd as libc::c_ulong, arg as *mut T as *mut c_void) };
         if rc < 0 {
-            Err(Error::from_ioctl(op, node, Errno::last()))
+            Err(Errno::last())
         } else {
             Ok(())
         }
+    }
+
+    fn ioctl<T>(&self, op: &'static str, node: Option<u32>, cmd: u32, arg: &mut T) -> Result<()> {
+        self.sys_ioctl(cmd, arg).map_err(|errno| Error::from_ioctl(op, node, errno))
     }
 
     /// This node: id, device, port and GID.
@@ -189,6 +209,18 @@ impl Lite {
             gid: (info.gid != [0; 16]).then_some(info.gid),
             qps_per_peer: info.qps_per_peer,
             active_mtu: info.active_mtu,
+        })
+    }
+
+    /// This node's LMR bookkeeping: LMRs mastered, mappings, memory held for LMRs.
+    pub fn mem_stat(&self) -> Result<MemStat> {
+        let mut stat = LiteMemStat::default();
+        self.ioctl("memory status", None, LITE_IOC_MEM_STAT, &mut stat)?;
+        Ok(MemStat {
+            mastered: stat.mastered,
+            mappings: stat.mappings,
+            held_bytes: stat.held_bytes,
+            held_limit: stat.held_limit,
         })
     }
 

@@ -4,3 +4,5 @@
 
 #[path = "../wire.rs"]
 mod wire;
+#[path = "../region.rs"]
+mod region;

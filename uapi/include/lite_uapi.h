@@ -201,4 +201,9 @@
  */
 #define LITE_IOC_LMR_STAT 3223342098
 
+/*
+ `_IOR('L', 19, LiteMemStat)`
+ */
+#define LITE_IOC_MEM_STAT 2149075987
+
 #endif  /* LITE_UAPI_H */

@@ -223,7 +223,8 @@ pub const LITE_NODE_ANY: u32 = 0xFFFF_FFFF;
 pub struct LiteMalloc {
     /// Bytes, 1 ..= `LITE_LMR_MAX_SIZE`.
     pub size: u64,
-    /// Bit n set: node n holds a share of the memory (split evenly, chunk aligned).
+    /// Bit n set: node n holds a share of the memory (split evenly, page aligned, in
+    /// node order).
     /// 0: this node holds all of it.
     pub nodes: u32,
     /// Permissions any node may map the LMR with (`LITE_PERM_*`); the master grants more.
@@ -336,6 +337,21 @@ pub struct LiteLmrStat {
     pub holders: u32,
 }
 
+/// This node's LMR bookkeeping (`LITE_IOC_MEM_STAT`): what operators and tests
+/// check to see that nothing leaked.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteMemStat {
+    /// LMRs this node is master of.
+    pub mastered: u32,
+    /// Mappings (handles of every process) on this node.
+    pub mappings: u32,
+    /// Bytes of LMR memory this node holds for any master.
+    pub held_bytes: u64,
+    /// Bytes this node may hold at most.
+    pub held_limit: u64,
+}
+
 /// Ioctl type byte ('L').
 pub const LITE_IOC_MAGIC: u32 = 0x4C;
 /// `_IOR('L', 1, LiteInfo)`
@@ -375,6 +391,9 @@ pub const LITE_IOC_MEMSET: u32 = 0x4020_4C10;
 pub const LITE_IOC_MEMCPY: u32 = 0x4028_4C11;
 /// `_IOWR('L', 18, LiteLmrStat)`
 pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
+
+/// `_IOR('L', 19, LiteMemStat)`
+pub const LITE_IOC_MEM_STAT: u32 = 0x8018_4C13;
 
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument

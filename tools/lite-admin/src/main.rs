@@ -160,12 +160,22 @@ struct StatusJson {
     gid: Option<String>,
     qps_per_peer: u32,
     peers: Vec<PeerJson>,
+    memory: MemoryJson,
+}
+
+#[derive(Serialize)]
+struct MemoryJson {
+    mastered: u32,
+    mappings: u32,
+    held_bytes: u64,
+    held_limit: u64,
 }
 
 fn status(json: bool) -> Result<(), String> {
     let lite = open()?;
     let info = lite.info().map_err(|e| e.to_string())?;
     let peers = lite.peers().map_err(|e| e.to_string())?;
+    let mem = lite.mem_stat().map_err(|e| e.to_string())?;
     let report = StatusJson {
         node_id: info.node_id,
         epoch: info.epoch,
@@ -187,6 +197,12 @@ fn status(json: bool) -> Result<(), String> {
                     .collect(),
             })
             .collect(),
+        memory: MemoryJson {
+            mastered: mem.mastered,
+            mappings: mem.mappings,
+            held_bytes: mem.held_bytes,
+            held_limit: mem.held_limit,
+        },
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
@@ -206,6 +222,14 @@ fn status(json: bool) -> Result<(), String> {
         ),
         None => println!("no RDMA device (create one: rdma link add rxe0 type rxe netdev eth0)"),
     }
+    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
+    println!(
+        "memory: master of {} LMR(s), {} handle(s), {:.1} MiB held of {:.0} MiB",
+        report.memory.mastered,
+        report.memory.mappings,
+        mib(report.memory.held_bytes),
+        mib(report.memory.held_limit)
+    );
     if report.peers.is_empty() {
         println!("no peers");
         return Ok(());

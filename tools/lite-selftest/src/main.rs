@@ -1,13 +1,116 @@
 //! lite-selftest: runs inside a guest against the real module and checks that
-//! hostile or malformed calls get the documented errno and nothing worse.
+//! hostile or malformed calls get the documented errno and nothing worse, and that
+//! LITE memory regions (LMRs) keep their data and behave across processes and nodes.
 //!
 //!   lite-selftest hostile PEER     argument checking (PEER: a connected node id)
 //!   lite-selftest fuzz SEED N      N random ioctls, must not hurt the kernel
+//!   lite-selftest lmr-integrity --size BYTES [--holders 0,1,2] --seed N [--piece BYTES] [--json]
+//!                                  write, read back and compare an LMR piece by piece
+//!   lite-selftest lmr-hostile PEER LMR argument and permission checks
+//!   lite-selftest lmr-serve NAME --size BYTES [--holders LIST] [--perm PERM] [--grant NODE:PERM]...
+//!                                  allocate NAME with a known pattern, print `ready`,
+//!                                  free it on a stdin line `free`, exit on EOF
+//!   lite-selftest lmr-client NAME --perm PERM [--expect-error ERRNO] [--check-pattern]
+//!                                  [--write-pattern] [--hold]
+//!                                  map NAME and check the outcome
+//!   lite-selftest lmr-many COUNT --size BYTES
+//!                                  allocate COUNT LMRs and exit without freeing them
+//!
+//! BYTES take a K, M, G or T suffix (powers of 1024); PERM is letters out of r, w, m,
+//! or none. The argument checks print `FAIL ...` lines and `N passed, M failed`.
+//! Exit status: 0 ok, 1 a check failed, 2 bad usage.
 
+mod lmr;
+mod lmr_hostile;
+
+use clap::{Parser, Subcommand};
 use lite::uapi::*;
-use lite::Lite;
+use lite::{Lite, Perm};
 use nix::errno::Errno;
 use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "lite-selftest", about = "In-guest checks of the LITE-RS module: hostile input and LMRs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Argument checking of the membership and ping ioctls (PEER: a connected node id).
+    Hostile { peer: u32 },
+    /// COUNT random ioctls from SEED; the kernel must survive them.
+    Fuzz { seed: u64, count: u32 },
+    /// Fill an LMR with pseudo-random data piece by piece, read it back and compare;
+    /// then straddle chunk boundaries, memset, memcpy between holders and memmove.
+    LmrIntegrity {
+        /// LMR size (K, M, G, T suffixes).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        size: u64,
+        /// Holder nodes, comma-separated (default: this node).
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        holders: Vec<u32>,
+        /// Seed of the xorshift64 data.
+        #[arg(long, value_name = "N")]
+        seed: u64,
+        /// Bytes per write/read (default 3 MiB + 4099: unaligned, so pieces cross chunk
+        /// and node boundaries).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = lmr::DEFAULT_PIECE)]
+        piece: u64,
+        /// Print a JSON object instead of the summary line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Argument, permission and lifetime checks of the LMR ioctls (PEER: a connected node id).
+    LmrHostile { peer: u32 },
+    /// Allocate NAME filled with its pattern, print `ready`, then wait: a stdin line
+    /// `free` frees it (prints `freed`); EOF exits without freeing.
+    LmrServe {
+        name: String,
+        /// LMR size (K, M, G, T suffixes).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        size: u64,
+        /// Holder nodes, comma-separated (default: this node).
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        holders: Vec<u32>,
+        /// What any node may map it with (letters r, w, or none).
+        #[arg(long, value_name = "PERM", default_value = "rw")]
+        perm: Perm,
+        /// NODE:PERM (NODE a node id or `any`): what that node may map with; repeatable.
+        #[arg(long, value_name = "NODE:PERM")]
+        grant: Vec<lmr::GrantArg>,
+    },
+    /// Map NAME with PERM and check the outcome (exit 0 when the expectation holds).
+    LmrClient {
+        name: String,
+        /// Permissions to map with (r, w, rw).
+        #[arg(long, value_name = "PERM")]
+        perm: Perm,
+        /// The first failing step (map, then --write-pattern, then --check-pattern)
+        /// must fail with this errno (EACCES, ENOENT, EIDRM, ...).
+        #[arg(long, value_name = "ERRNO", value_parser = lmr::parse_errno)]
+        expect_error: Option<Errno>,
+        /// Read the whole LMR and verify the pattern of lmr-serve.
+        #[arg(long)]
+        check_pattern: bool,
+        /// Write the pattern of lmr-serve over the whole LMR (before any check).
+        #[arg(long)]
+        write_pattern: bool,
+        /// Print `mapped`, then answer each stdin line `read` with `ok` or an errno
+        /// name (reading one page); exit on EOF.
+        #[arg(long)]
+        hold: bool,
+    },
+    /// Allocate COUNT LMRs on this node, write to the first and last, print the time,
+    /// and exit without freeing them (the kernel must clean up).
+    LmrMany {
+        count: u32,
+        /// Size of each (K, M, G, T suffixes).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        size: u64,
+    },
+}
 
 struct Checks {
     failed: u32,
@@ -27,6 +130,20 @@ impl Checks {
             self.failed += 1;
             println!("FAIL {what}: got {got:?}, want {want:?}");
         }
+    }
+
+    /// Like `expect`, for a call that may fail with any of `wants`.
+    fn expect_one_of(&mut self, what: &str, got: Result<i32, Errno>, wants: &[Errno]) {
+        match got {
+            Err(g) if wants.contains(&g) => self.passed += 1,
+            _ => self.fail(&format!("{what}: got {got:?}, want one of {wants:?}")),
+        }
+    }
+
+    /// Records a failed check that is not about an errno.
+    fn fail(&mut self, what: &str) {
+        self.failed += 1;
+        println!("FAIL {what}");
     }
 }
 
@@ -192,7 +309,7 @@ fn fuzz(lite: &Lite, seed: u64, count: u32) -> Checks {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
+    let cli = Cli::parse();
     let lite = match Lite::open() {
         Ok(l) => l,
         Err(e) => {
@@ -200,14 +317,20 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let arg = |i: usize| args.get(i).and_then(|s| s.parse::<u64>().ok());
-    let checks = match (args.get(1).map(String::as_str), arg(2), arg(3)) {
-        (Some("hostile"), Some(peer), _) => hostile(&lite, peer as u32),
-        (Some("fuzz"), Some(seed), Some(n)) => fuzz(&lite, seed, n as u32),
-        _ => {
-            eprintln!("usage: lite-selftest hostile PEER | lite-selftest fuzz SEED COUNT");
-            return ExitCode::from(2);
+    let checks = match cli.command {
+        Command::Hostile { peer } => hostile(&lite, peer),
+        Command::Fuzz { seed, count } => fuzz(&lite, seed, count),
+        Command::LmrHostile { peer } => lmr_hostile::run(&lite, peer),
+        Command::LmrIntegrity { size, holders, seed, piece, json } => {
+            return lmr::integrity(&lite, &lmr::Integrity { size, holders, seed, piece, json })
         }
+        Command::LmrServe { name, size, holders, perm, grant } => {
+            return lmr::serve(&lite, &name, size, &holders, perm, &grant)
+        }
+        Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
+            return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
+        }
+        Command::LmrMany { count, size } => return lmr::many(&lite, count, size),
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
     if checks.failed == 0 {

@@ -1,0 +1,1039 @@
+// SPDX-License-Identifier: GPL-2.0
+//! LITE memory regions (LMRs): the master's registry, the holders' memory, the
+//! mappings behind handles, and the one-sided operations on them.
+//!
+//! Roles, per LMR: the *master* node (where it was allocated) keeps its name,
+//! extents, permissions and the nodes that mapped it; *holders* keep its memory as
+//! physically contiguous chunks in the global MR; *mappers* keep a copy of the
+//! extents in a `Mapping` per handle and reach the memory with RDMA directly. Users
+//! only ever see handles.
+//!
+//! Freeing: the master forgets the LMR, revokes every mapping of it (each mapper
+//! fails new operations and waits for running ones), and only then tells the
+//! holders to release the memory, so no RDMA can land in freed memory.
+//!
+//! Locking: `Lite::mem` guards the registries; it is taken after `Lite::state`
+//! (never the other way), and never held across a message to a peer or while
+//! waiting for a mapping's users. Operations on a mapping never take it.
+
+use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
+use crate::errno::EHOSTDOWN;
+use crate::region::{self, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
+use crate::uapi::*;
+use crate::verbs::DmaBuf;
+use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
+use kernel::prelude::*;
+use kernel::rbtree::RBTree;
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::uaccess::UserSlice;
+
+const _: () = assert!(PERM_READ == LITE_PERM_READ && PERM_WRITE == LITE_PERM_WRITE && PERM_MASTER == LITE_PERM_MASTER);
+const _: () = assert!(NAME_LEN == LITE_NAME_MAX as usize && CHUNK_MAX == LITE_CHUNK_SIZE);
+
+/// `-EIDRM`: the master freed the LMR.
+fn eidrm() -> Error {
+    Error::from_errno(-(kernel::bindings::EIDRM as i32))
+}
+
+/// `-ERANGE`: an access beyond the LMR.
+fn erange() -> Error {
+    Error::from_errno(-(kernel::bindings::ERANGE as i32))
+}
+
+fn range_error(err: RangeError) -> Error {
+    match err {
+        RangeError::Empty => EINVAL,
+        RangeError::OutOfBounds => erange(),
+    }
+}
+
+/// A peer may not make this node hold more than this share of its RAM.
+const HOLD_SHARE_NUM: u64 = 3;
+const HOLD_SHARE_DEN: u64 = 4;
+
+/// Bytes of LMR memory this node may hold.
+fn hold_limit() -> u64 {
+    // SAFETY: reads a global counter.
+    let ram = unsafe { crate::ffi::lite_total_ram() };
+    ram / HOLD_SHARE_DEN * HOLD_SHARE_NUM
+}
+
+/// Name of an LMR within its application namespace.
+type NameKey = (u32, [u8; NAME_LEN]);
+
+/// Per-node grant value meaning "no grant; the public permissions apply".
+const NO_GRANT: u8 = 0xFF;
+
+/// An LMR as its master knows it.
+struct MasterLmr {
+    name: NameKey,
+    size: u64,
+    extents: KVec<Extent>,
+    /// What any node may map with.
+    public: u32,
+    /// Per-node override of `public` (`NO_GRANT`: none).
+    grants: [u8; LITE_MAX_NODES as usize],
+    /// Nodes that mapped the LMR: told when it is freed.
+    mappers: u32,
+}
+
+impl MasterLmr {
+    fn allowed(&self, node: u32) -> u32 {
+        match self.grants.get(node as usize) {
+            Some(&grant) if grant != NO_GRANT => u32::from(grant),
+            _ => self.public,
+        }
+    }
+
+    fn holders(&self) -> u32 {
+        self.extents.iter().fold(0, |mask, e| mask | 1 << e.node)
+    }
+}
+
+/// Memory this node holds for one LMR, from one allocation request.
+pub(crate) struct Held {
+    chunks: KVec<DmaBuf>,
+    bytes: u64,
+}
+
+/// Everything this node holds for one LMR, as seen by a mapping.
+struct LocalMemory {
+    parts: KVec<Arc<Held>>,
+}
+
+impl LocalMemory {
+    /// The chunk holding DMA range `[addr, addr + len)` and the offset in it.
+    fn find(&self, addr: u64, len: u64) -> Result<(&DmaBuf, usize)> {
+        self.parts
+            .iter()
+            .flat_map(|part| part.chunks.iter())
+            .find_map(|c| c.offset_of(addr, len).map(|off| (c, off)))
+            .ok_or(EINVAL)
+    }
+}
+
+struct MapState {
+    /// Why the mapping is dead (a negative errno), once it is.
+    revoked: Option<i32>,
+    /// Operations running on the mapping.
+    users: u32,
+    /// This node's memory of the LMR, if it holds some.
+    local: Option<Arc<LocalMemory>>,
+}
+
+/// What one handle reaches: a copy of the LMR's extents, taken at map time.
+#[pin_data]
+pub(crate) struct Mapping {
+    master: u32,
+    id: u64,
+    size: u64,
+    extents: KVec<Extent>,
+    #[pin]
+    state: Mutex<MapState>,
+    #[pin]
+    idle: CondVar,
+}
+
+/// An operation in progress on a mapping; ends when dropped.
+struct Use<'a> {
+    mapping: &'a Mapping,
+    local: Option<Arc<LocalMemory>>,
+}
+
+impl Drop for Use<'_> {
+    fn drop(&mut self) {
+        let mut st = self.mapping.state.lock();
+        st.users -= 1;
+        if st.users == 0 {
+            self.mapping.idle.notify_all();
+        }
+    }
+}
+
+impl Use<'_> {
+    fn local(&self) -> Result<&LocalMemory> {
+        self.local.as_deref().ok_or(EINVAL)
+    }
+}
+
+impl Mapping {
+    fn new(master: u32, id: u64, size: u64, extents: KVec<Extent>, local: Option<Arc<LocalMemory>>) -> Result<Arc<Mapping>> {
+        Arc::pin_init(
+            pin_init!(Mapping {
+                master,
+                id,
+                size,
+                extents,
+                state <- new_mutex!(MapState { revoked: None, users: 0, local }, "lite:mapping.state"),
+                idle <- new_condvar!("lite:mapping.idle"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn begin(&self) -> Result<Use<'_>> {
+        let mut st = self.state.lock();
+        if let Some(errno) = st.revoked {
+            return Err(Error::from_errno(errno));
+        }
+        st.users += 1;
+        Ok(Use { mapping: self, local: st.local.clone() })
+    }
+
+    /// Fails new operations with `err`, waits for the running ones to end, and lets
+    /// go of this node's memory of the LMR.
+    fn revoke(&self, err: Error) {
+        let mut st = self.state.lock();
+        if st.revoked.is_none() {
+            st.revoked = Some(err.to_errno());
+        }
+        while st.users > 0 {
+            self.idle.wait(&mut st);
+        }
+        st.local = None;
+    }
+}
+
+/// Key of a mapping or of held memory: the LMR (master node, id) and a sequence number.
+type Key = (u32, u64, u64);
+
+/// Removes every entry of `tree` whose key starts with (`master`, `id`) (`id`
+/// `None`: any LMR of `master`), handing each value to `each`.
+fn take_prefix<V>(tree: &mut RBTree<Key, V>, master: u32, id: Option<u64>, mut each: impl FnMut(V)) {
+    let mut cursor = tree.cursor_lower_bound(&(master, id.unwrap_or(0), 0));
+    while let Some(c) = cursor {
+        let &(m, i, _) = c.current().0;
+        if m != master || id.is_some_and(|id| id != i) {
+            break;
+        }
+        let (next, node) = c.remove_current();
+        each(node.to_key_value().1);
+        cursor = next;
+    }
+}
+
+/// A handle of one open file.
+struct Handle {
+    mapping: Arc<Mapping>,
+    perm: u32,
+    key: Key,
+}
+
+/// LMR state of one open file of /dev/lite.
+pub(crate) struct FileLmrs {
+    handles: RBTree<u64, Handle>,
+    /// LMRs this file allocated (some may have been freed since).
+    owned: KVec<u64>,
+}
+
+impl FileLmrs {
+    pub(crate) fn new() -> Self {
+        FileLmrs { handles: RBTree::new(), owned: KVec::new() }
+    }
+
+    fn get(&self, lh: u64) -> Result<(Arc<Mapping>, u32)> {
+        let handle = self.handles.get(&lh).ok_or(EBADF)?;
+        Ok((handle.mapping.clone(), handle.perm))
+    }
+}
+
+/// The registries (under `Lite::mem`).
+pub(crate) struct Memory {
+    next_id: u64,
+    next_seq: u64,
+    /// LMRs this node is master of.
+    lmrs: RBTree<u64, MasterLmr>,
+    /// Names of those LMRs, and names being allocated (id 0).
+    names: RBTree<NameKey, u64>,
+    /// Memory held here, by (master node, LMR id, allocation).
+    held: RBTree<Key, Arc<Held>>,
+    held_bytes: u64,
+    /// Every mapping on this node.
+    maps: RBTree<Key, Arc<Mapping>>,
+}
+
+impl Memory {
+    pub(crate) fn new() -> Self {
+        Memory {
+            next_id: 1,
+            next_seq: 1,
+            lmrs: RBTree::new(),
+            names: RBTree::new(),
+            held: RBTree::new(),
+            held_bytes: 0,
+            maps: RBTree::new(),
+        }
+    }
+
+    fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Removes the mappings of (`master`, `id`) and returns them, to be revoked
+    /// without `mem` held.
+    fn take_maps(&mut self, master: u32, id: Option<u64>) -> KVec<Arc<Mapping>> {
+        let mut out = KVec::new();
+        take_prefix(&mut self.maps, master, id, |mapping| {
+            if out.push(mapping.clone(), GFP_KERNEL).is_err() {
+                // No room to defer it: revoke here (operations never wait for `mem`).
+                mapping.revoke(EHOSTDOWN());
+            }
+        });
+        out
+    }
+
+    fn release_held(&mut self, master: u32, id: Option<u64>) {
+        let mut freed = 0;
+        take_prefix(&mut self.held, master, id, |held| freed += held.bytes);
+        self.held_bytes -= freed;
+    }
+
+    /// This node's memory of (`master`, `id`), if it holds any.
+    fn local_memory(&mut self, master: u32, id: u64) -> Result<Option<Arc<LocalMemory>>> {
+        let mut parts = KVec::new();
+        let mut cursor = self.held.cursor_lower_bound(&(master, id, 0));
+        while let Some(c) = cursor {
+            let (&(m, i, _), held) = c.current();
+            if (m, i) != (master, id) {
+                break;
+            }
+            parts.push(held.clone(), GFP_KERNEL)?;
+            cursor = c.move_next();
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(LocalMemory { parts }, GFP_KERNEL)?))
+    }
+
+    /// Registers a new mapping of an LMR and the handle for it in `file`.
+    fn add_mapping(&mut self, file: &mut FileLmrs, lh: u64, mapping: Arc<Mapping>, perm: u32) -> Result {
+        let key = (mapping.master, mapping.id, self.seq());
+        let node = kernel::rbtree::RBTreeNode::new(key, mapping.clone(), GFP_KERNEL)?;
+        file.handles.try_create_and_insert(lh, Handle { mapping, perm, key }, GFP_KERNEL)?;
+        self.maps.insert(node);
+        Ok(())
+    }
+}
+
+/// A name as a registry key: 1..=63 bytes, NUL-padded.
+fn name_key(namespace: u32, name: &[u8; NAME_LEN]) -> Result<NameKey> {
+    match region::name_len(name) {
+        Some(1..) => Ok((namespace, *name)),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Encodes a request body into a small buffer.
+fn encode<B: Body>(body: &B) -> Result<([u8; 128], usize)> {
+    let mut buf = [0u8; 128];
+    let mut w = Writer::new(&mut buf);
+    body.encode(&mut w).ok_or(EINVAL)?;
+    let len = w.len();
+    Ok((buf, len))
+}
+
+fn decode<B: Body>(bytes: &[u8]) -> Result<B> {
+    B::decode(&mut Reader::new(bytes)).ok_or(EINVAL)
+}
+
+impl Peer {
+    /// A control request with a small body; the answer lands in `reply`.
+    fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
+        let (buf, len) = encode(body)?;
+        self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
+    }
+}
+
+/// Arguments of LT_malloc, checked by the caller for reserved fields.
+pub(crate) struct MallocArgs {
+    pub(crate) size: u64,
+    pub(crate) nodes: u32,
+    pub(crate) perm: u32,
+    pub(crate) namespace: u32,
+    pub(crate) name: [u8; NAME_LEN],
+}
+
+impl Lite {
+    // ---- holder side ----
+
+    /// Allocates up to `bytes` (at most `max_extents` chunks) for LMR (`master`, `id`)
+    /// and returns the new extents (node, addr, len). Never fewer than one chunk.
+    fn hold(&self, master: u32, id: u64, bytes: u64, max_extents: usize) -> Result<KVec<(u32, u64, u64)>> {
+        let me = self.me()?;
+        // Serialized with device removal, which frees what is held on the device.
+        let _serial = self.alloc_lock.lock();
+        let dev = self.device()?;
+        let want = bytes.min(max_extents as u64 * CHUNK_MAX);
+        {
+            let mut mem = self.mem.lock();
+            // The whole share must fit, not only this part of it: fail before allocating.
+            if bytes > hold_limit().saturating_sub(mem.held_bytes) {
+                return Err(ENOMEM);
+            }
+            mem.held_bytes += want;
+        }
+        let mut chunks = KVec::new();
+        let mut extents = KVec::new();
+        let mut left = want;
+        let mut limit = CHUNK_MAX;
+        let mut result = Ok(());
+        while left > 0 && extents.len() < max_extents {
+            let Some(len) = region::next_chunk_len(left, limit) else {
+                result = Err(ENOMEM);
+                break;
+            };
+            match DmaBuf::try_new(&dev, len as usize) {
+                Ok(chunk) => {
+                    let used = len.min(left);
+                    let pushed = extents.push((me, chunk.dma(), used), GFP_KERNEL);
+                    if let Err(e) = pushed.and_then(|()| chunks.push(chunk, GFP_KERNEL)) {
+                        result = Err(e.into());
+                        break;
+                    }
+                    left -= used;
+                }
+                Err(_) => limit = len / 2,
+            }
+        }
+        let got = want - left;
+        let mut mem = self.mem.lock();
+        mem.held_bytes -= left;
+        let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
+        let inserted = held.and_then(|held| {
+            let seq = mem.seq();
+            mem.held.try_create_and_insert((master, id, seq), held, GFP_KERNEL)?;
+            Ok(())
+        });
+        if let Err(e) = inserted {
+            mem.held_bytes -= got;
+            return Err(e);
+        }
+        Ok(extents)
+    }
+
+    /// Frees what this node holds for (`master`, `id`).
+    fn release(&self, master: u32, id: u64) {
+        self.mem.lock().release_held(master, Some(id));
+    }
+
+    /// Node `node` is gone (or this node left): what it mastered is unreachable, so
+    /// its mappings fail and the memory held for it is freed.
+    ///
+    /// Other nodes may still map memory held here for `node` and write to it, so
+    /// they are told to fail those mappings (and wait for their operations) before
+    /// the memory is freed. A node that cannot be told cannot reach us either: its
+    /// QPs to us are in error or destroyed.
+    pub(crate) fn forget_node(&self, node: u32) {
+        self.revoke_master(node);
+        let holds = {
+            let mut mem = self.mem.lock();
+            mem.held.cursor_lower_bound(&(node, 0, 0)).is_some_and(|c| c.current().0 .0 == node)
+        };
+        if holds {
+            if let Ok(peers) = self.connected_peers() {
+                for peer in peers.iter().filter(|p| p.id != node) {
+                    let _ = peer.request(MsgKind::Forget, &wire::LmrId { id: node.into() }, &mut []);
+                }
+            }
+        }
+        self.mem.lock().release_held(node, None);
+    }
+
+    /// Mappings of every LMR of `master` on this node fail from now on.
+    fn revoke_master(&self, master: u32) {
+        let maps = self.mem.lock().take_maps(master, None);
+        for mapping in maps.iter() {
+            mapping.revoke(EHOSTDOWN());
+        }
+    }
+
+    /// The device went away or this node left: revoke every mapping, free all memory held.
+    pub(crate) fn forget_all(&self) {
+        let _serial = self.alloc_lock.lock();
+        for node in 0..LITE_MAX_NODES {
+            self.forget_node(node);
+        }
+    }
+
+    fn held_memory(&self, master: u32, id: u64) -> Result<Arc<LocalMemory>> {
+        self.mem.lock().local_memory(master, id)?.ok_or(EINVAL)
+    }
+
+    fn holder_memset(&self, req: &wire::Memset) -> Result {
+        let value = u8::try_from(req.value).map_err(|_| EINVAL)?;
+        let local = self.held_memory(req.master, req.id)?;
+        let (chunk, off) = local.find(req.addr, req.len)?;
+        chunk.fill(off, req.len as usize, value)
+    }
+
+    fn holder_copy(&self, req: &wire::Copy) -> Result {
+        let me = self.me()?;
+        let src = self.held_memory(req.src_master, req.src_id)?;
+        let (chunk, off) = src.find(req.src_addr, req.len)?;
+        if req.dst_node == me {
+            let dst = self.held_memory(req.dst_master, req.dst_id)?;
+            let (to, to_off) = dst.find(req.dst_addr, req.len)?;
+            to.move_from(to_off, chunk, off, req.len as usize)
+        } else {
+            // The destination node checks nothing here: peers are kernels of the same
+            // cluster sharing one global MR, as in LITE.
+            self.peer(req.dst_node)?.rdma_write_kernel(chunk, off, req.len as usize, req.dst_addr)
+        }
+    }
+
+    // ---- master side ----
+
+    /// LT_malloc: allocates the LMR at its holders and returns the master handle.
+    pub(crate) fn lmr_malloc(&self, file: &Mutex<FileLmrs>, args: &MallocArgs) -> Result<u64> {
+        if args.size == 0 || !region::perm_known(args.perm) || args.nodes >> LITE_MAX_NODES != 0 {
+            return Err(EINVAL);
+        }
+        if args.size > LITE_LMR_MAX_SIZE {
+            return Err(ENOMEM);
+        }
+        let name = name_key(args.namespace, &args.name)?;
+        let me = self.me()?;
+        let holders = if args.nodes == 0 { 1 << me } else { args.nodes };
+        for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0 && *n != me) {
+            self.peer(node)?.ensure_connected()?;
+        }
+        let id = {
+            let mut mem = self.mem.lock();
+            if mem.names.get(&name).is_some() {
+                return Err(EEXIST);
+            }
+            mem.names.try_create_and_insert(name, 0, GFP_KERNEL)?;
+            mem.next_id += 1;
+            mem.next_id
+        };
+        let result = self.name_free_elsewhere(&name).and_then(|()| self.allocate(me, id, args.size, holders));
+        let extents = match result {
+            Ok(extents) => extents,
+            Err(e) => {
+                self.mem.lock().names.remove(&name);
+                return Err(e);
+            }
+        };
+        let lmr = MasterLmr {
+            name,
+            size: args.size,
+            extents: copy_extents(&extents)?,
+            public: args.perm,
+            grants: [NO_GRANT; LITE_MAX_NODES as usize],
+            mappers: 1 << me,
+        };
+        let lh = self.new_handle();
+        let registered = (|| -> Result {
+            let mut files = file.lock();
+            let mut mem = self.mem.lock();
+            let local = mem.local_memory(me, id)?;
+            let mapping = Mapping::new(me, id, args.size, extents, local)?;
+            let node = kernel::rbtree::RBTreeNode::new(id, lmr, GFP_KERNEL)?;
+            files.owned.push(id, GFP_KERNEL)?;
+            mem.add_mapping(&mut files, lh, mapping, PERM_ALL)?;
+            mem.lmrs.insert(node);
+            mem.names.try_create_and_insert(name, id, GFP_KERNEL)?;
+            Ok(())
+        })();
+        if let Err(e) = registered {
+            let _ = self.free_lmr(id);
+            self.unwind_allocation(me, id, holders);
+            self.mem.lock().names.remove(&name);
+            file.lock().handles.remove(&lh);
+            return Err(e);
+        }
+        Ok(lh)
+    }
+
+    /// Fails with EEXIST when another node masters (or is allocating) `name`.
+    fn name_free_elsewhere(&self, name: &NameKey) -> Result {
+        let probe = wire::Lookup { namespace: name.0, perm: 0, name: name.1 };
+        let mut reply = [0u8; 64];
+        for peer in self.connected_peers()?.iter() {
+            match peer.request(MsgKind::Lookup, &probe, &mut reply) {
+                Err(e) if e == ENOENT => {}
+                // A node we cannot ask cannot hand the name out either.
+                Err(e) if e == EHOSTDOWN() || e == crate::errno::ETIMEDOUT() => {}
+                Ok(_) => return Err(EEXIST),
+                Err(_) => return Err(EEXIST),
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocates `size` bytes spread over `holders` for LMR `id`; on failure nothing
+    /// stays allocated.
+    fn allocate(&self, me: u32, id: u64, size: u64, holders: u32) -> Result<KVec<Extent>> {
+        let mut extents = KVec::new();
+        let mut start = 0;
+        let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
+        for (node, share) in region::shares(size, holders) {
+            let mut left = share;
+            while left > 0 {
+                let got = if node == me {
+                    self.hold(me, id, left, wire::EXTENTS_PER_MSG)
+                } else {
+                    self.peer(node).and_then(|peer| {
+                        let len = peer.request(MsgKind::Alloc, &wire::Alloc { id, bytes: left }, &mut reply)?;
+                        let mut got = KVec::new();
+                        wire::decode_extents(&reply[..len], |_, addr, len| got.push((node, addr, len), GFP_KERNEL).ok())
+                            .ok_or(EIO)?;
+                        Ok(got)
+                    })
+                };
+                let got = match got {
+                    Ok(got) if !got.is_empty() => Ok(got),
+                    Ok(_) => Err(ENOMEM),
+                    Err(e) => Err(e),
+                }
+                .inspect_err(|_| self.unwind_allocation(me, id, holders))?;
+                for (node, addr, len) in got.into_iter() {
+                    if len > left {
+                        self.unwind_allocation(me, id, holders);
+                        return Err(EIO);
+                    }
+                    extents.push(Extent { node, start, addr, len }, GFP_KERNEL)?;
+                    start += len;
+                    left -= len;
+                }
+            }
+        }
+        Ok(extents)
+    }
+
+    fn unwind_allocation(&self, me: u32, id: u64, holders: u32) {
+        for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0) {
+            if node == me {
+                self.release(me, id);
+            } else if let Ok(peer) = self.peer(node) {
+                let _ = peer.request(MsgKind::Release, &wire::LmrId { id }, &mut []);
+            }
+        }
+    }
+
+    fn new_handle(&self) -> u64 {
+        self.next_handle.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// LT_map: asks the master of `name` for `perm` and returns a new handle and the size.
+    pub(crate) fn lmr_map(&self, file: &Mutex<FileLmrs>, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<(u64, u64)> {
+        if perm == 0 || !region::perm_known(perm) {
+            return Err(EINVAL);
+        }
+        name_key(namespace, name)?;
+        let me = self.me()?;
+        let (master, id, size, extents) = match self.master_lookup(me, namespace, name, perm) {
+            Ok(found) => (me, found.id, found.size, self.master_extents(found.id)?),
+            Err(e) if e == ENOENT => self.remote_lookup(namespace, name, perm)?,
+            Err(e) => return Err(e),
+        };
+        let lh = self.new_handle();
+        let mut files = file.lock();
+        let mut mem = self.mem.lock();
+        let local = mem.local_memory(master, id)?;
+        let mapping = Mapping::new(master, id, size, extents, local)?;
+        mem.add_mapping(&mut files, lh, mapping, perm)?;
+        Ok((lh, size))
+    }
+
+    /// Asks every connected peer for `name`; the master answers.
+    fn remote_lookup(&self, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<(u32, u64, u64, KVec<Extent>)> {
+        let query = wire::Lookup { namespace, perm, name: *name };
+        let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
+        for peer in self.connected_peers()?.iter() {
+            let found = match peer.request(MsgKind::Lookup, &query, &mut reply) {
+                Ok(len) => decode::<wire::Found>(&reply[..len])?,
+                Err(e) if e == EACCES => return Err(EACCES),
+                Err(_) => continue,
+            };
+            let mut extents = KVec::with_capacity(found.extents as usize, GFP_KERNEL)?;
+            let mut start = 0u64;
+            while extents.len() < found.extents as usize {
+                let first = extents.len() as u32;
+                let len = peer.request(MsgKind::Chunks, &wire::ChunksQuery { id: found.id, first }, &mut reply)?;
+                let count = wire::decode_extents(&reply[..len], |node, addr, len| {
+                    extents.push(Extent { node, start, addr, len }, GFP_KERNEL).ok()?;
+                    start = start.checked_add(len)?;
+                    Some(())
+                })
+                .ok_or(EIO)?;
+                if count == 0 {
+                    return Err(EIO);
+                }
+            }
+            // A forged or racing answer must not let accesses run past the extents.
+            if start != found.size || extents.len() != found.extents as usize || extents.iter().any(|e| e.node >= LITE_MAX_NODES) {
+                return Err(EIO);
+            }
+            return Ok((peer.id, found.id, found.size, extents));
+        }
+        Err(ENOENT)
+    }
+
+    /// A node asks for `name` with `perm` (0: only whether it exists).
+    fn master_lookup(&self, node: u32, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<wire::Found> {
+        let key = name_key(namespace, name)?;
+        let mut mem = self.mem.lock();
+        let id = *mem.names.get(&key).ok_or(ENOENT)?;
+        if id == 0 {
+            // Being allocated: taken, not mappable yet.
+            return if perm == 0 { Ok(wire::Found { id: 0, size: 0, extents: 0 }) } else { Err(ENOENT) };
+        }
+        let lmr = mem.lmrs.get_mut(&id).ok_or(ENOENT)?;
+        if !region::perm_allows(lmr.allowed(node), perm) {
+            return Err(EACCES);
+        }
+        if perm != 0 {
+            lmr.mappers |= 1 << node;
+        }
+        Ok(wire::Found { id, size: lmr.size, extents: lmr.extents.len() as u32 })
+    }
+
+    fn master_extents(&self, id: u64) -> Result<KVec<Extent>> {
+        let mem = self.mem.lock();
+        copy_extents(&mem.lmrs.get(&id).ok_or(ENOENT)?.extents)
+    }
+
+    /// Extents of LMR `id` from `first` on, for a node that mapped it.
+    fn master_chunks(&self, node: u32, query: &wire::ChunksQuery) -> Result<KVec<u8>> {
+        let mem = self.mem.lock();
+        let lmr = mem.lmrs.get(&query.id).ok_or(ENOENT)?;
+        if lmr.mappers & (1 << node) == 0 {
+            return Err(EACCES);
+        }
+        let from = (query.first as usize).min(lmr.extents.len());
+        let to = (from + wire::EXTENTS_PER_MSG).min(lmr.extents.len());
+        let mut list = KVec::with_capacity(to - from, GFP_KERNEL)?;
+        for e in &lmr.extents[from..to] {
+            list.push((e.node, e.addr, e.len), GFP_KERNEL)?;
+        }
+        let mut body = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
+        let len = wire::encode_extents(&mut body, &list).ok_or(EINVAL)?;
+        truncate(&mut body, len);
+        Ok(body)
+    }
+
+    /// `node` (with master permission) sets what `target` may map LMR `id` with.
+    fn master_grant(&self, node: u32, grant: &wire::Grant) -> Result {
+        if !region::perm_known(grant.perm) || (grant.node != LITE_NODE_ANY && grant.node >= LITE_MAX_NODES) {
+            return Err(EINVAL);
+        }
+        let me = self.me()?;
+        let mut mem = self.mem.lock();
+        let lmr = mem.lmrs.get_mut(&grant.id).ok_or_else(eidrm)?;
+        if node != me && !region::perm_allows(lmr.allowed(node), PERM_MASTER) {
+            return Err(EPERM);
+        }
+        match grant.node {
+            LITE_NODE_ANY => {
+                lmr.public = grant.perm;
+                lmr.grants = [NO_GRANT; LITE_MAX_NODES as usize];
+            }
+            target => lmr.grants[target as usize] = grant.perm as u8,
+        }
+        Ok(())
+    }
+
+    /// Frees LMR `id` of this master: forget it, revoke every mapping, release the
+    /// memory. Returns ENOENT when it is not (or no longer) registered.
+    fn free_lmr(&self, id: u64) -> Result {
+        let me = self.me()?;
+        let lmr = {
+            let mut mem = self.mem.lock();
+            let lmr = mem.lmrs.remove(&id).ok_or(ENOENT)?;
+            mem.names.remove(&lmr.name);
+            lmr
+        };
+        for node in (0..LITE_MAX_NODES).filter(|n| lmr.mappers & (1 << n) != 0) {
+            if node == me {
+                self.revoke_local(me, id);
+            } else if let Ok(peer) = self.peer(node) {
+                // A mapper that cannot be told is dead, or will be declared so.
+                let _ = peer.request(MsgKind::Revoke, &wire::LmrId { id }, &mut []);
+            }
+        }
+        self.unwind_allocation(me, id, lmr.holders());
+        Ok(())
+    }
+
+    /// `node` (with master permission) frees LMR `id` of this master.
+    fn master_free(&self, node: u32, id: u64) -> Result {
+        {
+            let mem = self.mem.lock();
+            let lmr = mem.lmrs.get(&id).ok_or_else(eidrm)?;
+            if !region::perm_allows(lmr.allowed(node), PERM_MASTER) {
+                return Err(EPERM);
+            }
+        }
+        self.free_lmr(id).map_err(|_| eidrm())
+    }
+
+    /// Mappings of (`master`, `id`) on this node fail from now on with EIDRM.
+    fn revoke_local(&self, master: u32, id: u64) {
+        let maps = self.mem.lock().take_maps(master, Some(id));
+        for mapping in maps.iter() {
+            mapping.revoke(eidrm());
+        }
+    }
+
+    /// LT_grant through a handle with master permission.
+    pub(crate) fn lmr_grant(&self, file: &Mutex<FileLmrs>, lh: u64, node: u32, perm: u32) -> Result {
+        let (mapping, have) = file.lock().get(lh)?;
+        if !region::perm_allows(have, PERM_MASTER) {
+            return Err(EPERM);
+        }
+        let _use = mapping.begin()?;
+        let grant = wire::Grant { id: mapping.id, node, perm };
+        if mapping.master == self.me()? {
+            self.master_grant(mapping.master, &grant)
+        } else {
+            self.peer(mapping.master)?.request(MsgKind::Grant, &grant, &mut []).map(drop)
+        }
+    }
+
+    /// LT_free through a handle with master permission; the handle is released.
+    pub(crate) fn lmr_free(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
+        let (mapping, have) = file.lock().get(lh)?;
+        if !region::perm_allows(have, PERM_MASTER) {
+            return Err(EPERM);
+        }
+        mapping.begin().map(drop)?;
+        if mapping.master == self.me()? {
+            self.free_lmr(mapping.id).map_err(|_| eidrm())?;
+        } else {
+            self.peer(mapping.master)?.request(MsgKind::Free, &wire::LmrId { id: mapping.id }, &mut [])?;
+        }
+        self.lmr_unmap(file, lh)
+    }
+
+    /// LT_unmap: releases the handle; the LMR lives on.
+    pub(crate) fn lmr_unmap(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
+        let handle = file.lock().handles.remove(&lh).ok_or(EBADF)?;
+        self.mem.lock().maps.remove(&handle.key);
+        Ok(())
+    }
+
+    /// The process closed /dev/lite: release its handles, free the LMRs it mastered.
+    pub(crate) fn file_release(&self, file: &Mutex<FileLmrs>) {
+        let (handles, owned) = {
+            let mut files = file.lock();
+            (core::mem::replace(&mut files.handles, RBTree::new()), core::mem::replace(&mut files.owned, KVec::new()))
+        };
+        {
+            let mut mem = self.mem.lock();
+            for (_, handle) in handles.iter() {
+                mem.maps.remove(&handle.key);
+            }
+        }
+        drop(handles);
+        for &id in owned.iter() {
+            // ENOENT: freed already.
+            let _ = self.free_lmr(id);
+        }
+    }
+
+    // ---- one-sided operations ----
+
+    /// LT_read (`write` false) or LT_write of `len` bytes at `offset` of the LMR,
+    /// from or to user memory at `buf`.
+    pub(crate) fn lmr_rw(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, buf: usize, len: u64, write: bool) -> Result {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if !region::perm_allows(perm, if write { PERM_WRITE } else { PERM_READ }) {
+            return Err(EACCES);
+        }
+        region::check_range(mapping.size, offset, len).map_err(range_error)?;
+        let len = usize::try_from(len).map_err(|_| erange())?;
+        buf.checked_add(len).ok_or(EFAULT)?;
+        let using = mapping.begin()?;
+        let me = self.me()?;
+        for piece in region::pieces(&mapping.extents, offset, len as u64) {
+            let node = mapping.extents[piece.extent].node;
+            let at = buf + piece.pos as usize;
+            let size = piece.len as usize;
+            if node == me {
+                let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
+                if write {
+                    chunk.copy_from_user(off, &mut UserSlice::new(at, size).reader(), size)?;
+                } else {
+                    chunk.copy_to_user(off, &mut UserSlice::new(at, size).writer(), size)?;
+                }
+            } else {
+                self.peer(node)?.rdma_user(write, at, size, piece.addr)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// LT_memset, executed by the holders.
+    pub(crate) fn lmr_memset(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, len: u64, value: u32) -> Result {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if value > 0xFF {
+            return Err(EINVAL);
+        }
+        if !region::perm_allows(perm, PERM_WRITE) {
+            return Err(EACCES);
+        }
+        region::check_range(mapping.size, offset, len).map_err(range_error)?;
+        let using = mapping.begin()?;
+        let me = self.me()?;
+        for piece in region::pieces(&mapping.extents, offset, len) {
+            let node = mapping.extents[piece.extent].node;
+            if node == me {
+                let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
+                chunk.fill(off, piece.len as usize, value as u8)?;
+            } else {
+                let req = wire::Memset { master: mapping.master, value, id: mapping.id, addr: piece.addr, len: piece.len };
+                self.peer(node)?.request(MsgKind::Memset, &req, &mut [])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// LT_memcpy / LT_memmove, executed by the holders of the source.
+    pub(crate) fn lmr_memcpy(&self, file: &Mutex<FileLmrs>, dst_lh: u64, dst_off: u64, src_lh: u64, src_off: u64, len: u64) -> Result {
+        let ((dst, dst_perm), (src, src_perm)) = {
+            let files = file.lock();
+            (files.get(dst_lh)?, files.get(src_lh)?)
+        };
+        if !region::perm_allows(dst_perm, PERM_WRITE) || !region::perm_allows(src_perm, PERM_READ) {
+            return Err(EACCES);
+        }
+        region::check_range(dst.size, dst_off, len).map_err(range_error)?;
+        region::check_range(src.size, src_off, len).map_err(range_error)?;
+        let dst_use = dst.begin()?;
+        let src_use = src.begin()?;
+        // Pieces that each stay inside one source and one destination chunk.
+        let mut steps = KVec::new();
+        for s in region::pieces(&src.extents, src_off, len) {
+            for d in region::pieces(&dst.extents, dst_off + s.pos, s.len) {
+                steps.push((s.extent, s.addr + d.pos, d.extent, d.addr, d.len), GFP_KERNEL)?;
+            }
+        }
+        // Copying towards higher offsets of the same LMR goes backwards, so an
+        // overlapping move never reads bytes it already overwrote.
+        let same = dst.master == src.master && dst.id == src.id;
+        if same && dst_off > src_off {
+            steps.reverse();
+        }
+        let me = self.me()?;
+        for &(s_ext, s_addr, d_ext, d_addr, n) in steps.iter() {
+            let s_node = src.extents[s_ext].node;
+            let d_node = dst.extents[d_ext].node;
+            if s_node == me {
+                let (from, from_off) = src_use.local()?.find(s_addr, n)?;
+                if d_node == me {
+                    let (to, to_off) = dst_use.local()?.find(d_addr, n)?;
+                    to.move_from(to_off, from, from_off, n as usize)?;
+                } else {
+                    self.peer(d_node)?.rdma_write_kernel(from, from_off, n as usize, d_addr)?;
+                }
+            } else {
+                let req = wire::Copy {
+                    src_master: src.master,
+                    dst_master: dst.master,
+                    src_id: src.id,
+                    src_addr: s_addr,
+                    dst_id: dst.id,
+                    dst_addr: d_addr,
+                    len: n,
+                    dst_node: d_node,
+                };
+                self.peer(s_node)?.request(MsgKind::Copy, &req, &mut [])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Describes the LMR behind `lh`.
+    pub(crate) fn lmr_stat(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result<LiteLmrStat> {
+        let (mapping, perm) = file.lock().get(lh)?;
+        drop(mapping.begin()?);
+        Ok(LiteLmrStat {
+            lh,
+            size: mapping.size,
+            perm,
+            master_node: mapping.master,
+            nr_chunks: mapping.extents.len() as u32,
+            holders: mapping.extents.iter().fold(0, |mask, e| mask | 1 << e.node),
+        })
+    }
+
+    /// Counts of this node's LMR bookkeeping.
+    pub(crate) fn mem_stat(&self) -> LiteMemStat {
+        let mem = self.mem.lock();
+        LiteMemStat {
+            mastered: mem.lmrs.iter().count() as u32,
+            mappings: mem.maps.iter().count() as u32,
+            held_bytes: mem.held_bytes,
+            held_limit: hold_limit(),
+        }
+    }
+
+    // ---- requests from peers (process context, on the module's workqueue) ----
+
+    /// Serves an LMR request of `peer`; returns the answer's body.
+    pub(crate) fn serve_lmr_request(&self, peer: &Peer, kind: MsgKind, body: &[u8]) -> Result<KVec<u8>> {
+        let from = peer.id;
+        let empty = KVec::new();
+        match kind {
+            MsgKind::Alloc => {
+                let req: wire::Alloc = decode(body)?;
+                let extents = self.hold(from, req.id, req.bytes, wire::EXTENTS_PER_MSG)?;
+                let mut out = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
+                let len = wire::encode_extents(&mut out, &extents).ok_or(EINVAL)?;
+                truncate(&mut out, len);
+                Ok(out)
+            }
+            MsgKind::Release => {
+                let req: wire::LmrId = decode(body)?;
+                self.release(from, req.id);
+                Ok(empty)
+            }
+            MsgKind::Lookup => {
+                let req: wire::Lookup = decode(body)?;
+                let found = self.master_lookup(from, req.namespace, &req.name, req.perm)?;
+                let (buf, len) = encode(&found)?;
+                let mut out = KVec::new();
+                out.extend_from_slice(&buf[..len], GFP_KERNEL)?;
+                Ok(out)
+            }
+            MsgKind::Chunks => self.master_chunks(from, &decode(body)?),
+            MsgKind::Revoke => {
+                let req: wire::LmrId = decode(body)?;
+                self.revoke_local(from, req.id);
+                Ok(empty)
+            }
+            MsgKind::Memset => self.holder_memset(&decode(body)?).map(|()| empty),
+            MsgKind::Copy => self.holder_copy(&decode(body)?).map(|()| empty),
+            MsgKind::Grant => self.master_grant(from, &decode(body)?).map(|()| empty),
+            MsgKind::Free => {
+                let req: wire::LmrId = decode(body)?;
+                self.master_free(from, req.id).map(|()| empty)
+            }
+            MsgKind::Forget => {
+                let req: wire::LmrId = decode(body)?;
+                self.revoke_master(u32::try_from(req.id).map_err(|_| EINVAL)?);
+                Ok(empty)
+            }
+            MsgKind::Echo => Err(EINVAL),
+        }
+    }
+}
+
+/// Shortens a byte vector (bytes need no drop).
+fn truncate(bytes: &mut KVec<u8>, len: usize) {
+    if len < bytes.len() {
+        // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
+        unsafe { bytes.set_len(len) };
+    }
+}
+
+fn copy_extents(extents: &[Extent]) -> Result<KVec<Extent>> {
+    let mut out = KVec::with_capacity(extents.len(), GFP_KERNEL)?;
+    for e in extents {
+        out.push(*e, GFP_KERNEL)?;
+    }
+    Ok(out)
+}

@@ -1,0 +1,715 @@
+#!/usr/bin/env python3
+"""LITE-RS benchmark (`make bench`): LITE against native verbs on one virtual cluster.
+
+Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
+(client/caller) and node 1 (server/holder), measures:
+
+  latency    LT_write vs perftest ib_write_lat x 2, LT_read vs ib_read_lat x 1 (8 B - 64 KiB)
+  bandwidth  LT_write (back-to-back, one thread by default) vs ib_write_bw (64 KiB - 4 MiB)
+  malloc     LT_malloc + LT_map of 1 GiB (held by node 1, and by nodes 0,1,2) vs
+             ibv_reg_mr of 1 GiB of fresh memory (tools/regmr, on node 0)
+  LMRs       LT_write 8 B latency with 1, 1 000 and 100 000 LMRs (random ones of them)
+
+Why x 2 for writes: ib_write_lat reports half of its ping-pong round trip, while an
+LT_write returns after the RDMA WRITE is acknowledged by the holder, a full round
+trip; ib_read_lat reports the full round trip of an RDMA READ, like LT_read.
+Bandwidths are in MiB/s (2^20 bytes/s): perftest's `BW average[MB/sec]` is MiB/s
+(its --help: "MiB=2^20 byte"); a Gb/sec table (--report_gbits) is converted.
+
+Prints a ratio table, writes build/bench/results.json (raw numbers and ratios) and
+build/bench/latency.svg. Guests are emulated: only ratios measured in one run mean
+anything, and each step can take minutes.
+"""
+
+import argparse
+import json
+import math
+import re
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vcluster import Cluster, CommandFailed, REPO, guest_address  # noqa: E402
+
+NODES = 3
+CLIENT, SERVER = 0, 1
+PERFTEST_PORT = 18515
+OUT_DIR = REPO / "build" / "bench"
+
+LAT_SIZES = [8, 64, 512, 4096, 65536]
+BW_SIZES = [65536, 262144, 1048576, 4194304]
+MALLOC_SIZE = 1 << 30
+MALLOC_HOLDERS = ["1", "0,1,2"]
+LMR_COUNTS = [1, 1000, 100000]
+QUICK_LMR_COUNTS = [1, 1000, 10000]
+
+# kind -> (comparison, target): ratio = LITE / native, except malloc (native / LITE: a speedup)
+# and LMR counts (N LMRs / 1 LMR).
+TARGETS = {
+    "lat_median": ("<=", 1.05),
+    "lat_p99": ("<=", 1.10),
+    "bw": (">=", 0.95),
+    "malloc_speedup": (">=", 20.0),
+    "lmrs": ("<=", 1.10),
+}
+
+
+# ---- perftest output ----
+
+def _num(s):
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def _is_int(s):
+    return s.isdigit()
+
+
+def parse_perftest_lat(out, size=None):
+    """The result row of an ib_*_lat table, keyed by header column, in usec.
+
+    The header is `#bytes #iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec]
+    t_stdev[usec] 99% percentile[usec] 99.9% percentile[usec]`; t_typical is the median.
+    Returns {"bytes", "iters", "t_min_us", "t_max_us", "t_typical_us", "t_avg_us",
+    "t_stdev_us", "p99_us", "p999_us"} (missing columns absent) or None."""
+    names = None
+    for line in out.splitlines():
+        if "#bytes" in line and "t_" in line:
+            header = re.sub(r"(\d+(?:\.\d+)?)%\s+percentile", r"p\1", line.replace("#", ""))
+            names = []
+            for token in header.split():
+                base = token.split("[")[0]
+                names.append({"bytes": "bytes", "iterations": "iters", "p99": "p99_us",
+                              "p99.9": "p999_us"}.get(base, f"{base}_us"))
+            continue
+        if names is None:
+            continue
+        fields = line.split()
+        if len(fields) < 3 or not (_is_int(fields[0]) and _is_int(fields[1])):
+            continue
+        if size is not None and int(fields[0]) != size:
+            continue
+        row = {"bytes": int(fields[0]), "iters": int(fields[1])}
+        for name, value in zip(names[2:], fields[2:]):
+            v = _num(value)
+            if v is not None:
+                row[name] = v
+        if "t_typical_us" in row:
+            return row
+    return None
+
+
+def parse_perftest_bw(out, size=None):
+    """The result row of an ib_*_bw table with bandwidths in MiB/s.
+
+    Header `#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]`:
+    perftest's MB/sec is MiB/s (2^20 bytes/s); Gb/sec (10^9 bit/s, --report_gbits)
+    is converted. Returns {"bytes", "iters", "peak_mib_s", "avg_mib_s", "msg_rate_mpps",
+    "unit_reported"} or None."""
+    unit = None
+    for line in out.splitlines():
+        m = re.search(r"BW average\[([^\]]+)\]", line)
+        if m and "#bytes" in line:
+            unit = m.group(1)
+            continue
+        if unit is None:
+            continue
+        fields = line.split()
+        if len(fields) < 4 or not (_is_int(fields[0]) and _is_int(fields[1])):
+            continue
+        if size is not None and int(fields[0]) != size:
+            continue
+        peak, avg = _num(fields[2]), _num(fields[3])
+        if avg is None:
+            continue
+        if unit.lower().startswith("gb"):
+            factor = 1e9 / 8 / (1 << 20)
+        elif unit in ("MB/sec", "MiB/sec"):
+            factor = 1.0
+        else:
+            raise ValueError(f"unknown perftest bandwidth unit {unit!r}")
+        return {"bytes": int(fields[0]), "iters": int(fields[1]),
+                "peak_mib_s": None if peak is None else peak * factor, "avg_mib_s": avg * factor,
+                "msg_rate_mpps": _num(fields[4]) if len(fields) > 4 else None, "unit_reported": unit}
+    return None
+
+
+def last_json(text):
+    """The last line of `text` that is a JSON object."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                continue
+    return None
+
+
+# ---- formatting ----
+
+def fmt_size(n):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift} {unit}"
+    return f"{n} B"
+
+
+def fmt_ns(ns):
+    if ns is None:
+        return "-"
+    for unit, div in (("s", 1e9), ("ms", 1e6), ("us", 1e3)):
+        if ns >= div:
+            return f"{ns / div:.3g} {unit}" if ns / div < 100 else f"{ns / div:.0f} {unit}"
+    return f"{ns:.0f} ns"
+
+
+def fmt_value(v, unit):
+    if v is None:
+        return "-"
+    if unit == "ns":
+        return fmt_ns(v)
+    if unit == "MiB/s":
+        return f"{v:.1f} MiB/s"
+    return f"{v:.3g} {unit}"
+
+
+def compare(metric, size, lite, native, unit, kind, ratio=None, note=""):
+    """A row of the ratio table (also stored in results.json)."""
+    op, target = TARGETS[kind]
+    if ratio is None and lite is not None and native:
+        ratio = lite / native
+    met = None if ratio is None else (ratio <= target if op == "<=" else ratio >= target)
+    shown = f"{target:.2f}" if target < 10 else f"{target:g}"
+    return {"metric": metric, "size": size, "lite": lite, "native": native, "unit": unit,
+            "ratio": ratio, "target": f"{op} {shown}", "kind": kind, "met": met, "note": note}
+
+
+def format_table(rows):
+    head = ["metric", "size", "LITE", "native", "ratio", "target", "met?"]
+    body = []
+    for r in rows:
+        body.append([r["metric"], fmt_size(r["size"]) if r["size"] is not None else "",
+                     fmt_value(r["lite"], r["unit"]), fmt_value(r["native"], r["unit"]),
+                     "-" if r["ratio"] is None else f"{r['ratio']:.3f}", r["target"],
+                     {True: "yes", False: "NO", None: "n/a"}[r["met"]]])
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    right = {2, 3, 4}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(head), "  ".join("-" * w for w in widths)]
+    out += [line(cells) for cells in body]
+    return "\n".join(x.rstrip() for x in out)
+
+
+# ---- SVG ----
+
+def nice_linear_ticks(lo, hi, want=5):
+    """Ticks at multiples of a 1-2-5 step from at or below `lo` to at or above `hi`."""
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / want
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+def log_ticks(lo, hi):
+    """1-2-5 ticks inside [lo, hi] (only powers of ten when it spans 2.5 decades or more)."""
+    lo_e, hi_e = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    mults = (1,) if math.log10(hi / lo) >= 2.5 else (1, 2, 5)
+    ticks = [m * 10.0 ** e for e in range(lo_e, hi_e + 1) for m in mults]
+    inside = [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
+    if len(inside) < 3:
+        # Less than a decade: evenly stepped ticks read better than one or two.
+        inside = [t for t in nice_linear_ticks(lo, hi) if t > 0 and lo / 1.0001 <= t <= hi * 1.0001]
+    return inside or [lo, hi]
+
+
+def fmt_tick(v):
+    if v >= 1e6 or (v and v < 1e-2):
+        return f"{v:.0e}"
+    return f"{v:g}"
+
+
+def _esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def svg_panel(x0, y0, w, h, panel):
+    """One chart: log2 x axis (sizes), log or linear y axis, a line per series."""
+    ml, mr, mt, mb = 64, 28, 28, 44
+    pw, ph = w - ml - mr, h - mt - mb
+    parts = [f'<g transform="translate({x0},{y0})">',
+             f'<text x="{w / 2:.1f}" y="16" text-anchor="middle" font-weight="bold">{_esc(panel["title"])}</text>']
+    points = [(x, y) for s in panel["series"] for x, y in s["points"]
+              if x is not None and y is not None and x > 0 and (y > 0 or not panel.get("ylog"))]
+    if not points:
+        parts.append(f'<text x="{w / 2:.1f}" y="{h / 2:.1f}" text-anchor="middle" fill="#888">no data</text></g>')
+        return parts
+    xs = [x for x, _ in points]
+    ys = [y for _, y in points]
+    xlo, xhi = min(xs), max(xs)
+    if xlo == xhi:
+        xlo, xhi = xlo / 2, xhi * 2
+    pad = (math.log2(xhi) - math.log2(xlo)) * 0.04
+    lx0, lx1 = math.log2(xlo) - pad, math.log2(xhi) + pad
+    if panel.get("ylog"):
+        ylo, yhi = min(ys) / 1.25, max(ys) * 1.25
+        yticks = log_ticks(ylo, yhi)
+        ylo, yhi = min(ylo, yticks[0]), max(yhi, yticks[-1])
+        span = math.log10(yhi) - math.log10(ylo)
+
+        def fy(v):
+            return mt + ph - (math.log10(v) - math.log10(ylo)) / span * ph
+    else:
+        yticks = nice_linear_ticks(0, max(ys) * 1.1)
+        ylo, yhi = 0.0, yticks[-1]
+
+        def fy(v):
+            return mt + ph - (v - ylo) / (yhi - ylo) * ph
+
+    def fx(v):
+        return ml + (math.log2(v) - lx0) / (lx1 - lx0) * pw
+
+    parts.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
+    for t in yticks:
+        y = fy(t)
+        parts.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#ddd"/>')
+        parts.append(f'<text x="{ml - 4}" y="{y + 4:.1f}" text-anchor="end">{_esc(fmt_tick(t))}</text>')
+    for x in sorted(set(xs)):
+        px = fx(x)
+        parts.append(f'<line x1="{px:.1f}" y1="{mt + ph}" x2="{px:.1f}" y2="{mt + ph + 4}" stroke="#444"/>')
+        parts.append(f'<text x="{px:.1f}" y="{mt + ph + 16}" text-anchor="middle">{_esc(fmt_size(int(x)))}</text>')
+    parts.append(f'<text x="{ml + pw / 2:.1f}" y="{h - 6}" text-anchor="middle">{_esc(panel["xlabel"])}</text>')
+    parts.append(f'<text transform="translate(14,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
+                 f'{_esc(panel["ylabel"])}</text>')
+    legend_w = 44 + 6.5 * max(len(s["label"]) + 10 for s in panel["series"])
+    parts.append(f'<rect x="{ml + 4}" y="{mt + 3}" width="{legend_w:.0f}" height="{16 * len(panel["series"]) + 4}" '
+                 f'fill="white" fill-opacity="0.85"/>')
+    for i, s in enumerate(panel["series"]):
+        pts = sorted((x, y) for x, y in s["points"] if x is not None and y is not None and x > 0
+                     and (y > 0 or not panel.get("ylog")))
+        dash = ' stroke-dasharray="6,4"' if s.get("dash") else ""
+        if pts:
+            coords = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in pts)
+            parts.append(f'<polyline points="{coords}" fill="none" stroke="{s["color"]}" stroke-width="2"{dash}/>')
+            for x, y in pts:
+                parts.append(f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3" fill="{s["color"]}"/>')
+        ly = mt + 14 + 16 * i
+        parts.append(f'<line x1="{ml + 10}" y1="{ly - 4}" x2="{ml + 34}" y2="{ly - 4}" stroke="{s["color"]}" '
+                     f'stroke-width="2"{dash}/>')
+        parts.append(f'<text x="{ml + 40}" y="{ly}">{_esc(s["label"] + ("" if pts else " (no data)"))}</text>')
+    parts.append("</g>")
+    return parts
+
+
+def svg_chart(title, panels, panel_w=420, panel_h=320):
+    """A hand-written SVG with `panels` side by side (see svg_panel for a panel's keys:
+    title, xlabel, ylabel, ylog, series=[{label, color, dash, points=[(x, y)]}])."""
+    w, h = panel_w * len(panels), panel_h + 30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             f'font-family="sans-serif" font-size="11">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w / 2:.1f}" y="18" text-anchor="middle" font-size="14" font-weight="bold">'
+             f'{_esc(title)}</text>']
+    for i, panel in enumerate(panels):
+        parts += svg_panel(i * panel_w, 30, panel_w, panel_h, panel)
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def chart_panels(results):
+    """The three panels of latency.svg from results.json's `lite` and `native`."""
+    lite, native = results["lite"], results["native"]
+
+    def lat_points(op, stat):
+        return [(int(s), r.get(stat)) for s, r in lite.get(f"lat_{op}", {}).items()]
+
+    def native_points(tool, mult):
+        return [(int(s), r["t_typical_us"] * 1000 * mult if r and "t_typical_us" in r else None)
+                for s, r in native.get(tool, {}).items()]
+
+    us = lambda pts: [(x, None if y is None else y / 1000) for x, y in pts]  # noqa: E731
+    return [
+        {"title": "LT_write vs ib_write_lat x 2 (median)", "xlabel": "bytes", "ylabel": "round trip (us)", "ylog": True,
+         "series": [{"label": "LITE LT_write", "color": "#1f77b4", "points": us(lat_points("write", "median_ns"))},
+                    {"label": "ib_write_lat x 2", "color": "#1f77b4", "dash": True,
+                     "points": us(native_points("ib_write_lat", 2))}]},
+        {"title": "LT_read vs ib_read_lat (median)", "xlabel": "bytes", "ylabel": "round trip (us)", "ylog": True,
+         "series": [{"label": "LITE LT_read", "color": "#ff7f0e", "points": us(lat_points("read", "median_ns"))},
+                    {"label": "ib_read_lat", "color": "#ff7f0e", "dash": True,
+                     "points": us(native_points("ib_read_lat", 1))}]},
+        {"title": "write bandwidth", "xlabel": "bytes per write", "ylabel": "MiB/s", "ylog": False,
+         "series": [{"label": "LITE LT_write", "color": "#2ca02c",
+                     "points": [(int(s), r.get("mib_s")) for s, r in lite.get("bw", {}).items()]},
+                    {"label": "ib_write_bw", "color": "#2ca02c", "dash": True,
+                     "points": [(int(s), r["avg_mib_s"] if r else None)
+                                for s, r in native.get("ib_write_bw", {}).items()]}]},
+    ]
+
+
+# ---- the ratio table ----
+
+def comparisons(results):
+    lite, native = results["lite"], results["native"]
+    rows = []
+    for op, tool, mult in (("write", "ib_write_lat", 2), ("read", "ib_read_lat", 1)):
+        label = f"{tool} x {mult}" if mult != 1 else tool
+        for s in results["config"]["lat_sizes"]:
+            lr, nr = lite.get(f"lat_{op}", {}).get(str(s)), native.get(tool, {}).get(str(s))
+            n_med = nr["t_typical_us"] * 1000 * mult if nr and "t_typical_us" in nr else None
+            n_p99 = nr["p99_us"] * 1000 * mult if nr and "p99_us" in nr else None
+            rows.append(compare(f"LT_{op} median vs {label}", s, lr and lr.get("median_ns"), n_med, "ns", "lat_median"))
+            rows.append(compare(f"LT_{op} p99 vs {label}", s, lr and lr.get("p99_ns"), n_p99, "ns", "lat_p99"))
+    threads = results["config"]["bw_threads"]
+    for s in results["config"]["bw_sizes"]:
+        lr, nr = lite.get("bw", {}).get(str(s)), native.get("ib_write_bw", {}).get(str(s))
+        rows.append(compare(f"LT_write bw ({threads} thread{'s' if threads > 1 else ''}) vs ib_write_bw", s,
+                            lr and lr.get("mib_s"), nr and nr.get("avg_mib_s"), "MiB/s", "bw"))
+    reg = native.get("regmr")
+    for holders, r in lite.get("malloc", {}).items():
+        lt = r and r.get("total_ns")
+        rn = reg and reg.get("reg_ns")
+        ratio = rn / lt if lt and rn else None
+        rows.append(compare(f"LT_malloc+map (holders {holders}) vs ibv_reg_mr: speedup", r and r.get("size"),
+                            lt, rn, "ns", "malloc_speedup", ratio=ratio))
+    base = lite.get("lmrs", {}).get("1")
+    for count, r in sorted(lite.get("lmrs", {}).items(), key=lambda kv: int(kv[0])):
+        if count == "1":
+            continue
+        rows.append(compare(f"LT_write median, {int(count):,} LMRs of {fmt_size(r.get('size', 4096))} vs 1 LMR",
+                            r.get("write_size"), r.get("median_ns"), base and base.get("median_ns"), "ns", "lmrs"))
+    return rows
+
+
+# ---- running things on the cluster ----
+
+class Bench:
+    def __init__(self, c, args):
+        self.c, self.args = c, args
+        self.errors = []
+        self.step = 0
+        self.total = 0
+        self.seq = 0
+
+    def progress(self, label):
+        self.step += 1
+        print(f"[{self.step}/{self.total}] {label} ...", flush=True)
+
+    def fail(self, label, err):
+        msg = str(err).strip()
+        print(f"      FAILED: {msg[-1500:]}", flush=True)
+        self.errors.append({"step": label, "error": msg[-4000:]})
+
+    def run_live(self, node, command, timeout):
+        """Runs `command` on `node` with its stderr (progress) shown as it arrives;
+        returns (rc, stdout, stderr)."""
+        self.seq += 1
+        name = f"progress-{node}-{self.seq}.log"
+        path = self.c.run / name
+        path.unlink(missing_ok=True)
+        cid = self.c.submit(node, f"{command} 2>/run/lite/{name}", timeout)
+        box = {}
+
+        def wait():
+            try:
+                box["res"] = self.c.collect(node, cid, timeout)
+            except BaseException as e:  # noqa: BLE001 - handed to the main thread
+                box["err"] = e
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        pos, partial = 0, ""
+        while True:
+            waiter.join(0.5)
+            if path.exists():
+                with open(path, "rb") as f:
+                    f.seek(pos)
+                    chunk = f.read()
+                pos += len(chunk)
+                partial += chunk.decode(errors="replace")
+                *lines, partial = partial.split("\n")
+                for line in lines:
+                    if line.strip():
+                        print(f"      {line}", flush=True)
+            if not waiter.is_alive():
+                break
+        if partial.strip():
+            print(f"      {partial}", flush=True)
+        if "err" in box:
+            raise box["err"]
+        stderr = path.read_text(errors="replace") if path.exists() else ""
+        return box["res"].rc, box["res"].out, stderr
+
+    def tool_json(self, node, command, timeout):
+        rc, out, err = self.run_live(node, command, timeout)
+        data = last_json(out)
+        if rc != 0 or data is None:
+            raise CommandFailed(f"`{command}` exited {rc}: {(err + out).strip()[-1500:]}")
+        return data
+
+    def perftest(self, tool, size, iters):
+        """One perftest run: server on SERVER in the background, client on CLIENT."""
+        c = self.c
+        common = f"-d rxe0 -x 1 -s {size} -n {iters} -F -p {PERFTEST_PORT}"
+        c.exec(SERVER, f"{tool} {common} >/run/lite/{tool}-{size}-server.log 2>&1 & echo $! >/tmp/bench-perftest.pid")
+        # Until the server listens (busybox netstat; a fixed pause without it).
+        c.exec(SERVER, f"command -v netstat >/dev/null || {{ sleep 3; exit 0; }}; "
+                       f"for i in $(seq 1 300); do netstat -ltn 2>/dev/null | grep -q ':{PERFTEST_PORT} ' && exit 0; "
+                       f"sleep 0.2; done; exit 1", timeout=120, check=False)
+        try:
+            for attempt in range(3):
+                res = c.exec(CLIENT, f"{tool} {common} {guest_address(SERVER)}", timeout=self.args.step_timeout,
+                             check=False)
+                if res.rc == 0 or "Couldn't connect" not in res.out or attempt == 2:
+                    break
+                time.sleep(3)
+        finally:
+            c.exec(SERVER, "kill $(cat /tmp/bench-perftest.pid) 2>/dev/null; true", check=False)
+        if res.rc != 0:
+            raise CommandFailed(f"{tool} -s {size} exited {res.rc}: {res.out.strip()[-1500:]}")
+        return res.out
+
+    def guarded(self, label, fn):
+        """Runs one step; a failure is recorded and the run goes on (unless a node died)."""
+        self.progress(label)
+        t0 = time.time()
+        try:
+            summary = fn()
+            print(f"      {summary} ({time.time() - t0:.0f} s)", flush=True)
+        except (CommandFailed, ValueError, KeyError, TypeError) as e:
+            self.fail(label, e)
+        for n in (CLIENT, SERVER):
+            if not self.c.alive(n):
+                raise CommandFailed(f"node {n} died during `{label}` (console: {self.c.run}/node{n}.console)")
+
+
+def run_steps(b, results, args):
+    a = args
+    lite, native = results["lite"], results["native"]
+    steps = []
+
+    def lat_native(tool, size):
+        def go():
+            r = parse_perftest_lat(b.perftest(tool, size, a.lat_iters), size)
+            if r is None:
+                raise ValueError(f"no {tool} result row for {size} B in the output")
+            native.setdefault(tool, {})[str(size)] = r
+            mult = 2 if tool == "ib_write_lat" else 1
+            return (f"median {fmt_ns(r['t_typical_us'] * 1000 * mult)}, p99 {fmt_ns(r.get('p99_us', 0) * 1000 * mult)}"
+                    + (" (x 2: round trip)" if mult == 2 else ""))
+        return go
+
+    def lat_lite(op, size):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench lat --op {op} --holder {SERVER} --sizes {size} --iters {a.lat_iters} "
+                                    f"--warmup {a.warmup}", a.step_timeout)
+            r = d["results"][0]
+            lite.setdefault(f"lat_{op}", {})[str(size)] = r
+            return f"median {fmt_ns(r['median_ns'])}, p99 {fmt_ns(r['p99_ns'])}"
+        return go
+
+    def bw_iters(size):
+        return max(5, a.bw_mib * (1 << 20) // size)
+
+    def bw_native(size):
+        def go():
+            r = parse_perftest_bw(b.perftest("ib_write_bw", size, bw_iters(size)), size)
+            if r is None:
+                raise ValueError(f"no ib_write_bw result row for {size} B in the output")
+            native.setdefault("ib_write_bw", {})[str(size)] = r
+            return f"{r['avg_mib_s']:.1f} MiB/s"
+        return go
+
+    def bw_lite(size):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench bw --holder {SERVER} --sizes {size} --iters {bw_iters(size)} "
+                                    f"--seconds {a.bw_seconds} --threads {a.bw_threads}", a.step_timeout)
+            r = d["results"][0]
+            r["threads"] = d["threads"]
+            lite.setdefault("bw", {})[str(size)] = r
+            return f"{r['mib_s']:.1f} MiB/s ({r['writes']} writes in {r['seconds']:.1f} s)"
+        return go
+
+    def regmr():
+        d = b.tool_json(CLIENT, f"lite-regmr --size {a.malloc_size}", a.step_timeout)
+        native["regmr"] = d
+        return f"ibv_reg_mr {fmt_ns(d['reg_ns'])}, ibv_dereg_mr {fmt_ns(d['dereg_ns'])}"
+
+    def malloc(holders):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench malloc --size {a.malloc_size} --holders {holders}", a.step_timeout)
+            lite.setdefault("malloc", {})[holders] = d
+            return f"malloc {fmt_ns(d['malloc_ns'])} + map {fmt_ns(d['map_ns'])} = {fmt_ns(d['total_ns'])}"
+        return go
+
+    def lmrs(count):
+        def go():
+            # Every LT_malloc is a round trip to the holder, and the kernel releases every LMR
+            # when the process exits (before the step ends): 100 000 of each take minutes under TCG.
+            timeout = max(a.step_timeout, int(600 + count * 0.03))
+            d = b.tool_json(CLIENT, f"lite-bench lmrs --count {count} --holder {SERVER} --iters {a.lmr_iters} "
+                                    f"--warmup {a.warmup}", timeout)
+            lite.setdefault("lmrs", {})[str(count)] = d
+            return (f"random LMR: median {fmt_ns(d['median_ns'])}, p99 {fmt_ns(d['p99_ns'])}; "
+                    f"setup {d['setup_s']:.0f} s")
+        return go
+
+    # Native and LITE alternate per size, so both see the same cluster conditions.
+    for size in a.lat_sizes:
+        steps.append((f"ib_write_lat {fmt_size(size)}", lat_native("ib_write_lat", size)))
+        steps.append((f"lite-bench lat write {fmt_size(size)}", lat_lite("write", size)))
+        steps.append((f"ib_read_lat {fmt_size(size)}", lat_native("ib_read_lat", size)))
+        steps.append((f"lite-bench lat read {fmt_size(size)}", lat_lite("read", size)))
+    for size in a.bw_sizes:
+        steps.append((f"ib_write_bw {fmt_size(size)}, {bw_iters(size)} writes", bw_native(size)))
+        steps.append((f"lite-bench bw {fmt_size(size)}, {bw_iters(size)} writes", bw_lite(size)))
+    steps.append((f"lite-regmr (ibv_reg_mr) {fmt_size(a.malloc_size)}", regmr))
+    for holders in MALLOC_HOLDERS:
+        steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}", malloc(holders)))
+    for count in a.lmr_counts:
+        steps.append((f"lite-bench lmrs {count:,} LMR{'s' if count != 1 else ''}", lmrs(count)))
+    b.total = len(steps)
+    for label, fn in steps:
+        b.guarded(label, fn)
+
+
+def size_arg(s):
+    """Bytes with an optional K, M or G suffix (powers of 1024)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([kmgKMG]?)(?:i?[bB])?\s*", s)
+    if not m or int(m.group(1)) == 0:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected a positive byte count (K, M, G suffixes allowed)")
+    return int(m.group(1)) << {"": 0, "k": 10, "m": 20, "g": 30}[m.group(2).lower()]
+
+
+def sizes_arg(s):
+    out = [size_arg(x) for x in s.split(",") if x.strip()]
+    if not out:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected comma-separated positive numbers")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", default="release", choices=["release", "debug"], help="guest kernel (default release)")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer iterations and at most 10 000 LMRs (about 5 min instead of about 15)")
+    ap.add_argument("--mem", type=int, default=3072, help="MiB per guest (default 3072: 1 GiB is pinned or held)")
+    ap.add_argument("--lat-sizes", type=sizes_arg, default=LAT_SIZES, help="latency sizes (default 8,...,65536)")
+    ap.add_argument("--lat-iters", type=int, help="timed calls per latency point (default 200; --quick 50)")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed LITE calls before each latency series")
+    ap.add_argument("--bw-sizes", type=sizes_arg, default=BW_SIZES, help="bandwidth sizes (default 64K,...,4M)")
+    ap.add_argument("--bw-mib", type=int, help="MiB written per bandwidth point, by both (default 64; --quick 16)")
+    ap.add_argument("--bw-seconds", type=float, default=60, help="time limit of a LITE bandwidth point (default 60)")
+    ap.add_argument("--bw-threads", type=int, default=1, help="LT_write threads for bandwidth (default 1)")
+    ap.add_argument("--malloc-size", type=size_arg, default=MALLOC_SIZE,
+                    help="bytes for malloc vs ibv_reg_mr (default 1 GiB)")
+    ap.add_argument("--lmr-counts", type=sizes_arg, help="LMR counts (default 1,1000,100000; --quick 1,1000,10000)")
+    ap.add_argument("--lmr-iters", type=int, help="timed writes per LMR-count point (default 200; --quick 50)")
+    ap.add_argument("--step-timeout", type=int, default=900,
+                    help="seconds per step (default 900; an LMR-count step gets at least 600 + 0.03 per LMR)")
+    ap.add_argument("--out", default=str(OUT_DIR),
+                    help="directory of results.json, latency.svg and the cluster's logs (default build/bench)")
+    ap.add_argument("--json", action="store_true", help="also print results.json to stdout")
+    args = ap.parse_args()
+    args.lat_iters = args.lat_iters or (50 if args.quick else 200)
+    args.lmr_iters = args.lmr_iters or (50 if args.quick else 200)
+    args.bw_mib = args.bw_mib or (16 if args.quick else 64)
+    args.lmr_counts = args.lmr_counts or (QUICK_LMR_COUNTS if args.quick else LMR_COUNTS)
+    if args.quick:
+        args.warmup = min(args.warmup, 5)
+    if 1 not in args.lmr_counts:
+        args.lmr_counts = [1] + args.lmr_counts
+
+    guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
+    missing = [p for p in ("lite-bench", "lite-regmr") if not (guest_bin / p).exists()]
+    if missing:
+        print(f"bench: {', '.join(missing)} missing in {guest_bin}: run `make guest KERNEL={args.kernel}`",
+              file=sys.stderr)
+        return 2
+
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    c = Cluster(out_dir / "cluster")
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # runs the finally below
+    started = time.time()
+    results = {
+        "config": {"kernel": args.kernel, "nodes": NODES, "client": CLIENT, "server": SERVER, "quick": args.quick,
+                   "mem_mib": args.mem, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
+                   "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
+                   "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_holders": MALLOC_HOLDERS,
+                   "lmr_counts": args.lmr_counts, "lmr_iters": args.lmr_iters,
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))},
+        "notes": ["ib_write_lat reports half a ping-pong round trip: LT_write (a full round trip, RDMA write + ack) "
+                  "is compared with ib_write_lat x 2; LT_read with ib_read_lat x 1 (both full round trips)",
+                  "bandwidths in MiB/s (2^20 bytes/s); perftest's MB/sec is MiB/s",
+                  "ib_write_bw keeps up to 128 writes in flight; LT_write is synchronous (one per thread)",
+                  "ibv_reg_mr registers fresh, untouched memory: the time includes faulting in and pinning the pages",
+                  "LMR-count rows compare LT_write latency to random LMRs out of N with that of 1 LMR"],
+        "native": {}, "lite": {}, "errors": [],
+    }
+    rc = 0
+    try:
+        try:
+            c.up(nodes=NODES, variant=args.kernel, mem=args.mem)
+            for n in range(NODES):
+                c.load_module(n)
+            c.start_manager(0)
+            for n in range(NODES):
+                c.start_agent(n)
+            c.wait_connected(list(range(NODES)), timeout=120)
+            results["config"]["accel"] = c.meta.get("accel")
+            print(f"\n== {NODES} nodes joined ({time.time() - started:.0f} s after start); client node {CLIENT}, "
+                  f"server/holder node {SERVER} ==", flush=True)
+            b = Bench(c, args)
+            try:
+                run_steps(b, results, args)
+            finally:
+                results["errors"] = b.errors
+        except CommandFailed as e:
+            print(f"\nbench: {e}", flush=True)
+            results["errors"].append({"step": "cluster", "error": str(e)})
+        splats = c.splats()
+        results["kernel_bug_reports"] = [f"node{n}: {line}" for n, line in splats]
+    finally:
+        c.down(quiet=True)
+    results["duration_s"] = round(time.time() - started, 1)
+    rows = comparisons(results)
+    results["comparisons"] = rows
+    met = [r for r in rows if r["met"] is not None]
+    results["targets_met"] = sum(1 for r in met if r["met"])
+    results["targets_evaluated"] = len(met)
+
+    json_path, svg_path = out_dir / "results.json", out_dir / "latency.svg"
+    json_path.write_text(json.dumps(results, indent=1) + "\n")
+    svg_path.write_text(svg_chart(f"LITE-RS vs native verbs ({args.kernel} kernel, {c.meta.get('accel', '?')}, "
+                                  f"{time.strftime('%Y-%m-%d %H:%M')})", chart_panels(results)))
+
+    print("\n== LITE vs native (ratios; LT_write vs ib_write_lat x 2 since perftest reports half a round trip) ==")
+    print(format_table(rows))
+    print(f"\n{results['targets_met']} of {results['targets_evaluated']} targets met"
+          + (f"; {len(rows) - len(met)} without data" if len(rows) > len(met) else ""))
+    if results["errors"]:
+        print(f"{len(results['errors'])} step(s) failed: " + "; ".join(e["step"] for e in results["errors"]))
+        rc = 1
+    bugs = results.get("kernel_bug_reports", [])
+    print(f"guest kernels: {'no bug reports' if not bugs else f'{len(bugs)} bug report lines!'}; logs in {c.run}")
+    if bugs:
+        rc = 1
+    if args.json:
+        print(json.dumps(results))
+    print(f"results: {json_path}\nplot:    {svg_path}\n({results['duration_s']:.0f} s)")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,581 @@
+//! lite-bench: runs inside a guest (or on a real node) and measures one thing per
+//! invocation through liblite: one JSON object on stdout, progress on stderr.
+//! `tools/bench.py` runs it beside perftest on the same cluster and compares.
+//!
+//!   lite-bench lat --op write|read --holder NODE [--sizes 8,64,512,4096,65536] [--iters N] [--warmup W]
+//!       LT_write / LT_read latency per size, each call timed on its own
+//!   lite-bench bw --holder NODE [--sizes 64K,256K,1M,4M] [--seconds S] [--iters N] [--threads T]
+//!       LT_write throughput: back-to-back writes of each size, T threads with an LMR each
+//!   lite-bench malloc --size BYTES [--holders 0,1,2] [--repeat R]
+//!       time of LT_malloc of BYTES over the holders plus an LT_map of it by name
+//!   lite-bench lmrs --count N --holder NODE [--size 4096] [--iters I]
+//!       LT_write 8 B latency to the first and to random ones of N LMRs
+//!
+//! What the latencies mean: an LT_write is one ioctl that returns once the data is
+//! written at the holder, i.e. after the RDMA WRITE *and its acknowledgement*: a full
+//! round trip. perftest's `ib_write_lat` reports half of its ping-pong round trip, so
+//! LT_write compares with `ib_write_lat` x 2. An LT_read is an RDMA READ, a round trip
+//! like the one `ib_read_lat` reports, so LT_read compares with `ib_read_lat` x 1.
+//! Bandwidths are in MiB/s (2^20 bytes/s), the unit of perftest's `BW average[MB/sec]`;
+//! `mb_s` (10^6 bytes/s) is printed beside it.
+
+mod stats;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use lite::{Lite, Lmr, MallocOptions, Perm};
+use serde_json::{json, Value};
+use stats::{parse_nodes, parse_size, parse_sizes, throughput, Summary, XorShift};
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::{Barrier, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(
+    name = "lite-bench",
+    about = "LITE-RS benchmark (run on a cluster node): one measurement per invocation, one JSON object on stdout, progress on stderr",
+    after_help = "LT_write latency is a full round trip (RDMA write + ack): compare it with ib_write_lat x 2 \
+                  (perftest reports half a ping-pong). LT_read compares with ib_read_lat x 1. Bandwidth is in \
+                  MiB/s (2^20 B/s), like perftest's BW average[MB/sec]. Sizes take K, M, G suffixes (powers of 1024)."
+)]
+struct Cli {
+    /// LMR namespace of the benchmark's LMRs (their names are bench-<pid>-...).
+    #[arg(long, global = true, default_value_t = 0)]
+    namespace: u32,
+    /// No progress lines on stderr.
+    #[arg(long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Op {
+    Write,
+    Read,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Write => "write",
+            Op::Read => "read",
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// LT_write or LT_read latency per size: an LMR of the largest size (at least 4 KiB)
+    /// on NODE, then ITERS timed calls of each size at offset 0.
+    Lat {
+        /// write: LT_write (compare with ib_write_lat x 2); read: LT_read (with ib_read_lat).
+        #[arg(long, value_enum)]
+        op: Op,
+        /// Node that holds the LMR (a remote node, for RDMA).
+        #[arg(long)]
+        holder: u32,
+        /// Comma-separated transfer sizes.
+        #[arg(long, value_parser = parse_sizes, default_value = "8,64,512,4096,65536")]
+        sizes: ::std::vec::Vec<u64>,
+        /// Timed calls per size.
+        #[arg(long, default_value_t = 1000)]
+        iters: u32,
+        /// Untimed calls before each size.
+        #[arg(long, default_value_t = 10)]
+        warmup: u32,
+    },
+    /// LT_write throughput: back-to-back writes of each size from each of THREADS
+    /// threads (each with its own open of /dev/lite and its own LMR on NODE).
+    Bw {
+        /// Node that holds the LMRs (a remote node, for RDMA).
+        #[arg(long)]
+        holder: u32,
+        /// Comma-separated write sizes.
+        #[arg(long, value_parser = parse_sizes, default_value = "65536,262144,1048576,4194304")]
+        sizes: ::std::vec::Vec<u64>,
+        /// Seconds per size (with --iters: a time limit). Default 2 without --iters.
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Writes per size and thread.
+        #[arg(long)]
+        iters: Option<u64>,
+        /// Writer threads.
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Untimed writes per size and thread.
+        #[arg(long, default_value_t = 2)]
+        warmup: u32,
+    },
+    /// Time of LT_malloc of SIZE bytes spread over HOLDERS plus an LT_map of it by name
+    /// from this process; the LMR is freed afterwards (not part of the total).
+    Malloc {
+        /// Bytes (K, M, G suffixes).
+        #[arg(long, value_parser = parse_size)]
+        size: u64,
+        /// Comma-separated holder nodes (default: this node).
+        #[arg(long, value_parser = parse_nodes)]
+        holders: Option<::std::vec::Vec<u32>>,
+        /// Allocations to time (the top-level numbers are the medians).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+    /// LT_write 8 B latency with COUNT LMRs of SIZE bytes on NODE: ITERS writes to the
+    /// first one and ITERS writes each to a random one. Exits without freeing them
+    /// (the kernel releases a process's LMRs when it exits; that is faster than
+    /// COUNT frees).
+    Lmrs {
+        /// LMRs to allocate (progress every 1000).
+        #[arg(long)]
+        count: u32,
+        /// Node that holds every LMR.
+        #[arg(long)]
+        holder: u32,
+        /// Bytes per LMR.
+        #[arg(long, value_parser = parse_size, default_value = "4096")]
+        size: u64,
+        /// Timed writes to the first LMR, and as many to random ones.
+        #[arg(long, default_value_t = 1000)]
+        iters: u32,
+        /// Untimed writes before each series.
+        #[arg(long, default_value_t = 10)]
+        warmup: u32,
+        /// Seed of the random choice of LMRs (default: from the pid).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Bytes per timed write.
+        #[arg(long, value_parser = parse_size, default_value = "8")]
+        write_size: u64,
+    },
+}
+
+type Res<T> = Result<T, String>;
+
+fn err(what: &str) -> impl Fn(lite::Error) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+struct Progress {
+    quiet: bool,
+    started: Instant,
+}
+
+impl Progress {
+    fn say(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("lite-bench [{:6.1} s] {msg}", self.started.elapsed().as_secs_f64());
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let progress = Progress { quiet: cli.quiet, started: Instant::now() };
+    let result = match cli.command {
+        Command::Lat { op, holder, ref sizes, iters, warmup } => {
+            lat(&progress, cli.namespace, op, holder, sizes, iters, warmup)
+        }
+        Command::Bw { holder, ref sizes, seconds, iters, threads, warmup } => {
+            bw(&progress, cli.namespace, holder, sizes, seconds, iters, threads, warmup)
+        }
+        Command::Malloc { size, ref holders, repeat } => {
+            malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
+        }
+        Command::Lmrs { count, holder, size, iters, warmup, seed, write_size } => {
+            // Prints its result and exits itself: see `lmrs`.
+            lmrs(&progress, cli.namespace, count, holder, size, iters, warmup, seed, write_size)
+        }
+    };
+    match result {
+        Ok(value) => {
+            emit(&value);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lite-bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn emit(value: &Value) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{value}");
+    let _ = out.flush();
+}
+
+/// Opens /dev/lite and returns it with this node's id; warns when `holder` is this node.
+fn open(progress: &Progress, holder: Option<u32>) -> Res<(Lite, u32)> {
+    let lite = Lite::open().map_err(err("open /dev/lite"))?;
+    let me = lite.node_id().map_err(err("node id"))?;
+    if holder == Some(me) {
+        progress.say(&format!("note: holder {me} is this node: this measures local copies, not RDMA"));
+    }
+    Ok((lite, me))
+}
+
+fn opts(holders: Vec<u32>, namespace: u32) -> MallocOptions {
+    MallocOptions { holders, perm: Perm::READ | Perm::WRITE, namespace }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A user buffer of `len` bytes with every page touched (zero-copy transfers pin it).
+fn buffer(len: u64) -> Res<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
+    Ok((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(7)).collect())
+}
+
+fn rw(lmr: &Lmr<'_>, op: Op, buf: &mut [u8]) -> lite::Result<()> {
+    match op {
+        Op::Write => lmr.write(0, buf),
+        Op::Read => lmr.read(0, buf),
+    }
+}
+
+fn lat(progress: &Progress, namespace: u32, op: Op, holder: u32, sizes: &[u64], iters: u32, warmup: u32) -> Res<Value> {
+    if iters == 0 {
+        return Err("--iters must be at least 1".into());
+    }
+    let (lite, me) = open(progress, Some(holder))?;
+    let lmr_size = sizes.iter().copied().max().unwrap_or(8).max(4096);
+    let name = format!("bench-{}-lat", std::process::id());
+    let lmr = lite.malloc(lmr_size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc"))?;
+    let mut buf = buffer(lmr_size)?;
+    let mut results = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        progress.say(&format!("LT_{} {size} B to node {holder}: {iters} calls ({}/{})", op.name(), i + 1, sizes.len()));
+        let chunk = &mut buf[..size as usize];
+        for _ in 0..warmup {
+            rw(&lmr, op, chunk).map_err(err("warm-up"))?;
+        }
+        let mut samples = Vec::with_capacity(iters as usize);
+        let crossings = lite.crossings();
+        for _ in 0..iters {
+            let t = Instant::now();
+            rw(&lmr, op, chunk).map_err(err(if op == Op::Write { "LT_write" } else { "LT_read" }))?;
+            samples.push(nanos(t.elapsed()));
+        }
+        let ioctls = lite.crossings().saturating_sub(crossings);
+        let s = Summary::of(&mut samples).expect("iters >= 1");
+        let mut r = s.to_json();
+        r["size"] = json!(size);
+        r["ioctls_per_op"] = json!(ioctls as f64 / f64::from(iters));
+        progress.say(&format!(
+            "  {size} B: median {:.1} us, p99 {:.1} us",
+            s.median_ns as f64 / 1e3,
+            s.p99_ns as f64 / 1e3
+        ));
+        results.push(r);
+    }
+    lmr.free().map_err(err("LT_free"))?;
+    Ok(json!({
+        "bench": "lat",
+        "op": op.name(),
+        "node": me,
+        "holder": holder,
+        "lmr_size": lmr_size,
+        "warmup": warmup,
+        "compare_with": if op == Op::Write { "ib_write_lat x 2 (a full round trip)" } else { "ib_read_lat x 1" },
+        "results": results,
+    }))
+}
+
+/// One thread's part of one size.
+#[derive(Clone, Copy)]
+struct Run {
+    start: Instant,
+    end: Instant,
+    writes: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bw(
+    progress: &Progress,
+    namespace: u32,
+    holder: u32,
+    sizes: &[u64],
+    seconds: Option<f64>,
+    iters: Option<u64>,
+    threads: u32,
+    warmup: u32,
+) -> Res<Value> {
+    if threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    if iters == Some(0) {
+        return Err("--iters must be at least 1".into());
+    }
+    let limit = match (seconds, iters) {
+        (Some(s), _) if !(s > 0.0 && s.is_finite()) => return Err("--seconds must be positive".into()),
+        (Some(s), _) => Some(Duration::from_secs_f64(s)),
+        (None, None) => Some(Duration::from_secs(2)),
+        (None, Some(_)) => None,
+    };
+    let (_, me) = open(progress, Some(holder))?;
+    let lmr_size = sizes.iter().copied().max().unwrap_or(8).max(4096);
+    let barrier = Barrier::new(threads as usize);
+    // runs[size index][thread]
+    let runs: Mutex<Vec<Vec<Run>>> = Mutex::new(vec![Vec::new(); sizes.len()]);
+    let lats: Mutex<Vec<Vec<u64>>> = Mutex::new(vec![Vec::new(); sizes.len()]);
+    let failure: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (barrier, runs, lats, failure) = (&barrier, &runs, &lats, &failure);
+            scope.spawn(move || {
+                // Every thread passes every barrier, failed or not, so none waits forever.
+                let state: Res<(Lite, Vec<u8>)> = Lite::open()
+                    .map_err(err("open /dev/lite"))
+                    .and_then(|lite| Ok((lite, buffer(lmr_size)?)));
+                let name = format!("bench-{}-bw-{t}", std::process::id());
+                let lmr = match &state {
+                    Ok((lite, _)) => lite.malloc(lmr_size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
+                    Err(e) => Err(e.clone()),
+                };
+                for (i, &size) in sizes.iter().enumerate() {
+                    if t == 0 {
+                        progress.say(&format!(
+                            "LT_write {size} B back to back to node {holder}, {threads} thread(s) ({}/{})",
+                            i + 1,
+                            sizes.len()
+                        ));
+                    }
+                    barrier.wait();
+                    let outcome = match (&lmr, &state) {
+                        (Ok(lmr), Ok((_, buf))) => {
+                            let chunk = &buf[..size as usize];
+                            write_loop(lmr, chunk, warmup, barrier, limit, iters)
+                        }
+                        (Err(e), _) | (_, Err(e)) => {
+                            barrier.wait();
+                            Err(e.clone())
+                        }
+                    };
+                    match outcome {
+                        Ok((run, mut samples)) => {
+                            runs.lock().unwrap()[i].push(run);
+                            lats.lock().unwrap()[i].append(&mut samples);
+                        }
+                        Err(e) => {
+                            failure.lock().unwrap().get_or_insert(e);
+                        }
+                    }
+                    barrier.wait();
+                }
+                if let Ok(lmr) = lmr {
+                    let _ = lmr.free();
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap() {
+        return Err(e);
+    }
+    let runs = runs.into_inner().unwrap();
+    let mut lats = lats.into_inner().unwrap();
+    let mut results = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let per = &runs[i];
+        let start = per.iter().map(|r| r.start).min().expect("threads >= 1");
+        let end = per.iter().map(|r| r.end).max().expect("threads >= 1");
+        let writes: u64 = per.iter().map(|r| r.writes).sum();
+        let bytes = writes * size;
+        let ns = nanos(end - start);
+        let (mib_s, mb_s) = throughput(bytes, ns);
+        let lat = Summary::of(&mut lats[i]).map(|s| s.to_json()).unwrap_or(Value::Null);
+        progress.say(&format!("  {size} B x {threads} thread(s): {mib_s:.1} MiB/s ({writes} writes in {:.2} s)", ns as f64 / 1e9));
+        results.push(json!({
+            "size": size,
+            "writes": writes,
+            "bytes": bytes,
+            "seconds": ns as f64 / 1e9,
+            "mib_s": mib_s,
+            "mb_s": mb_s,
+            "write_latency": lat,
+        }));
+    }
+    Ok(json!({
+        "bench": "bw",
+        "op": "write",
+        "node": me,
+        "holder": holder,
+        "threads": threads,
+        "lmr_size": lmr_size,
+        "unit": "mib_s = 2^20 bytes/s (perftest's MB/sec); mb_s = 10^6 bytes/s",
+        "results": results,
+    }))
+}
+
+/// Warm-up, a barrier (so all threads start together), then back-to-back writes
+/// until `iters` are done or `limit` has passed. Returns the run and per-write times.
+fn write_loop(
+    lmr: &Lmr<'_>,
+    chunk: &[u8],
+    warmup: u32,
+    barrier: &Barrier,
+    limit: Option<Duration>,
+    iters: Option<u64>,
+) -> Res<(Run, Vec<u64>)> {
+    let mut warm = Ok(());
+    for _ in 0..warmup {
+        warm = lmr.write(0, chunk).map_err(err("warm-up LT_write"));
+        if warm.is_err() {
+            break;
+        }
+    }
+    barrier.wait();
+    warm?;
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    let mut last = start;
+    let mut writes = 0u64;
+    loop {
+        if iters.is_some_and(|n| writes >= n) || limit.is_some_and(|l| last - start >= l) {
+            break;
+        }
+        lmr.write(0, chunk).map_err(err("LT_write"))?;
+        let now = Instant::now();
+        samples.push(nanos(now - last));
+        last = now;
+        writes += 1;
+    }
+    Ok((Run { start, end: last, writes }, samples))
+}
+
+fn malloc(progress: &Progress, namespace: u32, size: u64, holders: &[u32], repeat: u32) -> Res<Value> {
+    if repeat == 0 {
+        return Err("--repeat must be at least 1".into());
+    }
+    let (lite, me) = open(progress, None)?;
+    let mut samples = Vec::new();
+    for i in 0..repeat {
+        let name = format!("bench-{}-malloc-{i}", std::process::id());
+        progress.say(&format!(
+            "LT_malloc {size} B on {} + LT_map ({}/{repeat})",
+            if holders.is_empty() { "this node".to_string() } else { format!("node(s) {holders:?}") },
+            i + 1
+        ));
+        let t0 = Instant::now();
+        let lmr = lite.malloc(size, &name, &opts(holders.to_vec(), namespace)).map_err(err("LT_malloc"))?;
+        let t1 = Instant::now();
+        let mapped = lite.map(&name, Perm::READ | Perm::WRITE, namespace).map_err(err("LT_map"))?;
+        let t2 = Instant::now();
+        let chunks = lmr.stat().ok().map(|s| s.nr_chunks);
+        drop(mapped);
+        let t3 = Instant::now();
+        lmr.free().map_err(err("LT_free"))?;
+        let free_ns = nanos(t3.elapsed());
+        let (malloc_ns, map_ns) = (nanos(t1 - t0), nanos(t2 - t1));
+        progress.say(&format!(
+            "  malloc {:.1} ms, map {:.1} ms (free {:.1} ms, not counted)",
+            malloc_ns as f64 / 1e6,
+            map_ns as f64 / 1e6,
+            free_ns as f64 / 1e6
+        ));
+        samples.push(json!({"malloc_ns": malloc_ns, "map_ns": map_ns, "total_ns": malloc_ns + map_ns,
+                            "free_ns": free_ns, "chunks": chunks}));
+    }
+    let median = |key: &str| {
+        let mut v: Vec<u64> = samples.iter().map(|s| s[key].as_u64().unwrap_or(0)).collect();
+        Summary::of(&mut v).map(|s| s.median_ns).unwrap_or(0)
+    };
+    Ok(json!({
+        "bench": "malloc",
+        "node": me,
+        "size": size,
+        "holders": if holders.is_empty() { vec![me] } else { holders.to_vec() },
+        "repeat": repeat,
+        "malloc_ns": median("malloc_ns"),
+        "map_ns": median("map_ns"),
+        "total_ns": median("total_ns"),
+        "free_ns": median("free_ns"),
+        "samples": samples,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn lmrs(
+    progress: &Progress,
+    namespace: u32,
+    count: u32,
+    holder: u32,
+    size: u64,
+    iters: u32,
+    warmup: u32,
+    seed: Option<u64>,
+    write_size: u64,
+) -> Res<Value> {
+    if count == 0 || iters == 0 {
+        return Err("--count and --iters must be at least 1".into());
+    }
+    if write_size > size {
+        return Err(format!("--write-size {write_size} exceeds the LMR size {size}"));
+    }
+    let (lite, me) = open(progress, Some(holder))?;
+    let pid = std::process::id();
+    let options = opts(vec![holder], namespace);
+    let mut all: Vec<Lmr<'_>> = Vec::with_capacity(count as usize);
+    progress.say(&format!("allocating {count} LMRs of {size} B on node {holder}"));
+    let setup = Instant::now();
+    for i in 0..count {
+        let lmr = lite
+            .malloc(size, &format!("bench-{pid}-lmr-{i}"), &options)
+            .map_err(|e| format!("LT_malloc of LMR {} of {count}: {e}", i + 1))?;
+        all.push(lmr);
+        let done = i + 1;
+        if done % 1000 == 0 || done == count {
+            let s = setup.elapsed().as_secs_f64();
+            progress.say(&format!("  {done}/{count} LMRs ({s:.0} s, {:.0}/s)", f64::from(done) / s.max(1e-9)));
+        }
+    }
+    let setup_s = setup.elapsed().as_secs_f64();
+    let buf = buffer(write_size)?;
+    let time_writes = |pick: &mut dyn FnMut() -> usize| -> Res<Summary> {
+        for _ in 0..warmup {
+            all[pick()].write(0, &buf).map_err(err("warm-up LT_write"))?;
+        }
+        let mut samples = Vec::with_capacity(iters as usize);
+        for _ in 0..iters {
+            let lmr = &all[pick()];
+            let t = Instant::now();
+            lmr.write(0, &buf).map_err(err("LT_write"))?;
+            samples.push(nanos(t.elapsed()));
+        }
+        Ok(Summary::of(&mut samples).expect("iters >= 1"))
+    };
+    progress.say(&format!("{iters} LT_writes of {write_size} B to the first LMR"));
+    let first = time_writes(&mut || 0)?;
+    let seed = seed.unwrap_or((u64::from(pid) << 32) ^ nanos(progress.started.elapsed()));
+    let mut rng = XorShift::new(seed);
+    progress.say(&format!("{iters} LT_writes of {write_size} B, each to a random one of the {count} LMRs"));
+    let random = time_writes(&mut || rng.below(count as usize))?;
+    progress.say(&format!(
+        "  first: median {:.1} us p99 {:.1} us; random: median {:.1} us p99 {:.1} us",
+        first.median_ns as f64 / 1e3,
+        first.p99_ns as f64 / 1e3,
+        random.median_ns as f64 / 1e3,
+        random.p99_ns as f64 / 1e3
+    ));
+    let value = json!({
+        "bench": "lmrs",
+        "node": me,
+        "holder": holder,
+        "count": count,
+        "size": size,
+        "write_size": write_size,
+        "iters": iters,
+        "seed": seed,
+        "setup_s": setup_s,
+        "median_ns": random.median_ns,
+        "p99_ns": random.p99_ns,
+        "first": first.to_json(),
+        "random": random.to_json(),
+    });
+    // Exit without `count` unmaps: the kernel releases this process's LMRs (and
+    // frees those it is master of) when /dev/lite is closed at exit.
+    emit(&value);
+    progress.say(&format!("exiting without freeing the {count} LMRs (the kernel releases them)"));
+    std::process::exit(0);
+}
