@@ -557,10 +557,14 @@ impl Peer {
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
     /// `remote_addr`, or READ into it; returns once the data is there. The buffer is
     /// pinned and mapped a window at a time.
-    pub(crate) fn rdma_user(&self, write: bool, addr: usize, len: usize, remote_addr: u64) -> Result {
+    ///
+    /// `still_valid` is checked before each window, so that revoking the mapping
+    /// waits for at most one window of a long transfer.
+    pub(crate) fn rdma_user(&self, write: bool, addr: usize, len: usize, remote_addr: u64, still_valid: &dyn Fn() -> Result) -> Result {
         let op = Op::new()?;
         let mut done = 0;
         while done < len {
+            still_valid()?;
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;

@@ -154,6 +154,14 @@ impl Use<'_> {
     fn local(&self) -> Result<&LocalMemory> {
         self.local.as_deref().ok_or(EINVAL)
     }
+
+    /// Fails once the mapping is being revoked: long operations stop early.
+    fn check(&self) -> Result {
+        match self.mapping.state.lock().revoked {
+            Some(errno) => Err(Error::from_errno(errno)),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Mapping {
@@ -849,6 +857,7 @@ impl Lite {
         let using = mapping.begin()?;
         let me = self.me()?;
         for piece in region::pieces(&mapping.extents, offset, len as u64) {
+            using.check()?;
             let node = mapping.extents[piece.extent].node;
             let at = buf + piece.pos as usize;
             let size = piece.len as usize;
@@ -860,7 +869,7 @@ impl Lite {
                     chunk.copy_to_user(off, &mut UserSlice::new(at, size).writer(), size)?;
                 }
             } else {
-                self.peer(node)?.rdma_user(write, at, size, piece.addr)?;
+                self.peer(node)?.rdma_user(write, at, size, piece.addr, &|| using.check())?;
             }
         }
         Ok(())
@@ -879,6 +888,7 @@ impl Lite {
         let using = mapping.begin()?;
         let me = self.me()?;
         for piece in region::pieces(&mapping.extents, offset, len) {
+            using.check()?;
             let node = mapping.extents[piece.extent].node;
             if node == me {
                 let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
@@ -919,6 +929,8 @@ impl Lite {
         }
         let me = self.me()?;
         for &(s_ext, s_addr, d_ext, d_addr, n) in steps.iter() {
+            dst_use.check()?;
+            src_use.check()?;
             let s_node = src.extents[s_ext].node;
             let d_node = dst.extents[d_ext].node;
             if s_node == me {

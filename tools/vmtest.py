@@ -224,7 +224,7 @@ def lmr_one_gib_round_trips_across_chunks_and_nodes(c):
 @test
 def lmr_data_round_trips_across_chunks_and_nodes(c):
     integrity(c, 1, 64 << 20, "1", 3, 600)
-    integrity(c, 0, (6 << 20) + 12345, "0,1,2", 5, 900)
+    integrity(c, 0, (3 << 20) + 12345, "0,1,2", 5, 900)
 
 
 @test
@@ -259,7 +259,7 @@ def lmr_killed_processes_release_everything(c):
     master.wait_for("ready")
     mapper = Background(c, 2, "mapper", "lite-selftest lmr-client victim --perm rw --hold")
     mapper.wait_for("mapped")
-    c.exec(0, "lite-selftest lmr-many 2000 --size 4096", timeout=300)
+    c.exec(0, "lite-selftest lmr-many 200 --size 4096", timeout=600)
     master.kill()
     mapper.send("read")
     mapper.wait_for("EIDRM")
