@@ -48,7 +48,7 @@ impl ImmKind {
 
 /// Packs `kind` and `payload`; `None` if the payload does not fit in 28 bits.
 pub(crate) fn encode_imm(kind: ImmKind, payload: u32) -> Option<u32> {
-    (payload <= PAYLOAD_MAX).then(|| ((kind as u32) << PAYLOAD_BITS) | payload)
+    (payload <= PAYLOAD_MAX).then_some(((kind as u32) << PAYLOAD_BITS) | payload)
 }
 
 /// Splits an immediate received from a peer; `None` for a kind we do not know.
