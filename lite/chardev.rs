@@ -26,7 +26,7 @@ macro_rules! plain_abi_types {
 }
 plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConnect,
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
-                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat);
+                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -153,6 +153,13 @@ impl OpenFile {
                     name: req.name,
                 };
                 req.lh = lite.lmr_malloc(&self.lmrs, &args)?;
+                write_out(arg, &req)
+            }
+            LITE_IOC_REGISTER => {
+                let mut req: LiteRegister = read_in(arg)?;
+                let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+                let args = MallocArgs { size: req.len, nodes: 0, perm: req.perm, namespace: req.namespace, name: req.name };
+                req.lh = lite.lmr_register(&self.lmrs, buf, &args)?;
                 write_out(arg, &req)
             }
             LITE_IOC_MAP => {

@@ -406,10 +406,17 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 	return err;
 }
 
-long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, void **pages)
+long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, int longterm,
+			 void **pages)
 {
-	return pin_user_pages_fast(start, nr_pages, writable ? FOLL_WRITE : 0,
+	return pin_user_pages_fast(start, nr_pages,
+				   (writable ? FOLL_WRITE : 0) | (longterm ? FOLL_LONGTERM : 0),
 				   (struct page **)pages);
+}
+
+void *lite_page_address(void *page)
+{
+	return page_address((struct page *)page);
 }
 
 void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty)
@@ -417,10 +424,13 @@ void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty)
 	unpin_user_pages_dirty_lock((struct page **)pages, nr_pages, dirty);
 }
 
-int lite_dma_map_page(struct lite_dev *dev, void *page, int to_device, unsigned long long *dma)
+int lite_dma_map_page(struct lite_dev *dev, void *page, int dir, unsigned long long *dma)
 {
-	u64 addr = ib_dma_map_page(dev->ibdev, page, 0, PAGE_SIZE,
-				   to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	u64 addr;
+
+	if (!valid_dma_direction(dir))
+		return -EINVAL;
+	addr = ib_dma_map_page(dev->ibdev, page, 0, PAGE_SIZE, dir);
 
 	if (ib_dma_mapping_error(dev->ibdev, addr))
 		return -ENOMEM;
@@ -428,9 +438,9 @@ int lite_dma_map_page(struct lite_dev *dev, void *page, int to_device, unsigned 
 	return 0;
 }
 
-void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int to_device)
+void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int dir)
 {
-	ib_dma_unmap_page(dev->ibdev, dma, PAGE_SIZE, to_device ? DMA_TO_DEVICE : DMA_FROM_DEVICE);
+	ib_dma_unmap_page(dev->ibdev, dma, PAGE_SIZE, dir);
 }
 
 unsigned long long lite_total_ram(void)

@@ -90,13 +90,18 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
 		      unsigned long long remote_addr, unsigned int rkey);
 
-/* Pins `nr_pages` user pages from `start` (writable when the RNIC writes them).
- * Returns the number pinned (may be fewer) or -errno. */
-long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, void **pages);
+/* Pins `nr_pages` user pages from `start` (writable when the RNIC writes them;
+ * `longterm` for pins that outlive the call). Returns the number pinned (may be
+ * fewer) or -errno. */
+long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, int longterm,
+			 void **pages);
+/* Kernel address of a pinned page. */
+void *lite_page_address(void *page);
 void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty);
-/* DMA-maps one whole page for the device; returns 0 or -errno. */
-int lite_dma_map_page(struct lite_dev *dev, void *page, int to_device, unsigned long long *dma);
-void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int to_device);
+/* DMA-maps one whole page in direction `dir` (enum dma_data_direction: 0 both ways,
+ * 1 to the device, 2 from it); returns 0 or -errno. */
+int lite_dma_map_page(struct lite_dev *dev, void *page, int dir, unsigned long long *dma);
+void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int dir);
 
 /* Total RAM of this node in bytes (bounds what peers may make us allocate). */
 unsigned long long lite_total_ram(void);

@@ -20,7 +20,7 @@ use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
 use crate::errno::EHOSTDOWN;
 use crate::region::{self, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
-use crate::verbs::DmaBuf;
+use crate::verbs::{DmaBuf, PAGE_SIZE};
 use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -354,7 +354,16 @@ impl Peer {
     }
 }
 
-/// Arguments of LT_malloc, checked by the caller for reserved fields.
+/// Where a new LMR's memory comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    /// Allocated at these holder nodes (bitmask; 0: this node).
+    Holders(u32),
+    /// The caller's buffer at this address (LT_register).
+    User(usize),
+}
+
+/// Arguments of LT_malloc and LT_register, checked by the caller for reserved fields.
 pub(crate) struct MallocArgs {
     pub(crate) size: u64,
     pub(crate) nodes: u32,
@@ -495,15 +504,35 @@ impl Lite {
 
     /// LT_malloc: allocates the LMR at its holders and returns the master handle.
     pub(crate) fn lmr_malloc(&self, file: &Mutex<FileLmrs>, args: &MallocArgs) -> Result<u64> {
-        if args.size == 0 || !region::perm_known(args.perm) || args.nodes >> LITE_MAX_NODES != 0 {
+        if args.nodes >> LITE_MAX_NODES != 0 {
             return Err(EINVAL);
         }
         if args.size > LITE_LMR_MAX_SIZE {
             return Err(ENOMEM);
         }
+        self.create_lmr(file, args, Source::Holders(args.nodes))
+    }
+
+    /// LT_register: the caller's buffer `[buf, buf + size)` becomes an LMR held by
+    /// this node; returns the master handle.
+    pub(crate) fn lmr_register(&self, file: &Mutex<FileLmrs>, buf: usize, args: &MallocArgs) -> Result<u64> {
+        if args.size > LITE_REGISTER_MAX_SIZE {
+            return Err(ENOMEM);
+        }
+        self.create_lmr(file, args, Source::User(buf))
+    }
+
+    /// Registers a new LMR of this master, its memory from `source`, and its handle.
+    fn create_lmr(&self, file: &Mutex<FileLmrs>, args: &MallocArgs, source: Source) -> Result<u64> {
+        if args.size == 0 || !region::perm_known(args.perm) {
+            return Err(EINVAL);
+        }
         let name = name_key(args.namespace, &args.name)?;
         let me = self.me()?;
-        let holders = if args.nodes == 0 { 1 << me } else { args.nodes };
+        let holders = match source {
+            Source::Holders(nodes) if nodes != 0 => nodes,
+            _ => 1 << me,
+        };
         for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0 && *n != me) {
             self.peer(node)?.ensure_connected()?;
         }
@@ -516,7 +545,10 @@ impl Lite {
             mem.next_id += 1;
             mem.next_id
         };
-        let result = self.name_free_elsewhere(&name).and_then(|()| self.allocate(me, id, args.size, holders));
+        let result = self.name_free_elsewhere(&name).and_then(|()| match source {
+            Source::Holders(_) => self.allocate(me, id, args.size, holders),
+            Source::User(buf) => self.hold_user(me, id, buf, args.size),
+        });
         let extents = match result {
             Ok(extents) => extents,
             Err(e) => {
@@ -608,6 +640,34 @@ impl Lite {
                 }
             }
         }
+        Ok(extents)
+    }
+
+    /// Pins the pages of `[buf, buf + len)` of the calling process as this node's
+    /// memory of LMR (`me`, `id`): one extent per page.
+    fn hold_user(&self, me: u32, id: u64, buf: usize, len: u64) -> Result<KVec<Extent>> {
+        let len = usize::try_from(len).map_err(|_| ENOMEM)?;
+        buf.checked_add(len).ok_or(EFAULT)?;
+        let _serial = self.alloc_lock.lock();
+        let dev = self.device()?;
+        let head = buf % PAGE_SIZE;
+        let count = (head + len).div_ceil(PAGE_SIZE);
+        let mut chunks = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut extents = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut start = 0;
+        for i in 0..count {
+            let page = DmaBuf::pin_user_page(&dev, buf - head + i * PAGE_SIZE)?;
+            let skip = if i == 0 { head } else { 0 };
+            let bytes = (PAGE_SIZE - skip).min(len - start);
+            extents.push(Extent { node: me, start: start as u64, addr: page.dma() + skip as u64, len: bytes as u64 }, GFP_KERNEL)?;
+            chunks.push(page, GFP_KERNEL)?;
+            start += bytes;
+        }
+        // The process's own memory: not counted against what peers may make us hold.
+        let held = Arc::new(Held { chunks, bytes: 0 }, GFP_KERNEL)?;
+        let mut mem = self.mem.lock();
+        let seq = mem.seq();
+        mem.held.try_create_and_insert((me, id, seq), held, GFP_KERNEL)?;
         Ok(extents)
     }
 

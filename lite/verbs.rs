@@ -230,6 +230,20 @@ pub(crate) struct UserPages {
 /// Bytes of a page.
 pub(crate) const PAGE_SIZE: usize = 4096;
 
+/// `enum dma_data_direction`.
+const DMA_BIDIRECTIONAL: i32 = 0;
+const DMA_TO_DEVICE: i32 = 1;
+const DMA_FROM_DEVICE: i32 = 2;
+
+/// The DMA direction of a user page the device writes (`device_writes`) or reads.
+fn user_dir(device_writes: bool) -> i32 {
+    if device_writes {
+        DMA_FROM_DEVICE
+    } else {
+        DMA_TO_DEVICE
+    }
+}
+
 impl UserPages {
     /// Pins and maps `[addr, addr + len)` of the current process. EFAULT when any
     /// page is not mapped (or not writable when the device writes it).
@@ -248,7 +262,7 @@ impl UserPages {
         };
         // SAFETY: `pages` has room for `count` page pointers.
         let pinned = unsafe {
-            ffi::lite_pin_user_pages((addr - head) as _, count as u32, device_writes as i32, pages.as_mut_ptr())
+            ffi::lite_pin_user_pages((addr - head) as _, count as u32, device_writes as i32, 0, pages.as_mut_ptr())
         };
         let pinned = usize::try_from(pinned).map_err(|_| EFAULT)?;
         for &page in &pages[..pinned] {
@@ -261,7 +275,7 @@ impl UserPages {
         for &page in this.pages.iter() {
             let mut dma = 0;
             // SAFETY: `page` is pinned; the device is registered.
-            to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page, (!device_writes) as i32, &mut dma) })?;
+            to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page, user_dir(device_writes), &mut dma) })?;
             this.dma.push(dma, GFP_KERNEL)?;
         }
         Ok(this)
@@ -293,7 +307,7 @@ impl Drop for UserPages {
     fn drop(&mut self) {
         for &dma in self.dma.iter() {
             // SAFETY: mapped in `pin` with the same direction.
-            unsafe { ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, (!self.device_writes) as i32) };
+            unsafe { ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes)) };
         }
         // SAFETY: these pages were pinned in `pin` and no posted request uses them any more.
         unsafe { ffi::lite_unpin_user_pages(self.pages.as_mut_ptr(), self.pages.len() as u32, self.device_writes as i32) };
@@ -316,6 +330,8 @@ pub(crate) struct DmaBuf {
     ptr: NonNull<u8>,
     dma: u64,
     size: usize,
+    /// A pinned page of a process (LT_register) instead of kernel-allocated memory.
+    user_page: Option<NonNull<c_void>>,
 }
 
 // SAFETY: the buffer is plain memory; access to its contents goes through `&mut self`
@@ -339,7 +355,38 @@ impl DmaBuf {
         // SAFETY: `dev.raw` is a registered device; `dma` is a local.
         let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, may_fail as i32, &mut dma) };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
-        Ok(DmaBuf { dev: dev.clone(), ptr, dma, size })
+        Ok(DmaBuf { dev: dev.clone(), ptr, dma, size, user_page: None })
+    }
+
+    /// Pins the current process's page at `addr` (page aligned) for as long as the
+    /// buffer lives and maps it for the device both ways. EFAULT when it is not a
+    /// writable page of the process.
+    pub(crate) fn pin_user_page(dev: &Arc<Device>, addr: usize) -> Result<DmaBuf> {
+        let mut page = core::ptr::null_mut();
+        // SAFETY: room for one page pointer; a long-term pin, released in `drop`.
+        let pinned = unsafe { ffi::lite_pin_user_pages(addr as _, 1, 1, 1, &mut page) };
+        let page = match NonNull::new(page) {
+            Some(page) if pinned == 1 => page,
+            _ => return Err(EFAULT),
+        };
+        let mut dma = 0;
+        // SAFETY: `page` is pinned; the device is registered.
+        let mapped = to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page.as_ptr(), DMA_BIDIRECTIONAL, &mut dma) });
+        // SAFETY: a pinned page has a kernel address (no highmem on the architectures we build for).
+        let ptr = NonNull::new(unsafe { ffi::lite_page_address(page.as_ptr()) }.cast::<u8>());
+        match (mapped, ptr) {
+            (Ok(()), Some(ptr)) => Ok(DmaBuf { dev: dev.clone(), ptr, dma, size: PAGE_SIZE, user_page: Some(page) }),
+            (mapped, _) => {
+                if mapped.is_ok() {
+                    // SAFETY: mapped just above.
+                    unsafe { ffi::lite_dma_unmap_page(dev.raw.as_ptr(), dma, DMA_BIDIRECTIONAL) };
+                }
+                let mut pages = [page.as_ptr()];
+                // SAFETY: pinned above, used by nothing.
+                unsafe { ffi::lite_unpin_user_pages(pages.as_mut_ptr(), 1, 0) };
+                Err(EFAULT)
+            }
+        }
     }
 
     /// Offset in this buffer of DMA range `[dma, dma + len)`, if it lies inside.
@@ -465,7 +512,19 @@ impl DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        // SAFETY: allocated by `lite_dma_buf_alloc` with this size and mapping.
-        unsafe { ffi::lite_dma_buf_free(self.dev.raw.as_ptr(), self.ptr.as_ptr().cast(), self.size as _, self.dma) };
+        match self.user_page {
+            Some(page) => {
+                let mut pages = [page.as_ptr()];
+                // SAFETY: mapped and pinned in `pin_user_page`; nothing reaches it any more.
+                unsafe {
+                    ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), self.dma, DMA_BIDIRECTIONAL);
+                    ffi::lite_unpin_user_pages(pages.as_mut_ptr(), 1, 1);
+                }
+            }
+            // SAFETY: allocated by `lite_dma_buf_alloc` with this size and mapping.
+            None => unsafe {
+                ffi::lite_dma_buf_free(self.dev.raw.as_ptr(), self.ptr.as_ptr().cast(), self.size as _, self.dma)
+            },
+        }
     }
 }

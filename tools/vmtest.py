@@ -254,6 +254,27 @@ def lmr_permissions_are_checked_by_the_master(c):
 
 
 @test
+def lmr_registered_user_buffer_is_shared(c):
+    # LT_register: other nodes read and write the registering process's own buffer.
+    serve = Background(c, 0, "reg", "lite-selftest lmr-serve registered --size 300001 --register --perm rw")
+    serve.wait_for("ready")
+    c.exec(1, "lite-selftest lmr-client registered --perm r --check-pattern", timeout=300)
+    serve.send("zero")
+    serve.wait_for("zeroed")
+    c.exec(2, "lite-selftest lmr-client registered --perm rw --write-pattern", timeout=300)
+    serve.send("check")
+    out = serve.wait_for("pattern ")
+    check("pattern ok" in out, f"remote writes did not land in the registered buffer:\n{out}")
+    res = c.exec(1, "lite-selftest lmr-serve too-big --size 64M --register </dev/null; "
+                    "lite-selftest lmr-serve too-big --size 65M --register </dev/null", check=False)
+    check(res.rc != 0 and res.out.count("ready") == 1, f"register limit: {res.out}")
+    serve.send("free")
+    serve.wait_for("freed")
+    serve.close()
+    check_no_lmr_state(c)
+
+
+@test
 def lmr_killed_processes_release_everything(c):
     master = Background(c, 1, "victim", "lite-selftest lmr-serve victim --size 300000 --holders 0,1,2 --perm rw")
     master.wait_for("ready")

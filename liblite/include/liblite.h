@@ -93,6 +93,25 @@ int lite_ping(const lite_t *lite,
               uint64_t *rtt_ns);
 
 /*
+ Turns `len` bytes at `buf` of this process into an LMR held by this node, named
+ `name` in namespace `ns`, mappable by any node with `perm`; stores the master
+ handle in `*lh`. The pages stay pinned until the LMR is freed or the process
+ exits. Returns 0 or a negative errno (-EFAULT: not writable memory of the process,
+ -ENOMEM: more than `LITE_REGISTER_MAX_SIZE`).
+
+ # Safety
+ `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable; the
+ buffer stays mapped while the LMR exists and is shared with the cluster.
+ */
+int lite_register(const lite_t *lite,
+                  void *buf,
+                  uint64_t len,
+                  uint32_t perm,
+                  uint32_t ns,
+                  const char *name,
+                  uint64_t *lh);
+
+/*
  Allocates an LMR of `size` bytes named `name` (1-63 bytes) in namespace `ns`, spread
  evenly over the nodes in `nodes_mask` (bit n: node n; 0: this node). Any node may
  map it with `perm` (`LITE_PERM_*`). Stores the master handle in `*lh`.

@@ -187,6 +187,41 @@ unsafe fn with_lite(lite: *const LiteHandle, f: impl FnOnce(&Lite) -> crate::Res
     }
 }
 
+/// Turns `len` bytes at `buf` of this process into an LMR held by this node, named
+/// `name` in namespace `ns`, mappable by any node with `perm`; stores the master
+/// handle in `*lh`. The pages stay pinned until the LMR is freed or the process
+/// exits. Returns 0 or a negative errno (-EFAULT: not writable memory of the process,
+/// -ENOMEM: more than `LITE_REGISTER_MAX_SIZE`).
+///
+/// # Safety
+/// `lite` is a live handle; `name` is a NUL-terminated string; `lh` is writable; the
+/// buffer stays mapped while the LMR exists and is shared with the cluster.
+#[no_mangle]
+pub unsafe extern "C" fn lite_register(
+    lite: *const LiteHandle,
+    buf: *mut c_void,
+    len: u64,
+    perm: u32,
+    ns: u32,
+    name: *const c_char,
+    lh: *mut u64,
+) -> c_int {
+    if name.is_null() || lh.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: a NUL-terminated string, guaranteed by the caller.
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        with_lite(lite, |l| {
+            let handle = l.lmr_register(buf as u64, len, perm, ns, name)?;
+            // SAFETY: checked non-NULL; the caller guarantees it is writable.
+            *lh = handle;
+            Ok(())
+        })
+    }
+}
+
 /// Allocates an LMR of `size` bytes named `name` (1-63 bytes) in namespace `ns`, spread
 /// evenly over the nodes in `nodes_mask` (bit n: node n; 0: this node). Any node may
 /// map it with `perm` (`LITE_PERM_*`). Stores the master handle in `*lh`.

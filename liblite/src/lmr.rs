@@ -165,6 +165,25 @@ impl Lite {
         Ok(Lmr { lite: self, lh, size })
     }
 
+    /// Turns `buf` into an LMR held by this node (LT_register) and makes this process
+    /// its master: other nodes read and write `buf` itself. `buf` stays borrowed (and
+    /// its pages pinned) as long as the returned `Lmr` lives; at most
+    /// `LITE_REGISTER_MAX_SIZE` bytes.
+    pub fn register<'a>(&'a self, buf: &'a mut [u8], name: &str, perm: Perm, namespace: u32) -> Result<Lmr<'a>> {
+        if buf.is_empty() {
+            return Err(Error::InvalidArgument("an LMR must have at least 1 byte".into()));
+        }
+        let size = buf.len() as u64;
+        let lh = self.lmr_register(buf.as_mut_ptr() as u64, size, perm.bits(), namespace, name.as_bytes())?;
+        Ok(Lmr { lite: self, lh, size })
+    }
+
+    pub(crate) fn lmr_register(&self, buf: u64, len: u64, perm: u32, namespace: u32, name: &[u8]) -> Result<u64> {
+        let mut arg = LiteRegister { buf, len, perm, namespace, name: encode_name(name)?, ..Default::default() };
+        self.lmr_ioctl("register LMR", LmrCall::Malloc { name, size: len }, LITE_IOC_REGISTER, &mut arg)?;
+        Ok(arg.lh)
+    }
+
     /// Maps the LMR called `name` in `namespace` with `perm` (its master checks it);
     /// every call gives a new handle.
     pub fn map(&self, name: &str, perm: Perm, namespace: u32) -> Result<Lmr<'_>> {

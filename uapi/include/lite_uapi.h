@@ -91,6 +91,12 @@
 #define LITE_NAME_MAX 64
 
 /*
+ Largest buffer `LITE_IOC_REGISTER` accepts (ENOMEM beyond): its pages are one
+ extent each, and every mapper gets the list.
+ */
+#define LITE_REGISTER_MAX_SIZE (64 << 20)
+
+/*
  Largest LMR (bytes); larger requests fail with ENOMEM.
  */
 #define LITE_LMR_MAX_SIZE (1 << 40)
@@ -205,5 +211,10 @@
  `_IOR('L', 19, LiteMemStat)`
  */
 #define LITE_IOC_MEM_STAT 2149075987
+
+/*
+ `_IOWR('L', 20, LiteRegister)`
+ */
+#define LITE_IOC_REGISTER 3227536404
 
 #endif  /* LITE_UAPI_H */

@@ -209,6 +209,9 @@ pub const LITE_PERM_MASTER: u32 = 4;
 pub const LITE_PERM_ALL: u32 = 7;
 /// Bytes of an LMR name field; names are 1..=63 bytes, NUL-padded, no NUL inside.
 pub const LITE_NAME_MAX: u32 = 64;
+/// Largest buffer `LITE_IOC_REGISTER` accepts (ENOMEM beyond): its pages are one
+/// extent each, and every mapper gets the list.
+pub const LITE_REGISTER_MAX_SIZE: u64 = 64 << 20;
 /// Largest LMR (bytes); larger requests fail with ENOMEM.
 pub const LITE_LMR_MAX_SIZE: u64 = 1 << 40;
 /// Memory is allocated at holders in physically contiguous chunks of at most this
@@ -240,6 +243,30 @@ pub struct LiteMalloc {
 impl Default for LiteMalloc {
     fn default() -> Self {
         LiteMalloc { size: 0, nodes: 0, perm: 0, namespace: 0, reserved: 0, name: [0; 64], lh: 0 }
+    }
+}
+
+/// Turn a buffer of the calling process into an LMR held by this node and become
+/// its master (`LITE_IOC_REGISTER`). The pages stay pinned until the LMR is freed
+/// (explicitly, or when the process exits); the process must keep the buffer mapped.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiteRegister {
+    /// User pointer to `len` writable bytes.
+    pub buf: u64,
+    /// Bytes, 1 ..= `LITE_REGISTER_MAX_SIZE`.
+    pub len: u64,
+    /// Permissions any node may map the LMR with (`LITE_PERM_*`).
+    pub perm: u32,
+    pub namespace: u32,
+    pub name: [u8; 64],
+    /// Out: the master handle (read, write, master).
+    pub lh: u64,
+}
+
+impl Default for LiteRegister {
+    fn default() -> Self {
+        LiteRegister { buf: 0, len: 0, perm: 0, namespace: 0, name: [0; 64], lh: 0 }
     }
 }
 
@@ -394,6 +421,9 @@ pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
 
 /// `_IOR('L', 19, LiteMemStat)`
 pub const LITE_IOC_MEM_STAT: u32 = 0x8018_4C13;
+
+/// `_IOWR('L', 20, LiteRegister)`
+pub const LITE_IOC_REGISTER: u32 = 0xC060_4C14;
 
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument

@@ -35,6 +35,7 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_MEMCPY, ioc(IOC_WRITE, 17, size_of::<LiteMemcpy>()));
     assert_eq!(LITE_IOC_LMR_STAT, ioc(IOC_READ | IOC_WRITE, 18, size_of::<LiteLmrStat>()));
     assert_eq!(LITE_IOC_MEM_STAT, ioc(IOC_READ, 19, size_of::<LiteMemStat>()));
+    assert_eq!(LITE_IOC_REGISTER, ioc(IOC_READ | IOC_WRITE, 20, size_of::<LiteRegister>()));
 }
 
 /// Sum of field sizes == struct size means the compiler inserted no padding, which
@@ -60,6 +61,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteMemcpy>(), 5 * 8);
     assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
     assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8);
+    assert_eq!(size_of::<LiteRegister>(), 8 + 8 + 4 + 4 + 64 + 8);
     assert_eq!(align_of::<LitePeerStatus>(), 8);
 }
 

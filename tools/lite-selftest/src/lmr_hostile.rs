@@ -181,6 +181,7 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
     }
     permissions(&mut c, &raw, me, &name);
     lifetime(&mut c, &raw, &name);
+    register(&mut c, &raw, &name);
 
     c.expect("free the LMR here", raw.free(t.local), Ok(()));
     c.expect("free the LMR at PEER", raw.free(t.remote), Ok(()));
@@ -331,6 +332,46 @@ fn buffers(c: &mut Checks, raw: &Raw<'_>, t: &Targets) {
         Err(Errno::EFAULT),
     );
     c.expect("map with its argument in unmapped memory", raw.0.raw_ioctl(LITE_IOC_MAP, 0x10), Err(Errno::EFAULT));
+}
+
+/// LT_register of buffers that are not the caller's writable memory, or too large.
+fn register(c: &mut Checks, raw: &Raw<'_>, name: &dyn Fn(&str) -> Vec<u8>) {
+    let reg = |buf: u64, len: u64, tag: &str| {
+        let mut arg = LiteRegister { buf, len, perm: RW, name: name_field(&name(tag)), ..Default::default() };
+        (raw.io(LITE_IOC_REGISTER, &mut arg), arg.lh)
+    };
+    for (addr, what) in [(0, "NULL"), (KERNEL_ADDR as u64, "a kernel address"), (0x10, "unmapped memory")] {
+        c.expect(&format!("register {what}"), reg(addr, PAGE, "bad").0, Err(Errno::EFAULT));
+    }
+    match Mapping::new(1, ProtFlags::PROT_READ) {
+        Ok(ro) => c.expect("register read-only memory", reg(ro.addr(), PAGE, "ro").0, Err(Errno::EFAULT)),
+        Err(e) => c.fail(&format!("mmap a read-only page: {e}")),
+    }
+    match Mapping::new(2, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE).and_then(|mut m| m.cut(1).map(|()| m)) {
+        Ok(half) => c.expect(
+            "register 2 pages whose second is unmapped",
+            reg(half.addr(), 2 * PAGE, "half").0,
+            Err(Errno::EFAULT),
+        ),
+        Err(e) => c.fail(&format!("mmap 2 pages and unmap one: {e}")),
+    }
+    c.expect("register 0 bytes", reg(0x1000, 0, "empty").0, Err(Errno::EINVAL));
+    c.expect(
+        "register more than LITE_REGISTER_MAX_SIZE",
+        reg(0x1000, LITE_REGISTER_MAX_SIZE + 1, "huge").0,
+        Err(Errno::ENOMEM),
+    );
+    match Mapping::new(3, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE) {
+        Ok(good) => {
+            let (got, lh) = reg(good.addr() + 100, 2 * PAGE, "good");
+            c.expect("register 2 pages at an unaligned address", got, Ok(()));
+            if got.is_ok() {
+                c.expect("read the registered buffer through its handle", raw.read(lh, 0, good.addr(), 16), Ok(()));
+                c.expect("free it", raw.free(lh), Ok(()));
+            }
+        }
+        Err(e) => c.fail(&format!("mmap 3 pages: {e}")),
+    }
 }
 
 /// Names, permission bits, nodes, namespaces, reserved fields, memset values.

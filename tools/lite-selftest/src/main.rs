@@ -80,6 +80,10 @@ enum Command {
         /// NODE:PERM (NODE a node id or `any`): what that node may map with; repeatable.
         #[arg(long, value_name = "NODE:PERM")]
         grant: Vec<lmr::GrantArg>,
+        /// Register a buffer of this process (LT_register) instead of allocating;
+        /// stdin also takes `zero` and `check` (on the buffer itself).
+        #[arg(long)]
+        register: bool,
     },
     /// Map NAME with PERM and check the outcome (exit 0 when the expectation holds).
     LmrClient {
@@ -324,7 +328,10 @@ fn main() -> ExitCode {
         Command::LmrIntegrity { size, holders, seed, piece, json } => {
             return lmr::integrity(&lite, &lmr::Integrity { size, holders, seed, piece, json })
         }
-        Command::LmrServe { name, size, holders, perm, grant } => {
+        Command::LmrServe { name, size, perm, register: true, .. } => {
+            return lmr::serve_registered(&lite, &name, size, perm)
+        }
+        Command::LmrServe { name, size, holders, perm, grant, .. } => {
             return lmr::serve(&lite, &name, size, &holders, perm, &grant)
         }
         Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
