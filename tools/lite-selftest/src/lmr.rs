@@ -555,6 +555,21 @@ fn say(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
+/// The `free` command of lmr-serve: prints `freed`, or the errno's name.
+fn free_and_report(lmr: Lmr<'_>) -> ExitCode {
+    match lmr.free() {
+        Ok(()) => {
+            say("freed");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            say(&format!("{:?}", e.errno()));
+            eprintln!("lmr-serve: free: {}", why(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `lmr-serve --register`: the pattern is written into a buffer of this process, which
 /// then becomes the LMR; `zero` and `check` act on that buffer directly (no LITE call),
 /// to show that other nodes read and write this very memory.
@@ -586,18 +601,7 @@ pub fn serve_registered(lite: &Lite, name: &str, size: u64, perm: Perm) -> ExitC
                 fill_pattern(name, 0, &mut want);
                 say(if own[..] == want[..] { "pattern ok" } else { "pattern bad" });
             }
-            "free" => {
-                return match lmr.free() {
-                    Ok(()) => {
-                        say("freed");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        say(&format!("{:?}", e.errno()));
-                        ExitCode::FAILURE
-                    }
-                };
-            }
+            "free" => return free_and_report(lmr),
             "" => {}
             other => eprintln!("lmr-serve: unknown command {other:?} (`zero`, `check`, `free`, or EOF)"),
         }
@@ -630,19 +634,7 @@ pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, gr
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         match line.trim() {
-            "free" => {
-                return match lmr.free() {
-                    Ok(()) => {
-                        say("freed");
-                        ExitCode::SUCCESS
-                    }
-                    Err(e) => {
-                        say(&format!("{:?}", e.errno()));
-                        eprintln!("lmr-serve: free: {}", why(&e));
-                        ExitCode::FAILURE
-                    }
-                };
-            }
+            "free" => return free_and_report(lmr),
             "" => {}
             other => eprintln!("lmr-serve: unknown command {other:?} (`free`, or EOF to exit)"),
         }
