@@ -9,7 +9,14 @@
 //! Mailbox: per peer, `SLOTS` request slots then `SLOTS` response slots of
 //! `SLOT_SIZE` bytes. A request in slot `s` is answered in response slot `s` of the
 //! requester, so a requester that reserved `s` always has room for the answer and
-//! a responder never waits for credit in completion context.
+//! a responder never waits for credit in completion context. Then `CALL_SLOTS`
+//! RPC completion records: the reply to a call in call slot `c` ends with a
+//! write-with-immediate of its [`RpcDone`] record into record `c` of the caller's
+//! mailbox (the reply's bytes went straight into the caller's buffer before it).
+//!
+//! RPC immediates: a request names the server's binding (ring) and the record's
+//! offset in it in `RECORD_ALIGN` units (see rpc_ring.rs); a head report names
+//! the binding and the ring offset the server has consumed up to.
 
 /// Bits available to the payload of every immediate kind.
 pub(crate) const PAYLOAD_BITS: u32 = 28;
@@ -24,8 +31,17 @@ pub(crate) const SLOT_SIZE: usize = 4096;
 pub(crate) const HEADER_LEN: usize = 16;
 /// Largest message body.
 pub(crate) const BODY_MAX: usize = SLOT_SIZE - HEADER_LEN;
-/// Bytes of one mailbox (request and response slots).
-pub(crate) const MAILBOX_SIZE: usize = 2 * SLOTS * SLOT_SIZE;
+/// RPCs one node may have in flight to another (LITE: 64).
+pub(crate) const CALL_SLOTS: usize = 64;
+/// Bytes of an RPC completion record slot.
+pub(crate) const DONE_SIZE: usize = 64;
+/// Bytes of one mailbox (request and response slots, RPC completion records).
+pub(crate) const MAILBOX_SIZE: usize = 2 * SLOTS * SLOT_SIZE + CALL_SLOTS * DONE_SIZE;
+/// Bindings (client node, RPC id) a node serves at once: the immediate's bits.
+pub(crate) const BINDINGS: usize = 1 << BINDING_BITS;
+const BINDING_BITS: u32 = 10;
+const OFFSET_BITS: u32 = PAYLOAD_BITS - BINDING_BITS;
+const _: () = assert!((crate::rpc_ring::RING_BYTES / crate::rpc_ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
 
 /// What a write-with-immediate means to the receiving kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +50,12 @@ pub(crate) enum ImmKind {
     Request = 1,
     /// The answer to our request in slot `payload` landed in our response slot.
     Response = 2,
+    /// An RPC record landed in one of our rings (`decode_ring_imm`).
+    RpcRequest = 3,
+    /// The reply to our call in call slot `payload` is complete.
+    RpcReply = 4,
+    /// A server consumed one of our rings up to an offset (`decode_ring_imm`).
+    RpcHead = 5,
 }
 
 impl ImmKind {
@@ -41,6 +63,9 @@ impl ImmKind {
         match bits {
             1 => Some(ImmKind::Request),
             2 => Some(ImmKind::Response),
+            3 => Some(ImmKind::RpcRequest),
+            4 => Some(ImmKind::RpcReply),
+            5 => Some(ImmKind::RpcHead),
             _ => None,
         }
     }
@@ -54,6 +79,26 @@ pub(crate) fn encode_imm(kind: ImmKind, payload: u32) -> Option<u32> {
 /// Splits an immediate received from a peer; `None` for a kind we do not know.
 pub(crate) fn decode_imm(imm: u32) -> Option<(ImmKind, u32)> {
     ImmKind::from_bits(imm >> PAYLOAD_BITS).map(|kind| (kind, imm & PAYLOAD_MAX))
+}
+
+/// Payload of a ring immediate: `binding` and a record-aligned ring `offset`.
+pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
+    let align = crate::rpc_ring::RECORD_ALIGN;
+    let units = offset / align;
+    let fits = binding < BINDINGS && offset % align == 0 && units < 1 << OFFSET_BITS;
+    fits.then_some(((binding as u32) << OFFSET_BITS) | units as u32)
+}
+
+/// Splits a ring immediate's payload into (binding, ring offset).
+pub(crate) fn decode_ring_imm(payload: u32) -> (usize, u64) {
+    let binding = (payload >> OFFSET_BITS) as usize;
+    let units = u64::from(payload & ((1 << OFFSET_BITS) - 1));
+    (binding, units * crate::rpc_ring::RECORD_ALIGN)
+}
+
+/// Offset of RPC completion record `slot` in a mailbox.
+pub(crate) fn done_offset(slot: usize) -> usize {
+    2 * SLOTS * SLOT_SIZE + slot * DONE_SIZE
 }
 
 /// Offset of request slot `slot` in a mailbox.
@@ -94,6 +139,14 @@ pub(crate) enum MsgKind {
     /// From a holder: node `id` is gone and the holder frees what it held for it,
     /// so fail every mapping of that node's LMRs first ([`LmrId`]).
     Forget = 11,
+    /// Client to server: a ring for calls to RPC id ([`RpcBind`] -> [`Bound`]).
+    RpcBind = 12,
+    /// Server to client: the binding is gone; stop writing to its ring and answer
+    /// once nothing is in flight to it ([`RpcUnbind`]).
+    RpcUnbind = 13,
+    /// Client to server: how far is my ring consumed ([`RpcUnbind`] -> [`LmrId`]
+    /// carrying the logical head).
+    RpcHead = 14,
 }
 
 impl MsgKind {
@@ -110,6 +163,9 @@ impl MsgKind {
             9 => MsgKind::Grant,
             10 => MsgKind::Free,
             11 => MsgKind::Forget,
+            12 => MsgKind::RpcBind,
+            13 => MsgKind::RpcUnbind,
+            14 => MsgKind::RpcHead,
             _ => return None,
         })
     }
@@ -243,6 +299,73 @@ pub(crate) struct Grant {
     pub(crate) perm: u32,
 }
 
+/// `RpcBind`: the caller wants to call RPC `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RpcBind {
+    pub(crate) id: u32,
+}
+
+/// Most chunks a ring is made of.
+pub(crate) const RING_CHUNKS: usize = 16;
+
+/// Answer to `RpcBind`: the binding's index at the server and its ring, as
+/// physically contiguous chunks (DMA address, bytes) in ring order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bound {
+    pub(crate) binding: u32,
+    pub(crate) head: u64,
+    pub(crate) count: u32,
+    pub(crate) chunks: [(u64, u64); RING_CHUNKS],
+}
+
+/// `RpcUnbind` (and `RpcHead`'s question): binding `binding` of the sender, for RPC `id`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RpcUnbind {
+    pub(crate) binding: u32,
+    pub(crate) id: u32,
+}
+
+/// An RPC completion record, written into the caller's mailbox after the reply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RpcDone {
+    /// The call's sequence (stale records are ignored).
+    pub(crate) seq: u64,
+    /// Reply bytes written; the reply's true size when status is EOVERFLOW.
+    pub(crate) len: u64,
+    /// 0, or the errno the call failed with.
+    pub(crate) status: u32,
+    /// The server's binding the request came through, and how far its ring is
+    /// consumed (a head report riding on every reply).
+    pub(crate) binding: u32,
+    pub(crate) head: u64,
+}
+
+impl RpcDone {
+    pub(crate) const LEN: usize = 32;
+
+    pub(crate) fn encode(&self) -> [u8; Self::LEN] {
+        let mut out = [0u8; Self::LEN];
+        out[0..8].copy_from_slice(&self.seq.to_le_bytes());
+        out[8..16].copy_from_slice(&self.len.to_le_bytes());
+        out[16..20].copy_from_slice(&self.status.to_le_bytes());
+        out[20..24].copy_from_slice(&self.binding.to_le_bytes());
+        out[24..32].copy_from_slice(&self.head.to_le_bytes());
+        out
+    }
+
+    pub(crate) fn decode(raw: &[u8; Self::LEN]) -> RpcDone {
+        let mut r = Reader::new(raw);
+        // A 32-byte array always holds these fields.
+        RpcDone {
+            seq: r.u64().unwrap_or(0),
+            len: r.u64().unwrap_or(0),
+            status: r.u32().unwrap_or(0),
+            binding: r.u32().unwrap_or(0),
+            head: r.u64().unwrap_or(0),
+        }
+    }
+}
+
 /// Bytes of a name in messages.
 pub(crate) const NAME_LEN: usize = 64;
 /// Bytes of one extent in an `Extents` answer.
@@ -344,6 +467,43 @@ impl Body for Grant {
     }
 }
 
+impl Body for RpcBind {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.id)?.u32(0).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        let bind = RpcBind { id: r.u32()? };
+        r.u32()?;
+        Some(bind)
+    }
+}
+
+impl Body for Bound {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.binding)?.u32(self.count)?.u64(self.head)?;
+        for &(addr, len) in self.chunks.get(..self.count as usize)? {
+            w.u64(addr)?.u64(len)?;
+        }
+        Some(())
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        let mut bound = Bound { binding: r.u32()?, count: r.u32()?, head: r.u64()?, chunks: [(0, 0); RING_CHUNKS] };
+        for chunk in bound.chunks.get_mut(..bound.count as usize)? {
+            *chunk = (r.u64()?, r.u64()?);
+        }
+        Some(bound)
+    }
+}
+
+impl Body for RpcUnbind {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.binding)?.u32(self.id).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(RpcUnbind { binding: r.u32()?, id: r.u32()? })
+    }
+}
+
 /// Encodes `extents` (node, addr, len) as an `Extents` answer into `buf`;
 /// returns the body length. At most `EXTENTS_PER_MSG` fit.
 pub(crate) fn encode_extents(buf: &mut [u8], extents: &[(u32, u64, u64)]) -> Option<usize> {
@@ -421,7 +581,7 @@ mod tests {
 
     #[test]
     fn imm_round_trips_every_kind_at_payload_edges() {
-        for kind in [ImmKind::Request, ImmKind::Response] {
+        for kind in [ImmKind::Request, ImmKind::Response, ImmKind::RpcRequest, ImmKind::RpcReply, ImmKind::RpcHead] {
             for payload in [0, 1, 0x1234_567, PAYLOAD_MAX] {
                 let imm = encode_imm(kind, payload).unwrap();
                 assert_eq!(decode_imm(imm), Some((kind, payload)));
@@ -434,14 +594,14 @@ mod tests {
         assert_eq!(encode_imm(ImmKind::Request, PAYLOAD_MAX + 1), None);
         assert_eq!(decode_imm(0), None);
         assert_eq!(decode_imm(0xF000_0000), None);
-        assert_eq!(decode_imm(3 << PAYLOAD_BITS), None);
+        assert_eq!(decode_imm(6 << PAYLOAD_BITS), None);
     }
 
     #[test]
     fn slots_tile_the_mailbox() {
         assert_eq!(request_offset(0), 0);
         assert_eq!(response_offset(0), SLOTS * SLOT_SIZE);
-        assert_eq!(response_offset(SLOTS - 1) + SLOT_SIZE, MAILBOX_SIZE);
+        assert_eq!(response_offset(SLOTS - 1) + SLOT_SIZE, done_offset(0));
         assert!(request_offset(SLOTS - 1) + SLOT_SIZE <= response_offset(0));
         assert!(SLOTS as u32 <= PAYLOAD_MAX);
     }
@@ -453,7 +613,8 @@ mod tests {
         assert_eq!(h.msg_kind(), Some(MsgKind::Echo));
         assert_eq!(Header { kind: 10, ..h }.msg_kind(), Some(MsgKind::Free));
         assert_eq!(Header { kind: 11, ..h }.msg_kind(), Some(MsgKind::Forget));
-        assert_eq!(Header { kind: 12, ..h }.msg_kind(), None);
+        assert_eq!(Header { kind: 14, ..h }.msg_kind(), Some(MsgKind::RpcHead));
+        assert_eq!(Header { kind: 15, ..h }.msg_kind(), None);
     }
 
     fn round_trip<T: Body + core::fmt::Debug + PartialEq>(value: T) {
@@ -479,6 +640,43 @@ mod tests {
         round_trip(Memset { master: 2, value: 0xAB, id: 5, addr: 0xffff_8880_0000_1000, len: 4 << 20 });
         round_trip(Copy { src_master: 1, dst_master: 2, src_id: 3, src_addr: 4, dst_id: 5, dst_addr: 6, len: 7, dst_node: 8 });
         round_trip(Grant { id: 4, node: 0xFFFF_FFFF, perm: 1 });
+    }
+
+    #[test]
+    fn rpc_bodies_round_trip_and_reject_forged_counts() {
+        round_trip(RpcBind { id: u32::MAX });
+        round_trip(RpcUnbind { binding: 1023, id: 7 });
+        let mut chunks = [(0, 0); RING_CHUNKS];
+        chunks[0] = (0xffff_8880_0040_0000, 4 << 20);
+        chunks[1] = (0xffff_8880_0080_0000, 4 << 20);
+        round_trip(Bound { binding: 3, head: 1 << 33, count: 2, chunks });
+        round_trip(Bound { binding: 0, head: 0, count: RING_CHUNKS as u32, chunks: [(1, 2); RING_CHUNKS] });
+        let mut buf = [0u8; 64];
+        let mut w = Writer::new(&mut buf);
+        w.u32(0).unwrap().u32(RING_CHUNKS as u32 + 1).unwrap().u64(0).unwrap();
+        assert_eq!(Bound::decode(&mut Reader::new(&buf)), None, "more chunks than a ring has");
+        let done = RpcDone { seq: 1 << 50, len: 4 << 20, status: 75, binding: 1023, head: 12345 * 64 };
+        assert_eq!(RpcDone::decode(&done.encode()), done);
+    }
+
+    #[test]
+    fn ring_immediates_carry_binding_and_offset() {
+        let last = crate::rpc_ring::RING_BYTES - crate::rpc_ring::RECORD_ALIGN;
+        for (binding, offset) in [(0, 0), (BINDINGS - 1, last), (5, 64 * 1000)] {
+            let payload = encode_ring_imm(binding, offset).unwrap();
+            assert!(payload <= PAYLOAD_MAX);
+            assert_eq!(decode_ring_imm(payload), (binding, offset));
+        }
+        assert_eq!(encode_ring_imm(BINDINGS, 0), None);
+        assert_eq!(encode_ring_imm(0, 65), None, "unaligned");
+        assert_eq!(encode_ring_imm(0, 64 << OFFSET_BITS), None);
+    }
+
+    #[test]
+    fn completion_records_follow_the_slots() {
+        assert_eq!(done_offset(0), response_offset(SLOTS - 1) + SLOT_SIZE);
+        assert_eq!(done_offset(CALL_SLOTS - 1) + DONE_SIZE, MAILBOX_SIZE);
+        assert!(RpcDone::LEN <= DONE_SIZE);
     }
 
     #[test]

@@ -6,3 +6,5 @@
 mod wire;
 #[path = "../region.rs"]
 mod region;
+#[path = "../rpc_ring.rs"]
+mod rpc_ring;

@@ -36,6 +36,15 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_LMR_STAT, ioc(IOC_READ | IOC_WRITE, 18, size_of::<LiteLmrStat>()));
     assert_eq!(LITE_IOC_MEM_STAT, ioc(IOC_READ, 19, size_of::<LiteMemStat>()));
     assert_eq!(LITE_IOC_REGISTER, ioc(IOC_READ | IOC_WRITE, 20, size_of::<LiteRegister>()));
+    assert_eq!(LITE_IOC_RPC_REGISTER, ioc(IOC_WRITE, 21, size_of::<LiteRpcId>()));
+    assert_eq!(LITE_IOC_RPC_UNREGISTER, ioc(IOC_WRITE, 22, size_of::<LiteRpcId>()));
+    assert_eq!(LITE_IOC_RPC_CALL, ioc(IOC_READ | IOC_WRITE, 23, size_of::<LiteRpcCall>()));
+    assert_eq!(LITE_IOC_WAIT, ioc(IOC_WRITE, 24, size_of::<LiteWait>()));
+    assert_eq!(LITE_IOC_RPC_RECV, ioc(IOC_READ | IOC_WRITE, 25, size_of::<LiteRpcRecv>()));
+    assert_eq!(LITE_IOC_RPC_REPLY, ioc(IOC_WRITE, 26, size_of::<LiteRpcReply>()));
+    assert_eq!(LITE_IOC_RPC_REPLY_RECV, ioc(IOC_READ | IOC_WRITE, 27, size_of::<LiteRpcReplyRecv>()));
+    assert_eq!(LITE_IOC_RPC_BENCH, ioc(IOC_READ | IOC_WRITE, 28, size_of::<LiteRpcBench>()));
+    assert_eq!(LITE_IOC_RPC_STAT, ioc(IOC_READ, 29, size_of::<LiteRpcStat>()));
 }
 
 /// Sum of field sizes == struct size means the compiler inserted no padding, which
@@ -51,7 +60,17 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LitePeerStatus>(), 4 + 4 + 8 + 4 + 4 + 32 * 3 + 16);
     assert_eq!(size_of::<LitePeerList>(), 8 + 4 + 4);
     assert_eq!(size_of::<LitePing>(), 4 * 4 + 8);
-    assert_eq!(size_of::<LiteSharedPage>(), 16);
+    assert_eq!(size_of::<LiteSlot>(), 64);
+    assert_eq!(size_of::<LiteSharedPage>(), 4096, "exactly the one page mmap maps");
+    assert_eq!(LiteSharedPage::default().slots.len(), LITE_SLOTS as usize);
+    assert_eq!(size_of::<LiteRpcId>(), 8);
+    assert_eq!(size_of::<LiteRpcCall>(), 4 + 4 + 4 * 8 + 4 * 4 + 8);
+    assert_eq!(size_of::<LiteWait>(), 8);
+    assert_eq!(size_of::<LiteRpcRecv>(), 4 + 4 + 4 * 8 + 4 + 4 + 8);
+    assert_eq!(size_of::<LiteRpcReply>(), 3 * 8);
+    assert_eq!(size_of::<LiteRpcReplyRecv>(), size_of::<LiteRpcReply>() + size_of::<LiteRpcRecv>());
+    assert_eq!(size_of::<LiteRpcBench>(), 4 * 4 + 4 * 8);
+    assert_eq!(size_of::<LiteRpcStat>(), 4 + 4 + 8 + 4 * 4);
     assert_eq!(size_of::<LiteMalloc>(), 8 + 4 * 4 + 64 + 8);
     assert_eq!(size_of::<LiteMap>(), 4 + 4 + 64 + 8 + 8);
     assert_eq!(size_of::<LiteHandle>(), 8);
