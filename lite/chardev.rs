@@ -6,12 +6,11 @@
 use crate::cluster::Lite;
 use crate::ffi;
 use crate::memory::{FileLmrs, MallocArgs};
+use crate::rpc::{FileRpc, Received};
 use crate::uapi::*;
 use core::mem::size_of;
-use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, Mutex};
+use kernel::sync::{new_mutex, Arc, Mutex};
 use kernel::types::{AsBytes, FromBytes};
 use kernel::uaccess::UserSlice;
 
@@ -26,63 +25,45 @@ macro_rules! plain_abi_types {
 }
 plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConnect,
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
-                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister);
+                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister,
+                 LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
+                 LiteRpcStat);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 
+/// Longest wait for one ping reply that a caller may ask for.
+const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
+
 /// State of one open file of /dev/lite.
 pub(crate) struct OpenFile {
-    shared: NonNull<LiteSharedPage>,
     /// Handles of this open file and the LMRs it masters.
     lmrs: Pin<KBox<Mutex<FileLmrs>>>,
+    /// The shared page, calls in flight, servers and owed replies.
+    rpc: Arc<FileRpc>,
 }
-
-// SAFETY: the shared page is only accessed through atomics or at creation.
-unsafe impl Send for OpenFile {}
-// SAFETY: see `Send`.
-unsafe impl Sync for OpenFile {}
 
 impl OpenFile {
     pub(crate) fn new() -> Result<KBox<OpenFile>> {
         let lmrs = KBox::pin_init(new_mutex!(FileLmrs::new(), "lite:file.lmrs"), GFP_KERNEL)?;
-        // SAFETY: plain page allocation; NULL on failure.
-        let page = unsafe { ffi::lite_shared_page_alloc() };
-        let shared = NonNull::new(page.cast::<LiteSharedPage>()).ok_or(ENOMEM)?;
-        // SAFETY: a fresh zeroed page, not yet visible to user space, large enough for the header.
-        unsafe {
-            (*shared.as_ptr()).magic = LITE_SHARED_MAGIC;
-            (*shared.as_ptr()).abi_version = LITE_ABI_VERSION;
-        }
-        match KBox::new(OpenFile { shared, lmrs }, GFP_KERNEL) {
-            Ok(file) => Ok(file),
-            Err(e) => {
-                // SAFETY: the page was allocated above and is not mapped anywhere.
-                unsafe { ffi::lite_shared_page_free(page) };
-                Err(e.into())
-            }
-        }
+        let rpc = FileRpc::new()?;
+        Ok(KBox::new(OpenFile { lmrs, rpc }, GFP_KERNEL)?)
     }
 
-    /// Last close: every handle goes, and the LMRs this file mastered are freed.
+    /// Last close: every handle goes, the LMRs this file mastered are freed, the
+    /// ids it served are unregistered and the replies it owed fail.
     pub(crate) fn release(&self, lite: &Lite) {
+        lite.rpc_release(&self.rpc);
         lite.file_release(&self.lmrs);
     }
 
     /// Kernel address of the shared page, for mmap.
     pub(crate) fn shared_page(&self) -> *mut core::ffi::c_void {
-        self.shared.as_ptr().cast()
-    }
-
-    fn count_crossing(&self) {
-        // SAFETY: the page lives as long as `self`; `ioctl_count` is 8-byte aligned at
-        // offset 8. The process may scribble on it too: it is only its own statistic.
-        let count = unsafe { AtomicU64::from_ptr(core::ptr::addr_of_mut!((*self.shared.as_ptr()).ioctl_count)) };
-        count.fetch_add(1, Ordering::Relaxed);
+        self.rpc.shared_page()
     }
 
     pub(crate) fn ioctl(&self, lite: &Lite, cmd: u32, arg: usize) -> Result<isize> {
-        self.count_crossing();
+        self.rpc.count_crossing();
         match cmd {
             LITE_IOC_INFO => write_out(arg, &lite.info()),
             LITE_IOC_JOIN => {
@@ -188,6 +169,51 @@ impl OpenFile {
                 lite.lmr_memcpy(&self.lmrs, req.dst_lh, req.dst_offset, req.src_lh, req.src_offset, req.len)
             }
             LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
+            LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
+                let req: LiteRpcId = read_in(arg)?;
+                reserved_zero(&[req.reserved])?;
+                if cmd == LITE_IOC_RPC_REGISTER {
+                    lite.rpc_register(&self.rpc, req.id)
+                } else {
+                    lite.rpc_unregister(&self.rpc, req.id)
+                }
+            }
+            LITE_IOC_RPC_CALL => {
+                let mut req: LiteRpcCall = read_in(arg)?;
+                req.seq = lite.rpc_call(&self.rpc, &req)?;
+                write_out(arg, &req)
+            }
+            LITE_IOC_WAIT => {
+                let req: LiteWait = read_in(arg)?;
+                reserved_zero(&[req.reserved])?;
+                self.rpc.wait(req.slot as usize)
+            }
+            LITE_IOC_RPC_RECV => {
+                let mut req: LiteRpcRecv = read_in(arg)?;
+                let received = self.recv(lite, &mut req);
+                written_back(received, || write_out(arg, &req))
+            }
+            LITE_IOC_RPC_REPLY => {
+                let req: LiteRpcReply = read_in(arg)?;
+                lite.rpc_reply(&self.rpc, req.token, usize::try_from(req.buf).map_err(|_| EFAULT)?, req.len)
+            }
+            LITE_IOC_RPC_REPLY_RECV => {
+                let mut req: LiteRpcReplyRecv = read_in(arg)?;
+                let reply = req.reply;
+                lite.rpc_reply(&self.rpc, reply.token, usize::try_from(reply.buf).map_err(|_| EFAULT)?, reply.len)?;
+                let received = self.recv(lite, &mut req.recv);
+                written_back(received, || write_out(arg, &req))
+            }
+            LITE_IOC_RPC_BENCH => {
+                let mut req: LiteRpcBench = read_in(arg)?;
+                if req.count == 0 || req.count > LITE_PING_MAX_COUNT || req.timeout_ms == 0 || req.timeout_ms > RPC_MAX_TIMEOUT_MS {
+                    return Err(EINVAL);
+                }
+                let out = UserSlice::new(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
+                req.reply_len = lite.rpc_bench(&req, out)?;
+                write_out(arg, &req)
+            }
+            LITE_IOC_RPC_STAT => write_out(arg, &lite.rpc_stat()?),
             LITE_IOC_LMR_STAT => {
                 let req: LiteLmrStat = read_in(arg)?;
                 write_out(arg, &lite.lmr_stat(&self.lmrs, req.lh)?)
@@ -198,10 +224,25 @@ impl OpenFile {
     }
 }
 
-impl Drop for OpenFile {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new`; a process still mapping it holds its own page reference.
-        unsafe { ffi::lite_shared_page_free(self.shared.as_ptr().cast()) };
+impl OpenFile {
+    /// LITE_IOC_RPC_RECV: fills the out fields of `req`; EOVERFLOW (with `len`
+    /// written back) when the request does not fit the buffer.
+    fn recv(&self, lite: &Lite, req: &mut LiteRpcRecv) -> Result {
+        if req.timeout_ms == 0 || req.timeout_ms > RPC_MAX_TIMEOUT_MS {
+            return Err(EINVAL);
+        }
+        let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+        let (got, delivered): (Received, bool) = lite.rpc_recv(&self.rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
+        req.len = got.len;
+        req.token = got.token;
+        req.node = got.node;
+        req.flags = got.flags;
+        req.reply_capacity = got.capacity;
+        if delivered {
+            Ok(())
+        } else {
+            Err(crate::errno::EOVERFLOW())
+        }
     }
 }
 
@@ -211,6 +252,15 @@ fn read_in<T: FromBytes>(arg: usize) -> Result<T> {
 
 fn write_out<T: AsBytes>(arg: usize, value: &T) -> Result {
     UserSlice::new(arg, size_of::<T>()).writer().write(value)
+}
+
+/// A receive's out fields go back on success, and on EOVERFLOW (they tell the size).
+fn written_back(result: Result, write: impl FnOnce() -> Result) -> Result {
+    match result {
+        Ok(()) => write(),
+        Err(e) if e == crate::errno::EOVERFLOW() => write().and(Err(e)),
+        Err(e) => Err(e),
+    }
 }
 
 /// Reserved fields must be zero so that they can gain a meaning later.

@@ -14,7 +14,8 @@ use crate::ffi;
 use crate::memory::Memory;
 use crate::uapi::*;
 use crate::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
-use crate::wire::{self, Header, ImmKind, MsgKind, HEADER_LEN, SLOTS};
+use crate::rpc::{RpcNode, RpcPeer};
+use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
@@ -23,11 +24,13 @@ use kernel::time::{msecs_to_jiffies, Ktime};
 use kernel::uaccess::UserSliceWriter;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
-const RECV_DEPTH: u32 = 128;
+const RECV_DEPTH: u32 = 256;
 /// Send queue depth of every QP (helpers.c): messages need at most `2 * SLOTS` of it,
-/// one-sided operations share the rest as credits.
+/// RPC requests and replies at most `2 * CALL_SLOTS`, head reports a few; one-sided
+/// operations share the rest as credits.
 const SEND_DEPTH: u32 = 512;
-const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32;
+const HEAD_REPORTS: u32 = 16;
+const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 - HEAD_REPORTS;
 /// User memory pinned at a time by one transfer.
 const WINDOW_BYTES: usize = 1 << 20;
 /// Bytes per RDMA work request, and work requests in flight per transfer.
@@ -40,20 +43,30 @@ pub(crate) const CONTROL_TIMEOUT_MS: u32 = 30_000;
 const WC_FLUSH_ERR: i32 = 5;
 const WC_RETRY_EXC_ERR: i32 = 12;
 const WC_RNR_RETRY_EXC_ERR: i32 = 13;
-// At most SLOTS requests and SLOTS answers are in flight between two nodes, so even
-// if all of them use one QP its receive queue never runs dry (no RNR retries).
-const _: () = assert!(2 * SLOTS as u32 <= RECV_DEPTH);
+// At most SLOTS requests and SLOTS answers, CALL_SLOTS RPC requests and replies each
+// way, and a few head reports are in flight between two nodes, so even if all of
+// them use one QP its receive queue never runs dry (no RNR retries).
+const _: () = assert!(2 * SLOTS as u32 + 2 * CALL_SLOTS as u32 + HEAD_REPORTS <= RECV_DEPTH);
 
 /// An error as the `status` of a message answer (a positive errno).
 fn wire_status(err: Error) -> u16 {
     err.to_errno().unsigned_abs() as u16
 }
 
+/// Local runs, in order, going to the contiguous remote range at `remote`.
+fn contiguous(runs: impl Iterator<Item = (u64, usize)>, mut remote: u64) -> impl Iterator<Item = (u64, usize, u64)> {
+    runs.map(move |(addr, len)| {
+        let piece = (addr, len, remote);
+        remote += len as u64;
+        piece
+    })
+}
+
 /// `IB_MTU_256` ..= `IB_MTU_4096`.
 const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
 
 /// Removes and returns element `index`, moving the last element into its place.
-fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
+pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
     let last = vec.len() - 1;
     vec.as_mut_slice().swap(index, last);
     // SAFETY: `last < len`, so the element at `last` is initialized; after `set_len(last)`
@@ -172,6 +185,9 @@ pub(crate) struct Peer {
     credit_freed: CondVar,
     /// Spreads one-sided operations over the QPs.
     next_qp: AtomicUsize,
+    /// Our calls to the peer's RPC servers.
+    #[pin]
+    pub(crate) rpc: RpcPeer,
 }
 
 impl Peer {
@@ -203,6 +219,7 @@ impl Peer {
                 credits <- new_mutex!([DATA_CREDITS; LITE_MAX_QPS_PER_PEER as usize], "lite:peer.credits"),
                 credit_freed <- new_condvar!("lite:peer.credit_freed"),
                 next_qp: AtomicUsize::new(0),
+                rpc <- RpcPeer::new(),
             }),
             GFP_KERNEL,
         )?;
@@ -274,6 +291,8 @@ impl Peer {
         let offset = match kind {
             ImmKind::Request => wire::request_offset(slot),
             ImmKind::Response => wire::response_offset(slot),
+            // RPC immediates are posted by `post_write_imm`, `post_done`, `post_imm`.
+            ImmKind::RpcRequest | ImmKind::RpcReply | ImmKind::RpcHead => return Err(EINVAL),
         };
         let imm = wire::encode_imm(kind, slot as u32).ok_or(EINVAL)?;
         let mut guard = self.link.lock();
@@ -296,7 +315,87 @@ impl Peer {
             remote.mailbox_addr + offset as u64,
             remote.mailbox_rkey,
             imm,
+            None,
         )
+    }
+
+    /// Writes the completion record of the peer's call in call slot `slot` into its
+    /// mailbox, announcing it with an `RpcReply` immediate. The record is staged
+    /// in our outbox at the same offset: the peer reuses the slot only after it
+    /// read this record, so the staging is never overwritten while in flight.
+    pub(crate) fn post_done(&self, slot: usize, done: &RpcDone) -> Result {
+        if slot >= CALL_SLOTS {
+            return Err(EINVAL);
+        }
+        let offset = wire::done_offset(slot);
+        let imm = wire::encode_imm(ImmKind::RpcReply, slot as u32).ok_or(EINVAL)?;
+        let mut guard = self.link.lock();
+        let link = &mut *guard;
+        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
+            return Err(EHOSTDOWN());
+        };
+        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
+            return Err(EHOSTDOWN());
+        }
+        mailbox.outbox.write(offset, &done.encode())?;
+        let qp = &link.qps[slot % link.qps.len()];
+        qp.post_write_imm(&mailbox.outbox, offset, RpcDone::LEN, remote.mailbox_addr + offset as u64, remote.mailbox_rkey, imm, None)
+    }
+
+    /// The completion record in our RPC call slot `slot`.
+    pub(crate) fn read_done(&self, slot: usize) -> Option<RpcDone> {
+        if slot >= CALL_SLOTS {
+            return None;
+        }
+        let mut raw = [0u8; RpcDone::LEN];
+        let link = self.link.lock();
+        link.mailbox.as_ref()?.inbox.read(wire::done_offset(slot), &mut raw).ok()?;
+        Some(RpcDone::decode(&raw))
+    }
+
+    /// Posts a write-with-immediate of `len` bytes at the start of `src` to the
+    /// peer's `remote_addr` (an address it published, such as a ring), on QP
+    /// `hint % K`; with `sync`, waits until it landed.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_write_imm(&self, hint: usize, kind: ImmKind, payload: u32, src: &DmaBuf, len: usize, remote_addr: u64, sync: bool) -> Result {
+        let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
+        let op = if sync { Some(Op::new()?) } else { None };
+        {
+            let link = self.link.lock();
+            let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED && !link.qps.is_empty()) else {
+                return Err(EHOSTDOWN());
+            };
+            let qp = &link.qps[hint % link.qps.len()];
+            qp.post_write_imm(src, 0, len, remote_addr, remote.mailbox_rkey, imm, op.as_ref())?;
+        }
+        match op {
+            Some(op) => op.wait().map_err(|status| self.wc_error(status)),
+            None => Ok(()),
+        }
+    }
+
+    /// Posts an immediate without data (a head report), on QP `hint % K`.
+    pub(crate) fn post_imm(&self, hint: usize, kind: ImmKind, payload: u32) -> Result {
+        let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
+        let link = self.link.lock();
+        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_ref()) else {
+            return Err(EHOSTDOWN());
+        };
+        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
+            return Err(EHOSTDOWN());
+        }
+        let qp = &link.qps[hint % link.qps.len()];
+        qp.post_write_imm(&mailbox.outbox, 0, 0, remote.mailbox_addr, remote.mailbox_rkey, imm, None)
+    }
+
+    /// A failed work request: the QP is in error, the peer unreachable.
+    fn wc_error(&self, status: i32) -> Error {
+        self.mark_failed();
+        if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
+            EHOSTDOWN()
+        } else {
+            EIO
+        }
     }
 
     /// Reads the header a peer wrote at `offset` of our inbox.
@@ -457,7 +556,10 @@ impl Peer {
         // destroys it only after every device is gone.
         let queue = unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) };
         let spawned = queue.try_spawn(GFP_ATOMIC, move || {
-            let answer = lite.serve_lmr_request(&peer, kind, &body);
+            let answer = match kind {
+                MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => lite.serve_rpc_request(&peer, kind, &body),
+                _ => lite.serve_lmr_request(&peer, kind, &body),
+            };
             let (header, bytes): (Header, &[u8]) = match &answer {
                 Ok(out) => (Header { status: 0, len: out.len() as u32, ..request }, out),
                 Err(e) => (Header { status: wire_status(*e), len: 0, ..request }, &[]),
@@ -495,32 +597,43 @@ impl Peer {
         self.credit_freed.notify_all();
     }
 
-    /// Moves `runs` (local DMA ranges, in order) to or from the contiguous remote range
-    /// at `remote_addr` through one QP, and waits until all of it is there.
+    /// Moves `pieces` (local DMA address, bytes, remote address) to or from the peer
+    /// through one QP, and waits until all of it is there. Consecutive pieces whose
+    /// remote ranges follow each other share a work request.
     ///
     /// Work requests carry at most `WR_BYTES` and at most `INFLIGHT_WRS` of them are
     /// outstanding: rxe has no congestion control, and a larger burst overflows the
     /// receiving side's queues, which costs a retransmit timeout per loss.
-    fn transfer(&self, op: &Op, write: bool, runs: impl Iterator<Item = (u64, usize)>, remote_addr: u64) -> Result {
+    fn transfer(&self, op: &Op, write: bool, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
         let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
         self.take_credits(qp_index, INFLIGHT_WRS)?;
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
-        let (mut count, mut batch, mut at) = (0, 0usize, remote_addr);
+        // SGEs gathered so far, their bytes, and where they go.
+        let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
         let mut posted = Ok(());
-        'runs: for (mut addr, mut len) in runs {
+        'pieces: for (mut addr, mut len, mut remote) in pieces {
             while len > 0 {
+                if count > 0 && remote != at + batch as u64 {
+                    posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+                    if posted.is_err() {
+                        break 'pieces;
+                    }
+                    (count, batch) = (0, 0);
+                }
+                if count == 0 {
+                    at = remote;
+                }
                 let take = len.min(WR_BYTES - batch);
                 sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
                 (count, batch) = (count + 1, batch + take);
-                (addr, len) = (addr + take as u64, len - take);
+                (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch == WR_BYTES {
                     posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
                     if posted.is_err() {
-                        break 'runs;
+                        break 'pieces;
                     }
-                    at += batch as u64;
                     (count, batch) = (0, 0);
                 }
             }
@@ -531,15 +644,14 @@ impl Peer {
         let completed = op.wait();
         self.return_credits(qp_index, INFLIGHT_WRS);
         posted?;
-        completed.map_err(|status| {
-            // Any failed work request leaves the QP in the error state.
-            self.mark_failed();
-            if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
-                EHOSTDOWN()
-            } else {
-                EIO
-            }
-        })
+        completed.map_err(|status| self.wc_error(status))
+    }
+
+    /// Zero-copy RDMA WRITE of `pieces` (local DMA address, bytes, remote address);
+    /// returns once all of it landed.
+    pub(crate) fn write_pieces(&self, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+        let op = Op::new()?;
+        self.transfer(&op, true, pieces)
     }
 
     /// Posts one RDMA read or write on QP `qp_index` once fewer than `INFLIGHT_WRS`
@@ -568,7 +680,7 @@ impl Peer {
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;
-            self.transfer(&op, write, pages.runs(), remote_addr + done as u64)?;
+            self.transfer(&op, write, contiguous(pages.runs(), remote_addr + done as u64))?;
             done += window;
         }
         Ok(())
@@ -578,7 +690,7 @@ impl Peer {
     pub(crate) fn rdma_write_kernel(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = Op::new()?;
-        self.transfer(&op, true, core::iter::once((dma, len as usize)), remote_addr)
+        self.transfer(&op, true, core::iter::once((dma, len as usize, remote_addr)))
     }
 
     /// A send failed for good (retries exhausted): the peer is unreachable.
@@ -594,6 +706,7 @@ impl Peer {
 
     fn fail_waiters(&self) {
         self.failed.store(true, Ordering::Release);
+        self.rpc.fail_all();
         {
             let _calls = self.calls.lock();
             self.call_done.notify_all();
@@ -668,6 +781,9 @@ pub(crate) struct Lite {
     /// never valid by accident.
     pub(crate) next_handle: AtomicU64,
     pub(crate) qps_per_peer: u32,
+    /// RPC servers of this node and the rings its clients write to.
+    #[pin]
+    pub(crate) rpc: RpcNode,
 }
 
 impl Lite {
@@ -682,6 +798,7 @@ impl Lite {
                 alloc_lock <- new_mutex!((), "lite:alloc"),
                 next_handle: AtomicU64::new(0x1000),
                 qps_per_peer,
+                rpc <- RpcNode::new(),
             }),
             GFP_KERNEL,
         )
@@ -920,6 +1037,9 @@ impl Lite {
                 Peer::serve_request(peer, this, index as usize, slot as usize)
             }
             Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => peer.answer_arrived(slot as usize),
+            Some((ImmKind::RpcRequest, payload)) => this.on_rpc_request(&peer.into(), payload),
+            Some((ImmKind::RpcReply, slot)) => this.on_rpc_reply(&peer, slot as usize),
+            Some((ImmKind::RpcHead, payload)) => this.on_rpc_head(&peer, payload),
             // A peer speaking a kind or slot we do not know: ignore it, never trust it.
             _ => {}
         }

@@ -22,9 +22,9 @@ static unsigned int qps_per_peer = 4;
 module_param(qps_per_peer, uint, 0444);
 MODULE_PARM_DESC(qps_per_peer, "RC QPs to each peer (1-8, default 4)");
 
-/* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth. */
-#define LITE_CQ_ENTRIES 16384
-/* Kernel messages need at most 2 x 32 WRs; the rest is for one-sided operations. */
+/* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth (clamped by the device). */
+#define LITE_CQ_ENTRIES 32768
+/* Kernel messages and RPCs take a bounded share (cluster.rs); the rest is for one-sided operations. */
 #define LITE_SEND_DEPTH 512
 
 static void *lite_ctx;
@@ -248,8 +248,18 @@ void lite_qp_destroy(struct lite_qp *qp)
 	kfree(qp);
 }
 
-int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, unsigned int len,
-			   unsigned long long remote_addr, unsigned int rkey, unsigned int imm)
+struct lite_op {
+	struct ib_cqe cqe;
+	/* Posted WRs not yet completed, plus one held until lite_op_wait(). */
+	atomic_t pending;
+	int status;
+	struct completion done;
+	wait_queue_head_t progress;
+};
+
+int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
+			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
+			   unsigned int imm)
 {
 	struct ib_sge sge = {
 		.addr = local_dma,
@@ -258,7 +268,7 @@ int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, uns
 	};
 	struct ib_rdma_wr wr = {
 		.wr = {
-			.wr_cqe = &qp->send_cqe,
+			.wr_cqe = op ? &op->cqe : &qp->send_cqe,
 			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
 			.send_flags = IB_SEND_SIGNALED,
 			.ex.imm_data = cpu_to_be32(imm),
@@ -268,8 +278,14 @@ int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, uns
 		.remote_addr = remote_addr,
 		.rkey = rkey,
 	};
+	int err;
 
-	return ib_post_send(qp->qp, &wr.wr, NULL);
+	if (op)
+		atomic_inc(&op->pending);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (err && op)
+		atomic_dec(&op->pending);
+	return err;
 }
 
 void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
@@ -315,15 +331,6 @@ unsigned int lite_dev_max_sge(const struct lite_dev *dev)
 {
 	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
 }
-
-struct lite_op {
-	struct ib_cqe cqe;
-	/* Posted WRs not yet completed, plus one held until lite_op_wait(). */
-	atomic_t pending;
-	int status;
-	struct completion done;
-	wait_queue_head_t progress;
-};
 
 static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 {

@@ -43,13 +43,16 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 int lite_qp_state(struct lite_qp *qp);
 /* Moves the QP to ERR, waits until every posted WR has completed (no more callbacks), destroys it. */
 void lite_qp_destroy(struct lite_qp *qp);
+struct lite_op;
 /*
  * RDMA write with immediate of `len` bytes at `local_dma` (registered through the
  * global MR) to `remote_addr` of the peer (its global rkey); `imm` in host order.
- * len 0 writes nothing and only delivers the immediate.
+ * len 0 writes nothing and only delivers the immediate. Counted in `op` when not
+ * NULL (see lite_op_wait), otherwise only a failure is reported.
  */
-int lite_qp_post_write_imm(struct lite_qp *qp, unsigned long long local_dma, unsigned int len,
-			   unsigned long long remote_addr, unsigned int rkey, unsigned int imm);
+int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
+			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
+			   unsigned int imm);
 
 /* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped.
  * `may_fail`: a large allocation that gives up quietly (the caller falls back to smaller ones). */

@@ -18,6 +18,8 @@ mod errno;
 mod ffi;
 mod memory;
 mod region;
+mod rpc;
+mod rpc_ring;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]

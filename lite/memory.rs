@@ -348,7 +348,7 @@ fn decode<B: Body>(bytes: &[u8]) -> Result<B> {
 
 impl Peer {
     /// A control request with a small body; the answer lands in `reply`.
-    fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
+    pub(crate) fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
         let (buf, len) = encode(body)?;
         self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
     }
@@ -456,6 +456,7 @@ impl Lite {
             }
         }
         self.mem.lock().release_held(node, None);
+        self.rpc_forget_node(node);
     }
 
     /// Mappings of every LMR of `master` on this node fail from now on.
@@ -1089,7 +1090,7 @@ impl Lite {
                 self.revoke_master(u32::try_from(req.id).map_err(|_| EINVAL)?);
                 Ok(empty)
             }
-            MsgKind::Echo => Err(EINVAL),
+            MsgKind::Echo | MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => Err(EINVAL),
         }
     }
 }

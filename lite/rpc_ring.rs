@@ -41,6 +41,11 @@ pub(crate) const FLAG_ONEWAY: u32 = 1;
 const _: () = assert!(2 * MAX_RECORD <= RING_BYTES - RECORD_ALIGN);
 const _: () = assert!(RING_BYTES % RECORD_ALIGN == 0);
 
+/// Place of logical position `pos` in a ring of `size` bytes (never 0 in use).
+pub(crate) fn ring_offset(pos: u64, size: u64) -> u64 {
+    pos.checked_rem(size).unwrap_or(0)
+}
+
 /// Bytes a record of `nruns` output runs and `len` payload bytes takes in the ring.
 pub(crate) const fn record_len(nruns: u32, len: u64) -> u64 {
     let raw = HEADER_LEN as u64 + nruns as u64 * RUN_LEN as u64 + len;
@@ -190,7 +195,7 @@ impl ClientRing {
         if len == 0 || len % RECORD_ALIGN != 0 || len > self.size {
             return None;
         }
-        let at = self.tail % self.size;
+        let at = ring_offset(self.tail, self.size);
         let pad = if at + len > self.size { self.size - at } else { 0 };
         let end = self.tail.checked_add(pad)?.checked_add(len)?;
         if end - self.head > self.size - RECORD_ALIGN {
@@ -202,6 +207,7 @@ impl ClientRing {
     }
 
     /// True when nothing reserved is unconsumed (as far as the client knows).
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.head == self.tail
     }
@@ -224,7 +230,7 @@ impl ClientRing {
         if offset >= self.size {
             return None;
         }
-        let base = self.head - self.head % self.size;
+        let base = self.head - ring_offset(self.head, self.size);
         let mut head = base + offset;
         if head < self.head {
             head += self.size;
@@ -276,7 +282,7 @@ impl ServerRing {
         let len = header.record_len();
         let from = header.start.checked_sub(header.pad).ok_or(RingError::Misplaced)?;
         let end = header.start.checked_add(len).ok_or(RingError::Misplaced)?;
-        let placed = header.start % self.size == offset && offset + len <= self.size;
+        let placed = ring_offset(header.start, self.size) == offset && offset + len <= self.size;
         let in_window = from >= self.head && end - self.head <= self.size;
         if placed && in_window {
             Ok(())

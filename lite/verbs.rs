@@ -143,12 +143,15 @@ impl Qp {
     }
 
     /// Posts an RDMA write with immediate of `src[offset..offset + len]` to the peer's
-    /// `remote_addr` (its global rkey `rkey`).
-    pub(crate) fn post_write_imm(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64, rkey: u32, imm: u32) -> Result {
+    /// `remote_addr` (its global rkey `rkey`), counted in `op` when given.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn post_write_imm(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64, rkey: u32, imm: u32, op: Option<&Op>) -> Result {
         let (dma, len) = src.range(offset, len)?;
+        let op = op.map_or(core::ptr::null_mut(), |op| op.raw.as_ptr());
         // SAFETY: `self.raw` is live; `dma..dma + len` lies inside `src`, which the caller
-        // keeps alive until the QP is drained (see `Peer::shutdown`).
-        to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), dma, len, remote_addr, rkey, imm) })
+        // keeps alive until the write completed or the QP is drained (see
+        // `Peer::shutdown`); `op`, when given, outlives its wait.
+        to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), op, dma, len, remote_addr, rkey, imm) })
     }
 }
 
@@ -226,6 +229,12 @@ pub(crate) struct UserPages {
     len: usize,
     device_writes: bool,
 }
+
+// SAFETY: the page pointers are pinned `struct page`s, only handed to the C helpers
+// (unmap, unpin), which may run on any thread.
+unsafe impl Send for UserPages {}
+// SAFETY: `&UserPages` only reads the DMA addresses.
+unsafe impl Sync for UserPages {}
 
 /// Bytes of a page.
 pub(crate) const PAGE_SIZE: usize = 4096;
@@ -400,6 +409,11 @@ impl DmaBuf {
         self.dma
     }
 
+    /// Bytes of the buffer.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
     /// DMA address and length of `[offset, offset + len)`, checked against the buffer.
     pub(crate) fn range(&self, offset: usize, len: usize) -> Result<(u64, u32)> {
         match offset.checked_add(len) {
@@ -455,6 +469,18 @@ impl DmaBuf {
         self.range(offset, len)?;
         // SAFETY: `offset + len <= size` (checked), so the pointer stays inside the allocation.
         Ok(unsafe { self.ptr.as_ptr().add(offset) })
+    }
+
+    /// Copies `data` into the buffer at `offset` and hands the range to the device.
+    pub(crate) fn write_bytes(&self, offset: usize, data: &[u8]) -> Result {
+        let (dma, len) = self.range(offset, data.len())?;
+        let dst = self.span(offset, data.len())?;
+        // SAFETY: `dst..dst + len` is inside the buffer; `data` is a distinct allocation.
+        unsafe {
+            core::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len());
+            ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len);
+        }
+        Ok(())
     }
 
     /// Sets `len` bytes at `offset` to `value`.
