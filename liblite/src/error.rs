@@ -53,6 +53,16 @@ pub enum Error {
     BadAddress,
     /// A node holding the LMR, or its master, is down (which one is not known).
     HolderDown { op: &'static str },
+    /// No server is registered for RPC `id` at `node`.
+    NoServer { node: u32, id: u32 },
+    /// The server process exited (or unregistered) before it replied.
+    ServerGone { id: u32 },
+    /// A request or reply larger than `LITE_RPC_MAX_MSG`.
+    MessageTooLarge { size: u64 },
+    /// The reply (or a received request) of `size` bytes did not fit the buffer.
+    BufferTooSmall { size: u64, capacity: u64 },
+    /// The RPC id is already served on this node.
+    IdTaken(u32),
     /// Any other system error, with the operation that hit it.
     Sys { op: &'static str, errno: Errno },
 }
@@ -109,6 +119,11 @@ impl Error {
             Error::OutOfMemory { .. } => Errno::ENOMEM,
             Error::BadAddress => Errno::EFAULT,
             Error::HolderDown { .. } => Errno::EHOSTDOWN,
+            Error::NoServer { .. } => Errno::ECONNREFUSED,
+            Error::ServerGone { .. } => Errno::ECONNRESET,
+            Error::MessageTooLarge { .. } => Errno::EMSGSIZE,
+            Error::BufferTooSmall { .. } => Errno::EOVERFLOW,
+            Error::IdTaken(_) => Errno::EEXIST,
             Error::Sys { errno, .. } => *errno,
         }
     }
@@ -127,6 +142,22 @@ impl Error {
             (Errno::EINTR, _) => Error::Interrupted,
             (Errno::EINVAL, _) => Error::InvalidArgument(format!("the module rejected the arguments of {op}")),
             _ => Error::Sys { op, errno },
+        }
+    }
+
+    /// Interprets an errno returned for an RPC operation `op` on `id` at `node`;
+    /// `size`/`capacity` describe an EOVERFLOW.
+    pub(crate) fn from_rpc(op: &'static str, node: Option<u32>, id: u32, errno: Errno, size: u64, capacity: u64) -> Error {
+        match errno {
+            Errno::ECONNREFUSED => Error::NoServer { node: node.unwrap_or(u32::MAX), id },
+            Errno::ECONNRESET => Error::ServerGone { id },
+            Errno::EMSGSIZE => Error::MessageTooLarge { size },
+            Errno::EOVERFLOW => Error::BufferTooSmall { size, capacity },
+            Errno::EEXIST => Error::IdTaken(id),
+            Errno::EFAULT => Error::BadAddress,
+            Errno::EBADF => Error::InvalidArgument(format!("{op}: unknown reply token (answered already?)")),
+            Errno::EBUSY => Error::InvalidArgument(format!("{op}: the completion slot is in use")),
+            _ => Error::from_ioctl(op, node, errno),
         }
     }
 
@@ -236,6 +267,23 @@ impl fmt::Display for Error {
                 f,
                 "{op}: a node holding the LMR, or its master, is down or unreachable: check `lite-admin status`"
             ),
+            Error::NoServer { node, id } => write!(
+                f,
+                "no server for RPC id {id} on node {node}: start the server there (it registers the id) and retry"
+            ),
+            Error::ServerGone { id } => {
+                write!(f, "the server of RPC id {id} exited before it replied: restart it and retry the call")
+            }
+            Error::MessageTooLarge { size } => write!(
+                f,
+                "a message of {size} bytes exceeds the RPC limit of {} bytes: split it or use an LMR",
+                lite_uapi::LITE_RPC_MAX_MSG
+            ),
+            Error::BufferTooSmall { size, capacity } => write!(
+                f,
+                "the message is {size} bytes but the buffer holds {capacity}: retry with a buffer of at least {size} bytes"
+            ),
+            Error::IdTaken(id) => write!(f, "RPC id {id} already has a server on this node: pick another id"),
             Error::Sys { op, errno } => write!(f, "{op} failed: {}", errno.desc()),
         }
     }

@@ -8,10 +8,12 @@
 pub mod capi;
 mod error;
 mod lmr;
+mod rpc;
 
 pub use error::{Error, Result};
 pub use lite_uapi as uapi;
 pub use lmr::{Lmr, LmrStat, MallocOptions, Perm};
+pub use rpc::{Incoming, ReplyToken, RpcStat};
 
 use lite_uapi::*;
 use nix::errno::Errno;
@@ -130,6 +132,8 @@ pub type ConnInfo = LiteConnInfo;
 pub struct Lite {
     file: File,
     shared: NonNull<LiteSharedPage>,
+    /// Shared-page slots in use by this handle's calls (bit n: slot n).
+    slots: AtomicU64,
 }
 
 // SAFETY: the shared page is only read through atomics; the fd is thread-safe.
@@ -159,7 +163,7 @@ impl Lite {
             mmap(None, page, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &file, 0)
         }
         .map_err(|errno| Error::Sys { op: "mmap /dev/lite", errno })?;
-        let lite = Lite { file, shared: addr.cast() };
+        let lite = Lite { file, shared: addr.cast(), slots: AtomicU64::new(0) };
         let header = lite.shared_header();
         if header.magic != LITE_SHARED_MAGIC || header.abi_version != LITE_ABI_VERSION {
             return Err(Error::AbiMismatch { kernel: header.abi_version, library: LITE_ABI_VERSION });

@@ -60,7 +60,7 @@ impl FromStr for GrantArg {
 }
 
 /// The errnos the LMR calls report, by name (as `{:?}` prints them).
-const ERRNOS: [Errno; 16] = [
+const ERRNOS: [Errno; 21] = [
     Errno::EBADF,
     Errno::EACCES,
     Errno::EPERM,
@@ -77,6 +77,11 @@ const ERRNOS: [Errno; 16] = [
     Errno::EINTR,
     Errno::EIO,
     Errno::ENODEV,
+    Errno::ECONNREFUSED,
+    Errno::ECONNRESET,
+    Errno::EMSGSIZE,
+    Errno::EOVERFLOW,
+    Errno::EBUSY,
 ];
 
 pub fn parse_errno(s: &str) -> Result<Errno, String> {

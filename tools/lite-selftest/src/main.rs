@@ -15,6 +15,14 @@
 //!                                  map NAME and check the outcome
 //!   lite-selftest lmr-many COUNT --size BYTES
 //!                                  allocate COUNT LMRs and exit without freeing them
+//!   lite-selftest rpc-serve ID [--delay-ms N] [--limit N]
+//!                                  serve RPC ID, checking requests, answering patterns
+//!   lite-selftest rpc-call NODE ID [--count N] [--threads T] [--size BYTES] [--reply BYTES]
+//!                                  [--oneway] [--expect-error ERRNO] [--timeout-ms N]
+//!                                  call (or send to) ID at NODE, check every reply (JSON summary)
+//!   lite-selftest rpc-multicast NODES ID
+//!                                  one request to every node of NODES, each outcome
+//!   lite-selftest rpc-hostile NODE ID  argument checks of the RPC ioctls (NODE serves ID)
 //!
 //! BYTES take a K, M, G or T suffix (powers of 1024); PERM is letters out of r, w, m,
 //! or none. The argument checks print `FAIL ...` lines and `N passed, M failed`.
@@ -22,6 +30,7 @@
 
 mod lmr;
 mod lmr_hostile;
+mod rpc;
 
 use clap::{Parser, Subcommand};
 use lite::uapi::*;
@@ -114,9 +123,51 @@ enum Command {
         #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
         size: u64,
     },
+    /// Serve RPC ID: check every request, reply with the asked-for pattern.
+    RpcServe {
+        id: u32,
+        /// Sleep this long before each reply (a slow server).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        delay_ms: u64,
+        /// Exit after this many requests and messages.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+    },
+    /// Call (or send to) ID at NODE and check every reply; prints a JSON summary.
+    RpcCall {
+        node: u32,
+        id: u32,
+        /// Calls per thread.
+        #[arg(long, default_value_t = 10)]
+        count: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Request bytes (at least 16).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = 64)]
+        size: u64,
+        /// Reply bytes asked for (and output buffer size).
+        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = 64)]
+        reply: u64,
+        /// One-way messages (LT_send) instead of calls.
+        #[arg(long)]
+        oneway: bool,
+        /// Every call must fail with this errno.
+        #[arg(long, value_name = "ERRNO", value_parser = lmr::parse_errno)]
+        expect_error: Option<Errno>,
+        #[arg(long, value_name = "N", default_value_t = 60_000)]
+        timeout_ms: u64,
+    },
+    /// One request to every node of NODES (comma-separated); prints each outcome.
+    RpcMulticast {
+        #[arg(value_delimiter = ',')]
+        nodes: Vec<u32>,
+        id: u32,
+    },
+    /// Argument checks of the RPC ioctls (NODE serves ID with rpc-serve).
+    RpcHostile { node: u32, id: u32 },
 }
 
-struct Checks {
+pub(crate) struct Checks {
     failed: u32,
     passed: u32,
 }
@@ -338,6 +389,27 @@ fn main() -> ExitCode {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
         }
         Command::LmrMany { count, size } => return lmr::many(&lite, count, size),
+        Command::RpcServe { id, delay_ms, limit } => {
+            return rpc::serve(&lite, id, std::time::Duration::from_millis(delay_ms), limit)
+        }
+        Command::RpcCall { node, id, count, threads, size, reply, oneway, expect_error, timeout_ms } => {
+            let args = rpc::CallArgs {
+                node,
+                id,
+                count,
+                threads,
+                size: size as usize,
+                reply: reply as usize,
+                oneway,
+                expect_error,
+                timeout: std::time::Duration::from_millis(timeout_ms),
+            };
+            return rpc::call(&lite, &args);
+        }
+        Command::RpcMulticast { nodes, id } => {
+            return rpc::multicast(&lite, &nodes, id, std::time::Duration::from_secs(30))
+        }
+        Command::RpcHostile { node, id } => rpc::hostile(&lite, node, id),
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
     if checks.failed == 0 {
