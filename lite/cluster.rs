@@ -390,6 +390,9 @@ impl Peer {
 
     /// A failed work request: the QP is in error, the peer unreachable.
     fn wc_error(&self, status: i32) -> Error {
+        if !self.failed.load(Ordering::Acquire) {
+            pr_warn!("RDMA to node {} failed (wc status {}); marking it failed\n", self.id, status);
+        }
         self.mark_failed();
         if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
             EHOSTDOWN()

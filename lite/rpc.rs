@@ -163,15 +163,53 @@ enum SlotUse {
     Pending { seq: u64, deadline: u64 },
 }
 
-/// A request received by a server process and not yet answered.
-struct Owed {
-    peer: Arc<Peer>,
-    binding: Arc<ServerBinding>,
-    slot: u32,
+/// A caller on this node waiting in its shared-page slot (a local call).
+struct LocalCaller {
+    id: u32,
+    waiter: Arc<FileRpc>,
+    user_slot: usize,
     seq: u64,
-    /// The caller's output buffer.
-    runs: KVec<(u64, u32)>,
+    output: Output,
     capacity: u64,
+}
+
+impl LocalCaller {
+    fn complete(self, result: Result<u64>) {
+        self.waiter.complete(self.user_slot, self.seq, result);
+    }
+}
+
+/// A request received by a server process and not yet answered.
+enum Owed {
+    Remote {
+        peer: Arc<Peer>,
+        binding: Arc<ServerBinding>,
+        slot: u32,
+        seq: u64,
+        /// The caller's output buffer.
+        runs: KVec<(u64, u32)>,
+        capacity: u64,
+    },
+    Local(LocalCaller),
+}
+
+impl Owed {
+    fn id(&self) -> u32 {
+        match self {
+            Owed::Remote { binding, .. } => binding.id,
+            Owed::Local(caller) => caller.id,
+        }
+    }
+
+    /// The server will not answer: its caller fails with `err`.
+    fn fail(self, err: Error) {
+        match self {
+            Owed::Remote { peer, binding, slot, seq, .. } => {
+                let _ = answer(&peer, &binding, slot, seq, Err(err));
+            }
+            Owed::Local(caller) => caller.complete(Err(err)),
+        }
+    }
 }
 
 /// RPC state of one open file of /dev/lite (one process, normally).
@@ -571,10 +609,44 @@ fn end_call(call: KBox<Call>, result: Result<u64>) {
 // ---- server side, node-wide ----
 
 /// A request in a server's queue.
-struct Request {
-    peer: Arc<Peer>,
-    binding: Arc<ServerBinding>,
-    header: RecordHeader,
+enum Request {
+    /// In the ring of `binding`, from another node.
+    Remote { peer: Arc<Peer>, binding: Arc<ServerBinding>, header: RecordHeader },
+    /// From a process on this node; `caller` is `None` for a message.
+    Local { node: u32, payload: KVec<u8>, caller: Option<LocalCaller> },
+}
+
+impl Request {
+    fn len(&self) -> u64 {
+        match self {
+            Request::Remote { header, .. } => header.len,
+            Request::Local { payload, .. } => payload.len() as u64,
+        }
+    }
+
+    fn node(&self) -> u32 {
+        match self {
+            Request::Remote { peer, .. } => peer.id,
+            Request::Local { node, .. } => *node,
+        }
+    }
+
+    /// The server is gone: the caller fails with `err`, the ring room is freed.
+    fn refuse(self, err: Error) {
+        match self {
+            Request::Remote { peer, binding, header } => {
+                if header.flags & FLAG_ONEWAY == 0 {
+                    let _ = answer(&peer, &binding, header.slot, header.seq, Err(err));
+                }
+                binding.consume(&header);
+            }
+            Request::Local { caller, .. } => {
+                if let Some(caller) = caller {
+                    caller.complete(Err(err));
+                }
+            }
+        }
+    }
 }
 
 /// A FIFO over a vector (the 6.12 `KVec` has no removal).
@@ -852,17 +924,14 @@ impl Lite {
         };
         server.arrived.notify_all();
         for req in requests.into_iter().flatten() {
-            if req.header.flags & FLAG_ONEWAY == 0 {
-                let _ = answer(&req.peer, &req.binding, req.header.slot, req.header.seq, Err(ECONNRESET()));
-            }
-            req.binding.consume(&req.header);
+            req.refuse(ECONNRESET());
         }
         // Replies this file owes for the id.
         let owed = {
             let mut owed = file.owed.lock();
             let mut tokens = KVec::new();
             for (token, o) in owed.iter() {
-                if o.binding.id == id {
+                if o.id() == id {
                     tokens.push(*token, GFP_KERNEL)?;
                 }
             }
@@ -874,8 +943,8 @@ impl Lite {
             }
             taken
         };
-        for o in owed.iter() {
-            let _ = answer(&o.peer, &o.binding, o.slot, o.seq, Err(ECONNRESET()));
+        for o in owed.into_iter() {
+            o.fail(ECONNRESET());
         }
         // Calls still arriving find no server and are refused through the binding,
         // which stays in the table until its client stopped writing to it.
@@ -904,9 +973,11 @@ impl Lite {
             let Some(id) = id else { break };
             let _ = self.rpc_unregister(file, id);
         }
-        let owed = core::mem::replace(&mut *file.owed.lock(), RBTree::new());
-        for (_, o) in owed.iter() {
-            let _ = answer(&o.peer, &o.binding, o.slot, o.seq, Err(ECONNRESET()));
+        let mut owed = core::mem::replace(&mut *file.owed.lock(), RBTree::new());
+        loop {
+            let next = owed.keys().next().copied();
+            let Some(o) = next.and_then(|token| owed.remove(&token)) else { break };
+            o.fail(ECONNRESET());
         }
     }
 
@@ -920,8 +991,8 @@ impl Lite {
                 let mut q = server.queue.lock();
                 loop {
                     if let Some(front) = q.requests.front() {
-                        if front.header.len > buf_len {
-                            let r = Received { len: front.header.len, token: 0, node: front.peer.id, flags: 0, capacity: 0 };
+                        if front.len() > buf_len {
+                            let r = Received { len: front.len(), token: 0, node: front.node(), flags: 0, capacity: 0 };
                             return Ok((r, false));
                         }
                         break q.requests.pop().ok_or(EINVAL)?;
@@ -933,11 +1004,11 @@ impl Lite {
                     wait_result(server.arrived.wait_interruptible_timeout(&mut q, left))?;
                 }
             };
-            match self.deliver(file, &req, buf) {
+            match self.deliver(file, req, buf) {
                 Ok(Some(received)) => return Ok((received, true)),
                 // A malformed record was answered with an error; take the next one.
                 Ok(None) => continue,
-                Err(e) => {
+                Err((e, req)) => {
                     let _ = server.queue.lock().requests.push_front(req);
                     return Err(e);
                 }
@@ -945,47 +1016,70 @@ impl Lite {
         }
     }
 
-    /// Hands a dequeued request to the server process: payload to `buf`, output
-    /// runs kept for the reply, ring room consumed.
-    fn deliver(&self, file: &FileRpc, req: &Request, buf: usize) -> Result<Option<Received>> {
-        let h = &req.header;
-        let offset = rpc_ring::ring_offset(h.start, req.binding.size());
-        let len = h.len as usize;
-        buf.checked_add(len).ok_or(EFAULT)?;
-        if len > 0 {
-            req.binding.copy_to_user(offset + h.payload_offset(), buf, len)?;
+    /// Hands a dequeued request to the server process: payload to `buf`, what the
+    /// reply needs kept under a new token, ring room consumed. `Ok(None)`: the
+    /// request was malformed and its caller told so. On `Err` the request is
+    /// handed back untouched.
+    fn deliver(&self, file: &FileRpc, req: Request, buf: usize) -> core::result::Result<Option<Received>, (Error, Request)> {
+        let len = req.len() as usize;
+        if buf.checked_add(len).is_none() {
+            return Err((EFAULT, req));
         }
-        let oneway = h.flags & FLAG_ONEWAY != 0;
-        let mut token = 0;
-        if !oneway {
-            let runs = match self.read_runs(&req.binding, offset, h) {
-                Ok(runs) => runs,
-                Err(_) => {
-                    let _ = answer(&req.peer, &req.binding, h.slot, h.seq, Err(EIO));
-                    req.binding.consume(h);
-                    return Ok(None);
+        let node = req.node();
+        let owed = match req {
+            Request::Remote { peer, binding, header } => {
+                let offset = rpc_ring::ring_offset(header.start, binding.size());
+                if len > 0 {
+                    if let Err(e) = binding.copy_to_user(offset + header.payload_offset(), buf, len) {
+                        return Err((e, Request::Remote { peer, binding, header }));
+                    }
                 }
-            };
+                let owed = if header.flags & FLAG_ONEWAY != 0 {
+                    None
+                } else {
+                    match self.read_runs(&binding, offset, &header) {
+                        Ok(runs) => Some(Owed::Remote {
+                            peer,
+                            binding: binding.clone(),
+                            slot: header.slot,
+                            seq: header.seq,
+                            runs,
+                            capacity: header.out_cap,
+                        }),
+                        Err(_) => {
+                            let _ = answer(&peer, &binding, header.slot, header.seq, Err(EIO));
+                            binding.consume(&header);
+                            return Ok(None);
+                        }
+                    }
+                };
+                binding.consume(&header);
+                owed
+            }
+            Request::Local { node, payload, caller } => {
+                if let Err(e) = UserSlice::new(buf, len).writer().write_slice(&payload) {
+                    return Err((e, Request::Local { node, payload, caller }));
+                }
+                caller.map(Owed::Local)
+            }
+        };
+        let (mut token, mut flags, mut capacity) = (0, LITE_RPC_ONEWAY, 0);
+        if let Some(owed) = owed {
             token = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
-            let owed = Owed {
-                peer: req.peer.clone(),
-                binding: req.binding.clone(),
-                slot: h.slot,
-                seq: h.seq,
-                runs,
-                capacity: h.out_cap,
+            flags = 0;
+            capacity = match &owed {
+                Owed::Remote { capacity, .. } => *capacity,
+                Owed::Local(caller) => caller.capacity,
             };
-            let node = RBTreeNode::new(token, owed, GFP_KERNEL)?;
-            file.owed.lock().insert(node);
+            match RBTreeNode::new(token, owed, GFP_KERNEL) {
+                Ok(node) => {
+                    file.owed.lock().insert(node);
+                }
+                // The request is consumed: without memory to remember it, its caller fails.
+                Err(e) => return Err((e, Request::Local { node, payload: KVec::new(), caller: None })),
+            }
         }
-        req.binding.consume(h);
-        Ok(Some(Received {
-            len: h.len,
-            token,
-            node: req.peer.id,
-            flags: if oneway { LITE_RPC_ONEWAY } else { 0 },
-            capacity: h.out_cap,
-        }))
+        Ok(Some(Received { len: len as u64, token, node, flags, capacity }))
     }
 
     fn read_runs(&self, binding: &ServerBinding, offset: u64, h: &RecordHeader) -> Result<KVec<(u64, u32)>> {
@@ -1014,15 +1108,19 @@ impl Lite {
             return Err(EMSGSIZE());
         }
         let owed = file.owed.lock().remove(&token).ok_or(EBADF)?;
-        if len > owed.capacity {
+        let (peer, binding, slot, seq, runs, capacity) = match owed {
+            Owed::Local(caller) => return self.reply_local(file, token, caller, buf, len),
+            Owed::Remote { peer, binding, slot, seq, runs, capacity } => (peer, binding, slot, seq, runs, capacity),
+        };
+        if len > capacity {
             let done = RpcDone {
-                seq: owed.seq,
+                seq,
                 len,
                 status: status_of(EOVERFLOW()),
-                binding: owed.binding.index as u32,
-                head: owed.binding.head_for_reply(),
+                binding: binding.index as u32,
+                head: binding.head_for_reply(),
             };
-            return owed.peer.post_done(owed.slot as usize, &done);
+            return peer.post_done(slot as usize, &done);
         }
         if len > 0 {
             let dev = self.device()?;
@@ -1030,6 +1128,7 @@ impl Lite {
                 Ok(pages) => pages,
                 Err(e) => {
                     // The server may retry with a valid buffer.
+                    let owed = Owed::Remote { peer, binding, slot, seq, runs, capacity };
                     if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
                         file.owed.lock().insert(node);
                     }
@@ -1040,10 +1139,35 @@ impl Lite {
             for run in pages.runs() {
                 local.push(run, GFP_KERNEL)?;
             }
-            let pieces = rpc_ring::zip_runs(&local, &owed.runs, len as usize);
-            owed.peer.write_pieces(pieces)?;
+            peer.write_pieces(rpc_ring::zip_runs(&local, &runs, len as usize))?;
         }
-        answer(&owed.peer, &owed.binding, owed.slot, owed.seq, Ok(len))
+        answer(&peer, &binding, slot, seq, Ok(len))
+    }
+
+    /// A reply to a caller on this node: copied into its pinned output buffer.
+    fn reply_local(&self, file: &FileRpc, token: u64, caller: LocalCaller, buf: usize, len: u64) -> Result {
+        if len > caller.capacity {
+            caller.waiter.complete_overflow(caller.user_slot, caller.seq, len);
+            return Ok(());
+        }
+        let mut reader = UserSlice::new(buf, len as usize).reader();
+        let copied = match &caller.output {
+            Output::None => Ok(()),
+            Output::User(pages) => pages.copy_from_user(&mut reader, len as usize),
+            Output::Kernel(out) => out.copy_from_user(0, &mut reader, len as usize),
+        };
+        match copied {
+            Ok(()) => {
+                caller.complete(Ok(len));
+                Ok(())
+            }
+            Err(e) => {
+                if let Ok(node) = RBTreeNode::new(token, Owed::Local(caller), GFP_KERNEL) {
+                    file.owed.lock().insert(node);
+                }
+                Err(e)
+            }
+        }
     }
 
     // ---- clients (process context) ----
@@ -1088,13 +1212,13 @@ impl Lite {
         waiter: Option<(Arc<FileRpc>, usize)>,
         timeout_ms: u32,
     ) -> Result<u64> {
-        if node == self.me()? {
-            // Calls go through the RNIC; a local server is reached from other nodes.
-            return Err(EINVAL);
-        }
-        let peer = self.peer(node)?;
         let dev = self.device()?;
         let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
+        let me = self.me()?;
+        if node == me {
+            return self.local_call(me, id, input, output, waiter, deadline);
+        }
+        let peer = self.peer(node)?;
         let out = match output {
             OutputSpec::None => Output::None,
             OutputSpec::User { addr, len } => Output::User(UserPages::pin(&dev, addr, len, true)?),
@@ -1201,6 +1325,61 @@ impl Lite {
             }
         }
         Ok(seq)
+    }
+
+    /// A call to a server on this node: queued directly, answered by a copy into
+    /// the caller's pinned output buffer.
+    fn local_call(
+        &self,
+        me: u32,
+        id: u32,
+        input: Input<'_>,
+        output: OutputSpec,
+        waiter: Option<(Arc<FileRpc>, usize)>,
+        deadline: u64,
+    ) -> Result<u64> {
+        let server = self.rpc.server(id).ok_or_else(ECONNREFUSED)?;
+        let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
+        match input {
+            Input::User { addr, len } => UserSlice::new(addr, len).reader().read_slice(&mut payload)?,
+            Input::Kernel(bytes) => payload.copy_from_slice(bytes),
+        }
+        let dev = self.device()?;
+        let seq = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
+        let caller = match waiter {
+            None => None,
+            Some((waiter, user_slot)) => {
+                let (output, capacity) = match output {
+                    OutputSpec::None => (Output::None, 0),
+                    OutputSpec::User { addr, len } => (Output::User(UserPages::pin(&dev, addr, len, true)?), len as u64),
+                    OutputSpec::Kernel(buf) => {
+                        let size = buf.size() as u64;
+                        (Output::Kernel(buf), size)
+                    }
+                };
+                waiter.claim(user_slot, seq, deadline)?;
+                Some(LocalCaller { id, waiter, user_slot, seq, output, capacity })
+            }
+        };
+        let request = Request::Local { node: me, payload, caller };
+        let queued = {
+            let mut q = server.queue.lock();
+            if q.closed {
+                Err((ECONNREFUSED(), request))
+            } else {
+                q.requests.push(request, GFP_ATOMIC).map_err(|_| (ENOMEM, Request::Local { node: me, payload: KVec::new(), caller: None }))
+            }
+        };
+        match queued {
+            Ok(()) => {
+                server.arrived.notify_all();
+                Ok(seq)
+            }
+            Err((e, request)) => {
+                request.refuse(e);
+                Err(e)
+            }
+        }
     }
 
     /// Writes a reserved record at ring `offset`: the payload (zero-copy) first,
@@ -1318,7 +1497,7 @@ impl Lite {
             binding.consume(&header);
         };
         let Some(server) = self.rpc.server(binding.id) else { return refuse(ECONNREFUSED()) };
-        let request = Request { peer: peer.clone(), binding: binding.clone(), header };
+        let request = Request::Remote { peer: peer.clone(), binding: binding.clone(), header };
         let queued = {
             let mut q = server.queue.lock();
             if q.closed {

@@ -290,6 +290,28 @@ impl UserPages {
         Ok(this)
     }
 
+    /// Copies `len` bytes (at most the buffer's length) from user memory into the
+    /// pinned pages: a reply from a server process on this node.
+    pub(crate) fn copy_from_user(&self, reader: &mut UserSliceReader, len: usize) -> Result {
+        let len = len.min(self.len);
+        let mut done = 0;
+        for (i, &page) in self.pages.iter().enumerate() {
+            if done >= len {
+                break;
+            }
+            let skip = if i == 0 { self.head } else { 0 };
+            let take = (PAGE_SIZE - skip).min(len - done);
+            // SAFETY: a pinned page has a kernel address (no highmem where we build).
+            let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
+            // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, which only
+            // `read_raw` (a copy_from_user) writes through here.
+            let out = unsafe { core::slice::from_raw_parts_mut(base.add(skip).cast::<core::mem::MaybeUninit<u8>>(), take) };
+            reader.read_raw(out)?;
+            done += take;
+        }
+        Ok(())
+    }
+
     /// The buffer as runs of DMA-contiguous memory, in order.
     pub(crate) fn runs(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
         let mut index = 0;

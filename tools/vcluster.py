@@ -190,6 +190,16 @@ def choose_accel(kernel_dir, initramfs, run_dir):
     return accel
 
 
+class Job:
+    """A command running on a guest (see `Cluster.exec_async`)."""
+
+    def __init__(self, cluster, n, cid, timeout):
+        self.cluster, self.n, self.cid, self.timeout = cluster, n, cid, timeout
+
+    def wait(self, timeout=None):
+        return self.cluster.collect(self.n, self.cid, timeout or self.timeout)
+
+
 class Cluster:
     """A running (or to be started) virtual cluster rooted at `run_dir`."""
 
@@ -384,6 +394,10 @@ class Cluster:
             time.sleep(0.02)
         rc = int((d / f"{cid}.rc").read_text().strip() or "255")
         return Result(rc, (d / f"{cid}.out").read_text(errors="replace"))
+
+    def exec_async(self, n, script, timeout=900):
+        """Starts a command on node `n` and returns at once; `.wait()` collects it."""
+        return Job(self, n, self.submit(n, script, timeout), timeout)
 
     def exec(self, n, script, timeout=120, check=True):
         res = self.collect(n, self.submit(n, script, timeout), timeout)

@@ -8,6 +8,7 @@ KASAN, lockdep, ...). The last line is `N passed, N failed`.
 """
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -301,6 +302,131 @@ def lmr_hostile_arguments_get_clear_errnos(c):
     check_no_lmr_state(c)
 
 
+# ---- RPC ----
+
+def check_no_rpc_state(c, nodes=(0, 1, 2)):
+    """No server, ring, call or queued request is left on `nodes` (a killed process's
+    file is released asynchronously, and a client forgets a dead binding at its next
+    bind, so only rings, servers, calls and requests are checked)."""
+    deadline = time.time() + 60
+    while True:
+        counts = {n: c.status(n)["rpc"] for n in nodes}
+        if all(r["servers"] == 0 and r["rings"] == 0 and r["calls"] == 0 and r["requests"] == 0
+               for r in counts.values()):
+            return
+        check(time.time() < deadline, f"RPC state left behind: {counts}")
+        time.sleep(1)
+
+
+def rpc_calls(c, node, args, timeout=600):
+    """Runs `lite-selftest rpc-call` on `node`; returns its JSON summary."""
+    res = c.exec(node, f"lite-selftest rpc-call {args}", timeout=timeout, check=False)
+    lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
+    check(res.rc == 0 and lines, f"node {node} rpc-call {args}: {res.out.strip()[-2000:]}")
+    return json.loads(lines[-1])
+
+
+@test
+def rpc_calls_from_many_processes_and_threads_are_checked(c):
+    serve = Background(c, 1, "rpcsrv", "lite-selftest rpc-serve 7")
+    serve.wait_for("ready")
+    # Two processes x three threads on every node (node 1's own calls are local), at once.
+    script = ("for p in 1 2; do lite-selftest rpc-call 1 7 --count 8 --threads 3 --size {size} --reply {reply} "
+              "> /tmp/rc$p 2>&1 & done; wait; cat /tmp/rc1 /tmp/rc2")
+    for size, reply in ((16, 4096), (3000, 100), (16, 0)):
+        outs = []
+        for n in (0, 1, 2):
+            outs.append(c.exec_async(n, script.format(size=size, reply=reply)))
+        for n, job in zip((0, 1, 2), outs):
+            out = job.wait(timeout=900).out
+            summaries = [json.loads(ln) for ln in out.splitlines() if ln.startswith("{")]
+            check(len(summaries) == 2 and all(s["failed"] == 0 and s["calls"] == 24 for s in summaries),
+                  f"node {n}, {size} B requests, {reply} B replies: {out[-2000:]}")
+            for s in summaries:
+                check(s["crossings_per_call"] <= 2.0, f"more than 2 crossings per call: {s}")
+    print("    3 x 144 calls checked from nodes 0, 1 (local) and 2", flush=True)
+    serve.close()
+    check_no_rpc_state(c)
+
+
+@test
+def rpc_one_way_messages_all_arrive(c):
+    serve = Background(c, 1, "msgsrv", "lite-selftest rpc-serve 8 --limit 60")
+    serve.wait_for("ready")
+    for n in (0, 2):
+        rpc_calls(c, n, "1 8 --oneway --count 10 --threads 3 --size 2000")
+    out = serve.wait_for("served", timeout=300)
+    check("0 calls, 60 messages, 0 corrupt" in out, out)
+    serve.close()
+    check_no_rpc_state(c)
+
+
+@test
+def rpc_server_killed_mid_call_fails_its_callers(c):
+    serve = Background(c, 1, "slowsrv", "lite-selftest rpc-serve 9 --delay-ms 600000")
+    serve.wait_for("ready")
+    caller = c.exec_async(0, "lite-selftest rpc-call 1 9 --count 1 --threads 3 --expect-error ECONNRESET")
+    # The three requests are queued or being served when the server dies.
+    deadline = time.time() + 120
+    while c.status(1)["rpc"]["requests"] + 1 < 3:
+        check(time.time() < deadline, f"requests never reached the server: {c.status(1)['rpc']}")
+        time.sleep(0.5)
+    t0 = time.time()
+    serve.kill()
+    out = caller.wait(timeout=120).out
+    check('"failed":0' in out, f"callers of a killed server: {out}")
+    check(time.time() - t0 < 30, f"callers took {time.time() - t0:.0f} s to learn that the server died")
+    rpc_calls(c, 2, "1 9 --count 1 --expect-error ECONNREFUSED")
+    check_no_rpc_state(c)
+
+
+@test
+def rpc_hostile_arguments_get_clear_errnos(c):
+    serve = Background(c, 2, "hostsrv", "lite-selftest rpc-serve 10")
+    serve.wait_for("ready")
+    out = c.exec(0, "lite-selftest rpc-hostile 2 10", timeout=600).out
+    check(" 0 failed" in out, out)
+    serve.close()
+    check_no_rpc_state(c)
+
+
+@big
+def rpc_payloads_up_to_4_mib_wrap_the_ring(c):
+    serve = Background(c, 1, "bigsrv", "lite-selftest rpc-serve 20")
+    serve.wait_for("ready")
+    # 4 MiB requests and replies: 6 x 4 MiB through an 8 MiB ring wraps it three times.
+    s = rpc_calls(c, 0, "1 20 --count 3 --threads 2 --size 4M --reply 4M", timeout=1200)
+    print(f"    4 MiB both ways: {s['calls']} calls, p50 {s['p50_ns'] / 1e6:.0f} ms", flush=True)
+    # Many small calls from two nodes at once wrap it again, out of order over K QPs.
+    jobs = [c.exec_async(n, "lite-selftest rpc-call 1 20 --count 400 --threads 4 --size 5000 --reply 5000")
+            for n in (0, 2)]
+    for n, job in zip((0, 2), jobs):
+        out = job.wait(timeout=1200).out
+        check('"failed":0' in out, f"node {n}: {out[-2000:]}")
+    for size, reply in (("0", "4M"), ("4M", "0"), ("1", "1"), ("4095", "4097")):
+        rpc_calls(c, 2, f"1 20 --count 2 --size {size} --reply {reply}", timeout=600)
+    serve.close()
+    check_no_rpc_state(c)
+
+
+@big
+def rpc_slow_server_fills_the_ring_and_nothing_is_lost(c):
+    # 24 one-way messages of 1 MiB from two nodes (24 MiB) against an 8 MiB ring and
+    # a server that takes 200 ms per message: senders block until it catches up.
+    serve = Background(c, 1, "slowring", "lite-selftest rpc-serve 21 --delay-ms 200 --limit 30")
+    serve.wait_for("ready")
+    jobs = [c.exec_async(n, "lite-selftest rpc-call 1 21 --oneway --count 6 --threads 2 --size 1M") for n in (0, 2)]
+    for n, job in zip((0, 2), jobs):
+        out = job.wait(timeout=900).out
+        check('"failed":0' in out, f"node {n}: {out[-2000:]}")
+    # Then calls, which queue behind the messages.
+    rpc_calls(c, 0, "1 21 --count 6 --size 100K --reply 100K", timeout=900)
+    out = serve.wait_for("served", timeout=900)
+    check("6 calls, 24 messages, 0 corrupt" in out, out)
+    serve.close()
+    check_no_rpc_state(c)
+
+
 @test
 def hostile_ioctls_get_clear_errnos(c):
     out = c.exec(0, "lite-selftest hostile 1", timeout=120).out
@@ -340,13 +466,35 @@ def leaving_node_is_torn_down_and_can_rejoin(c):
 
 @test
 def killed_node_is_marked_down_and_others_keep_working(c):
+    # A call is waiting at node 1's (slow) server when node 1 dies.
+    serve = Background(c, 1, "doomed", "lite-selftest rpc-serve 12 --delay-ms 600000")
+    serve.wait_for("ready")
+    caller = c.exec_async(0, "lite-selftest rpc-call 1 12 --count 1 --expect-error EHOSTDOWN")
+    deadline = time.time() + 120
+    while c.status(0)["rpc"]["calls"] < 1:
+        check(time.time() < deadline, "the call never left node 0")
+        time.sleep(0.5)
     c.kill_node(1)
     for n in (0, 2):
         wait_peers(c, n, down=[1])
+    out = caller.wait(timeout=120).out
+    check('"failed":0' in out, f"a call to a node that died: {out}")
     res = ping(c, 2, 1, check_ok=False)
     check(res.rc != 0 and "down" in res.out, f"ping to a dead node: {res.out}")
     ping(c, 0, 2)
     ping(c, 2, 0)
+
+
+@test
+def rpc_multicast_reports_each_node_with_one_down(c):
+    servers = [Background(c, n, f"mc{n}", "lite-selftest rpc-serve 11") for n in (0, 2)]
+    for s in servers:
+        s.wait_for("ready")
+    out = c.exec(2, "lite-selftest rpc-multicast 0,1,2 11", timeout=300).out
+    check("0: ok" in out and "1: EHOSTDOWN" in out and "2: ok" in out, f"multicast with node 1 down: {out}")
+    for s in servers:
+        s.close()
+    check_no_rpc_state(c, nodes=(0, 2))
 
 
 @test

@@ -43,6 +43,29 @@ typedef struct {
 } lite_node_t;
 
 /*
+ A request or message received by a server (`lite_recv_rpc`, `lite_reply_recv`).
+ */
+typedef struct {
+  /*
+   Payload bytes, at the start of the receive buffer.
+   */
+  uint64_t len;
+  /*
+   Reply token for `lite_reply_rpc`; 0 for a one-way message.
+   */
+  uint64_t token;
+  /*
+   The caller's node.
+   */
+  uint32_t node;
+  uint32_t reserved;
+  /*
+   The most reply bytes the caller takes.
+   */
+  uint64_t reply_capacity;
+} LiteIncoming;
+
+/*
  Opens /dev/lite. Returns NULL on failure with `*err` (if not NULL) set to a negative errno.
 
  # Safety
@@ -233,6 +256,116 @@ int lite_memmove(const lite_t *lite,
  `lite` is a live handle.
  */
 uint64_t lite_crossings(const lite_t *lite);
+
+/*
+ Calls RPC `id` at `node` with `in_len` bytes at `in`; the reply lands in `out`
+ (`out_cap` bytes) and its length in `*reply_len` (also the true size when it
+ did not fit: -EOVERFLOW). Returns 0 or a negative errno: -ECONNREFUSED no
+ server, -ECONNRESET the server exited, -ETIMEDOUT, -EHOSTDOWN, -EMSGSIZE.
+
+ # Safety
+ `lite` is a live handle; `in`/`out` are valid for their lengths (or NULL with 0);
+ `reply_len` is NULL or writable.
+ */
+int lite_rpc(const lite_t *lite,
+             uint32_t node,
+             uint32_t id,
+             const void *input,
+             uint64_t in_len,
+             void *out,
+             uint64_t out_cap,
+             uint64_t *reply_len,
+             uint32_t timeout_ms);
+
+/*
+ Multicast RPC: the same request to `count` nodes at once; node i's reply lands
+ in `outs[i]` (`out_cap` bytes each) and `results[i]` is its length or a
+ negative errno. Returns 0, or a negative errno when the arguments are bad.
+
+ # Safety
+ `nodes`, `outs` and `results` hold `count` entries; every `outs[i]` is valid for
+ `out_cap` bytes; `input` for `in_len`.
+ */
+int lite_multicast_rpc(const lite_t *lite,
+                       const uint32_t *nodes,
+                       uint32_t count,
+                       uint32_t id,
+                       const void *input,
+                       uint64_t in_len,
+                       void *const *outs,
+                       uint64_t out_cap,
+                       int64_t *results,
+                       uint32_t timeout_ms);
+
+/*
+ Sends a one-way message to RPC `id` at `node`; returns once it is in the
+ server's ring. Returns 0 or a negative errno.
+
+ # Safety
+ `lite` is a live handle; `msg` is valid for `len` bytes (or NULL with 0).
+ */
+int lite_send(const lite_t *lite,
+              uint32_t node,
+              uint32_t id,
+              const void *msg,
+              uint64_t len,
+              uint32_t timeout_ms);
+
+/*
+ This process serves RPC `id` on this node (-EEXIST: it has a server already).
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_register_rpc(const lite_t *lite, uint32_t id);
+
+/*
+ Stops serving `id`; its waiting callers fail with -ECONNRESET.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_unregister_rpc(const lite_t *lite, uint32_t id);
+
+/*
+ Receives the next request or message for `id` into `buf` (`cap` bytes),
+ described in `*got`. -EOVERFLOW: it does not fit (`got->len` tells its size; it
+ stays queued). -ETIMEDOUT: nothing within `timeout_ms`.
+
+ # Safety
+ `lite` is a live handle; `buf` is valid for `cap` bytes; `got` is writable.
+ */
+int lite_recv_rpc(const lite_t *lite,
+                  uint32_t id,
+                  void *buf,
+                  uint64_t cap,
+                  uint32_t timeout_ms,
+                  LiteIncoming *got);
+
+/*
+ Answers the request of `token` with `len` bytes at `reply`. Returns 0 or a
+ negative errno (-EBADF: unknown or already answered token).
+
+ # Safety
+ `lite` is a live handle; `reply` is valid for `len` bytes (or NULL with 0).
+ */
+int lite_reply_rpc(const lite_t *lite, uint64_t token, const void *reply, uint64_t len);
+
+/*
+ `lite_reply_rpc`, then `lite_recv_rpc`, in one kernel crossing.
+
+ # Safety
+ As for `lite_reply_rpc` and `lite_recv_rpc`.
+ */
+int lite_reply_recv(const lite_t *lite,
+                    uint64_t token,
+                    const void *reply,
+                    uint64_t reply_len,
+                    uint32_t id,
+                    void *buf,
+                    uint64_t cap,
+                    uint32_t timeout_ms,
+                    LiteIncoming *got);
 
 /*
  A static, NUL-terminated description of a negative errno returned by liblite.

@@ -27,7 +27,7 @@ pub struct Incoming {
 
 /// Answers one received request (once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplyToken(u64);
+pub struct ReplyToken(pub(crate) u64);
 
 /// This node's RPC bookkeeping (see `Lite::rpc_stat`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 3
+#define LITE_ABI_VERSION 4
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -64,6 +64,26 @@
  QP state value for a QP that does not exist (otherwise `IB_QPS_*`: 0 RESET … 6 ERR).
  */
 #define LITE_QPS_NONE 4294967295
+
+/*
+ Completion slots in the shared page: calls of one process in flight at once.
+ */
+#define LITE_SLOTS 63
+
+/*
+ `LiteSlot::state`: no call uses the slot (the library's own bookkeeping).
+ */
+#define LITE_SLOT_FREE 0
+
+/*
+ The kernel accepted a call on the slot; its result is not there yet.
+ */
+#define LITE_SLOT_PENDING 1
+
+/*
+ The result is in `error` and `len` (written before `state`).
+ */
+#define LITE_SLOT_DONE 2
 
 /*
  Permission to LT_read the LMR.
@@ -216,5 +236,66 @@
  `_IOWR('L', 20, LiteRegister)`
  */
 #define LITE_IOC_REGISTER 3227536404
+
+/*
+ Largest request or reply payload (bytes).
+ */
+#define LITE_RPC_MAX_MSG (4 << 20)
+
+/*
+ Longest timeout a call, receive or wait may ask for.
+ */
+#define LITE_RPC_MAX_TIMEOUT_MS 600000
+
+/*
+ `LiteRpcCall::flags`: a one-way message (LT_send): no reply, no output buffer;
+ the ioctl returns once the message is in the server's ring.
+ */
+#define LITE_RPC_ONEWAY 1
+
+/*
+ `_IOW('L', 21, LiteRpcId)`
+ */
+#define LITE_IOC_RPC_REGISTER 1074285589
+
+/*
+ `_IOW('L', 22, LiteRpcId)`
+ */
+#define LITE_IOC_RPC_UNREGISTER 1074285590
+
+/*
+ `_IOWR('L', 23, LiteRpcCall)`
+ */
+#define LITE_IOC_RPC_CALL 3225439255
+
+/*
+ `_IOW('L', 24, LiteWait)`
+ */
+#define LITE_IOC_WAIT 1074285592
+
+/*
+ `_IOWR('L', 25, LiteRpcRecv)`
+ */
+#define LITE_IOC_RPC_RECV 3224914969
+
+/*
+ `_IOW('L', 26, LiteRpcReply)`
+ */
+#define LITE_IOC_RPC_REPLY 1075334170
+
+/*
+ `_IOWR('L', 27, LiteRpcReplyRecv)`
+ */
+#define LITE_IOC_RPC_REPLY_RECV 3226487835
+
+/*
+ `_IOWR('L', 28, LiteRpcBench)`
+ */
+#define LITE_IOC_RPC_BENCH 3224390684
+
+/*
+ `_IOR('L', 29, LiteRpcStat)`
+ */
+#define LITE_IOC_RPC_STAT 2149600285
 
 #endif  /* LITE_UAPI_H */

@@ -605,7 +605,7 @@ pub struct LiteRpcStat {
     pub bindings: u32,
     /// Calls from this node waiting for a reply (abandoned ones included).
     pub calls: u32,
-    /// Requests received and not yet replied to, queued or being served.
+    /// Requests and messages queued for this node's server processes.
     pub requests: u32,
     pub reserved: u32,
 }

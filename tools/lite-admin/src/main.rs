@@ -161,6 +161,22 @@ struct StatusJson {
     qps_per_peer: u32,
     peers: Vec<PeerJson>,
     memory: MemoryJson,
+    rpc: RpcJson,
+}
+
+#[derive(Serialize)]
+struct RpcJson {
+    /// Ids served on this node.
+    servers: u32,
+    /// Rings this node keeps for other nodes' calls, and their bytes.
+    rings: u32,
+    ring_bytes: u64,
+    /// This node's bindings to other nodes' ids.
+    bindings: u32,
+    /// Calls from this node waiting for a reply.
+    calls: u32,
+    /// Requests received here and not yet answered.
+    requests: u32,
 }
 
 #[derive(Serialize)]
@@ -176,6 +192,7 @@ fn status(json: bool) -> Result<(), String> {
     let info = lite.info().map_err(|e| e.to_string())?;
     let peers = lite.peers().map_err(|e| e.to_string())?;
     let mem = lite.mem_stat().map_err(|e| e.to_string())?;
+    let rpc = lite.rpc_stat().map_err(|e| e.to_string())?;
     let report = StatusJson {
         node_id: info.node_id,
         epoch: info.epoch,
@@ -203,6 +220,14 @@ fn status(json: bool) -> Result<(), String> {
             held_bytes: mem.held_bytes,
             held_limit: mem.held_limit,
         },
+        rpc: RpcJson {
+            servers: rpc.servers,
+            rings: rpc.rings,
+            ring_bytes: rpc.ring_bytes,
+            bindings: rpc.bindings,
+            calls: rpc.calls,
+            requests: rpc.requests,
+        },
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
@@ -229,6 +254,15 @@ fn status(json: bool) -> Result<(), String> {
         report.memory.mappings,
         mib(report.memory.held_bytes),
         mib(report.memory.held_limit)
+    );
+    println!(
+        "rpc: {} id(s) served, {} ring(s) ({:.1} MiB) for callers, {} binding(s), {} call(s) in flight, {} request(s) queued",
+        report.rpc.servers,
+        report.rpc.rings,
+        mib(report.rpc.ring_bytes),
+        report.rpc.bindings,
+        report.rpc.calls,
+        report.rpc.requests
     );
     if report.peers.is_empty() {
         println!("no peers");

@@ -126,7 +126,7 @@ enum Command {
     /// Serve RPC ID: check every request, reply with the asked-for pattern.
     RpcServe {
         id: u32,
-        /// Sleep this long before each reply (a slow server).
+        /// Sleep this long over each request or message (a slow server).
         #[arg(long, value_name = "N", default_value_t = 0)]
         delay_ms: u64,
         /// Exit after this many requests and messages.

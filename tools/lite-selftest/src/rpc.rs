@@ -40,8 +40,8 @@ fn request(size: usize, reply: usize, seed: u64) -> Vec<u8> {
     req
 }
 
-/// Serves `id`: checks each request, replies with the asked-for pattern (after
-/// `delay` each), counts one-way messages. Prints `ready`; with `limit`, exits
+/// Serves `id`: checks each request, replies with the asked-for pattern, counts
+/// one-way messages; takes `delay` over each. Prints `ready`; with `limit`, exits
 /// after that many requests and messages.
 pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -> std::process::ExitCode {
     if let Err(e) = lite.register_rpc(id) {
@@ -59,7 +59,14 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
             break;
         }
         let got = match pending.take() {
-            Some((token, len)) => lite.reply_and_recv(token, &reply[..len], id, &mut buf, TIMEOUT),
+            Some((token, len)) => match lite.reply_and_recv(token, &reply[..len], id, &mut buf, TIMEOUT) {
+                // The caller's node went away: its reply is lost, serving goes on.
+                Err(e @ (Error::NodeDown(_) | Error::Sys { .. })) => {
+                    eprintln!("rpc-serve: reply failed: {e}");
+                    lite.recv_rpc(id, &mut buf, TIMEOUT)
+                }
+                other => other,
+            },
             None => lite.recv_rpc(id, &mut buf, TIMEOUT),
         };
         let incoming = match got {
@@ -70,6 +77,9 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
                 return std::process::ExitCode::FAILURE;
             }
         };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let body = &buf[..incoming.len];
         let (want, seed) = if body.len() >= 16 {
             let want = u64::from_le_bytes(body[..8].try_into().unwrap_or_default()) as usize;
@@ -86,9 +96,6 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
             None => messages += 1,
             Some(token) => {
                 calls += 1;
-                if !delay.is_zero() {
-                    std::thread::sleep(delay);
-                }
                 if body.len() >= 16 {
                     reply.resize(want.min(LITE_RPC_MAX_MSG as usize), 0);
                     fill(&mut reply, seed + 1);
