@@ -295,6 +295,19 @@ impl Peer {
             ImmKind::RpcRequest | ImmKind::RpcReply | ImmKind::RpcHead => return Err(EINVAL),
         };
         let imm = wire::encode_imm(kind, slot as u32).ok_or(EINVAL)?;
+        let len = HEADER_LEN + header.len as usize;
+        let header = header.encode();
+        let staged: &[&[u8]] = match body {
+            Body::Copy(bytes) => &[&header, bytes],
+            Body::Staged => &[&header],
+        };
+        self.post_from_outbox(qp_index, offset, staged, len, imm)
+    }
+
+    /// Copies `staged` into our outbox at `offset` and posts a write-with-immediate
+    /// of the `len` bytes there to the same offset of the peer's mailbox, through
+    /// QP `hint % K`.
+    fn post_from_outbox(&self, hint: usize, offset: usize, staged: &[&[u8]], len: usize, imm: u32) -> Result {
         let mut guard = self.link.lock();
         let link = &mut *guard;
         let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
@@ -303,20 +316,13 @@ impl Peer {
         if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
             return Err(EHOSTDOWN());
         }
-        mailbox.outbox.write(offset, &header.encode())?;
-        if let Body::Copy(bytes) = body {
-            mailbox.outbox.write(offset + HEADER_LEN, bytes)?;
+        let mut at = offset;
+        for part in staged {
+            mailbox.outbox.write(at, part)?;
+            at += part.len();
         }
-        let qp = &link.qps[qp_index % link.qps.len()];
-        qp.post_write_imm(
-            &mailbox.outbox,
-            offset,
-            HEADER_LEN + header.len as usize,
-            remote.mailbox_addr + offset as u64,
-            remote.mailbox_rkey,
-            imm,
-            None,
-        )
+        let qp = &link.qps[hint % link.qps.len()];
+        qp.post_write_imm(&mailbox.outbox, offset, len, remote.mailbox_addr + offset as u64, remote.mailbox_rkey, imm, None)
     }
 
     /// Writes the completion record of the peer's call in call slot `slot` into its
@@ -329,17 +335,7 @@ impl Peer {
         }
         let offset = wire::done_offset(slot);
         let imm = wire::encode_imm(ImmKind::RpcReply, slot as u32).ok_or(EINVAL)?;
-        let mut guard = self.link.lock();
-        let link = &mut *guard;
-        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
-            return Err(EHOSTDOWN());
-        };
-        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
-            return Err(EHOSTDOWN());
-        }
-        mailbox.outbox.write(offset, &done.encode())?;
-        let qp = &link.qps[slot % link.qps.len()];
-        qp.post_write_imm(&mailbox.outbox, offset, RpcDone::LEN, remote.mailbox_addr + offset as u64, remote.mailbox_rkey, imm, None)
+        self.post_from_outbox(slot, offset, &[&done.encode()], RpcDone::LEN, imm)
     }
 
     /// The completion record in our RPC call slot `slot`.
@@ -377,15 +373,7 @@ impl Peer {
     /// Posts an immediate without data (a head report), on QP `hint % K`.
     pub(crate) fn post_imm(&self, hint: usize, kind: ImmKind, payload: u32) -> Result {
         let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
-        let link = self.link.lock();
-        let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_ref()) else {
-            return Err(EHOSTDOWN());
-        };
-        if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
-            return Err(EHOSTDOWN());
-        }
-        let qp = &link.qps[hint % link.qps.len()];
-        qp.post_write_imm(&mailbox.outbox, 0, 0, remote.mailbox_addr, remote.mailbox_rkey, imm, None)
+        self.post_from_outbox(hint, 0, &[], 0, imm)
     }
 
     /// A failed work request: the QP is in error, the peer unreachable.

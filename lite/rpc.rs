@@ -37,7 +37,7 @@ use crate::wire::{self, Body, Bound, MsgKind, Reader, RpcBind, RpcDone, RpcUnbin
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNode};
+use kernel::rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
 use kernel::time::{msecs_to_jiffies, Ktime};
 use kernel::uaccess::UserSlice;
@@ -255,14 +255,23 @@ impl FileRpc {
     /// Claims `slot` for a call until `deadline`; EBUSY while another call uses it.
     fn claim(&self, slot: usize, seq: u64, deadline: u64) -> Result {
         let mut slots = self.slots.lock();
+        let now = now_ns();
         match slots.get(slot) {
-            Some(SlotUse::Idle) => {
+            // A call abandoned past its deadline (its late result is ignored by seq).
+            Some(SlotUse::Idle) | Some(SlotUse::Pending { deadline: _, .. }) if Self::expired(&slots[slot], now) => {
                 slots[slot] = SlotUse::Pending { seq, deadline };
                 self.page.publish(slot, LITE_SLOT_PENDING, 0, 0, seq);
                 Ok(())
             }
             Some(_) => Err(EBUSY),
             None => Err(EINVAL),
+        }
+    }
+
+    fn expired(slot: &SlotUse, now: u64) -> bool {
+        match slot {
+            SlotUse::Idle => true,
+            SlotUse::Pending { deadline, .. } => now >= *deadline,
         }
     }
 
@@ -660,8 +669,13 @@ impl<T> Fifo<T> {
         Fifo { items: KVec::new(), head: 0 }
     }
 
-    fn push(&mut self, item: T, flags: kernel::alloc::Flags) -> Result {
-        self.items.push(Some(item), flags)?;
+    /// Appends `item`; hands it back when there is no memory.
+    fn push(&mut self, item: T, flags: kernel::alloc::Flags) -> core::result::Result<(), T> {
+        if self.items.reserve(1, flags).is_err() {
+            return Err(item);
+        }
+        // Within the capacity just reserved: cannot fail.
+        let _ = self.items.push(Some(item), flags);
         Ok(())
     }
 
@@ -1025,6 +1039,11 @@ impl Lite {
         if buf.checked_add(len).is_none() {
             return Err((EFAULT, req));
         }
+        // Taken before the request is consumed: remembering it cannot fail later.
+        let reservation = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(r) => r,
+            Err(e) => return Err((e.into(), req)),
+        };
         let node = req.node();
         let owed = match req {
             Request::Remote { peer, binding, header } => {
@@ -1071,13 +1090,7 @@ impl Lite {
                 Owed::Remote { capacity, .. } => *capacity,
                 Owed::Local(caller) => caller.capacity,
             };
-            match RBTreeNode::new(token, owed, GFP_KERNEL) {
-                Ok(node) => {
-                    file.owed.lock().insert(node);
-                }
-                // The request is consumed: without memory to remember it, its caller fails.
-                Err(e) => return Err((e, Request::Local { node, payload: KVec::new(), caller: None })),
-            }
+            file.owed.lock().insert(reservation.into_node(token, owed));
         }
         Ok(Some(Received { len: len as u64, token, node, flags, capacity }))
     }
@@ -1367,7 +1380,7 @@ impl Lite {
             if q.closed {
                 Err((ECONNREFUSED(), request))
             } else {
-                q.requests.push(request, GFP_ATOMIC).map_err(|_| (ENOMEM, Request::Local { node: me, payload: KVec::new(), caller: None }))
+                q.requests.push(request, GFP_ATOMIC).map_err(|request| (ENOMEM, request))
             }
         };
         match queued {
@@ -1503,7 +1516,7 @@ impl Lite {
             if q.closed {
                 Err(ECONNREFUSED())
             } else {
-                q.requests.push(request, GFP_ATOMIC)
+                q.requests.push(request, GFP_ATOMIC).map_err(|_| ENOMEM)
             }
         };
         match queued {

@@ -40,19 +40,42 @@ fn request(size: usize, reply: usize, seed: u64) -> Vec<u8> {
     req
 }
 
+static CALLS: AtomicU64 = AtomicU64::new(0);
+static MESSAGES: AtomicU64 = AtomicU64::new(0);
+static BAD: AtomicU64 = AtomicU64::new(0);
+
+fn served() -> std::process::ExitCode {
+    let bad = BAD.load(Ordering::Relaxed);
+    println!(
+        "served {} calls, {} messages, {bad} corrupt",
+        CALLS.load(Ordering::Relaxed),
+        MESSAGES.load(Ordering::Relaxed)
+    );
+    let _ = std::io::stdout().flush();
+    if bad == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    }
+}
+
 /// Serves `id`: checks each request, replies with the asked-for pattern, counts
 /// one-way messages; takes `delay` over each. Prints `ready`; with `limit`, exits
-/// after that many requests and messages.
+/// after that many requests and messages; exits at EOF on stdin too.
 pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -> std::process::ExitCode {
     if let Err(e) = lite.register_rpc(id) {
         eprintln!("rpc-serve: {e}");
         return std::process::ExitCode::FAILURE;
     }
+    std::thread::spawn(|| {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        std::process::exit(if served() == std::process::ExitCode::SUCCESS { 0 } else { 1 });
+    });
     println!("ready");
     let _ = std::io::stdout().flush();
     let mut buf = vec![0u8; LITE_RPC_MAX_MSG as usize];
     let mut reply = Vec::new();
-    let (mut calls, mut messages, mut bad) = (0u64, 0u64, 0u64);
+    let (mut calls, mut messages) = (0u64, 0u64);
     let mut pending: Option<(lite::ReplyToken, usize)> = None;
     loop {
         if limit.is_some_and(|l| calls + messages >= l) {
@@ -85,7 +108,7 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
             let want = u64::from_le_bytes(body[..8].try_into().unwrap_or_default()) as usize;
             let seed = u64::from_le_bytes(body[8..16].try_into().unwrap_or_default());
             if !pattern_ok(&body[16..], seed) {
-                bad += 1;
+                BAD.fetch_add(1, Ordering::Relaxed);
                 eprintln!("rpc-serve: corrupt request from node {} ({} bytes)", incoming.node, body.len());
             }
             (want, seed)
@@ -93,9 +116,13 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
             (body.len(), 0)
         };
         match incoming.reply {
-            None => messages += 1,
+            None => {
+                messages += 1;
+                MESSAGES.fetch_add(1, Ordering::Relaxed);
+            }
             Some(token) => {
                 calls += 1;
+                CALLS.fetch_add(1, Ordering::Relaxed);
                 if body.len() >= 16 {
                     reply.resize(want.min(LITE_RPC_MAX_MSG as usize), 0);
                     fill(&mut reply, seed + 1);
@@ -110,12 +137,7 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
     if let Some((token, len)) = pending {
         let _ = lite.reply_rpc(token, &reply[..len]);
     }
-    println!("served {calls} calls, {messages} messages, {bad} corrupt");
-    if bad == 0 {
-        std::process::ExitCode::SUCCESS
-    } else {
-        std::process::ExitCode::FAILURE
-    }
+    served()
 }
 
 pub(crate) struct CallArgs {
