@@ -153,7 +153,7 @@ def concurrent_callers_share_the_request_slots(c):
 @test
 def c_program_links_liblite(c):
     out = c.exec(1, "lite-hello").out
-    check("node 1: 2 peer(s)" in out and out.count("ping node") == 2, out)
+    check("node 1: 2 peer(s)" in out and out.count("ping node") == 2 and "lmr: ok" in out and "rpc: ok" in out, out)
 
 
 # ---- LITE memory regions ----
@@ -416,9 +416,14 @@ def rpc_slow_server_fills_the_ring_and_nothing_is_lost(c):
     serve = Background(c, 1, "slowring", "lite-selftest rpc-serve 21 --delay-ms 200 --limit 30")
     serve.wait_for("ready")
     jobs = [c.exec_async(n, "lite-selftest rpc-call 1 21 --oneway --count 6 --threads 2 --size 1M") for n in (0, 2)]
+    slowest = 0
     for n, job in zip((0, 2), jobs):
         out = job.wait(timeout=900).out
         check('"failed":0' in out, f"node {n}: {out[-2000:]}")
+        slowest = max(slowest, json.loads(out.strip().splitlines()[-1])["seconds"])
+    # At most 8 messages fit the ring: 16 had to wait for 200 ms each of the server.
+    check(slowest >= 3.0, f"senders finished in {slowest:.1f} s: they never waited for ring room")
+    print(f"    senders blocked on the full ring for up to {slowest:.1f} s", flush=True)
     # Then calls, which queue behind the messages.
     rpc_calls(c, 0, "1 21 --count 6 --size 100K --reply 100K", timeout=900)
     out = serve.wait_for("served", timeout=900)

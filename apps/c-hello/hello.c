@@ -1,7 +1,9 @@
 /* lite-hello: proves the liblite C ABI by linking it from plain C.
- * Prints this node's id, pings every connected peer once, and round-trips data
- * through a 64 KB LITE memory region on this node. */
+ * Prints this node's id, pings every connected peer once, round-trips data
+ * through a 64 KB LITE memory region on this node, and calls an RPC server
+ * thread of its own through the kernel. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,67 @@ static int lmr_round_trip(lite_t *lite, uint32_t self)
 	return err || bad || free_err ? -1 : 0;
 }
 
+#define RPC_ID 4242
+
+struct server {
+	lite_t *lite;
+	int err;
+};
+
+/* Answers one request: its bytes reversed. */
+static void *serve_one(void *arg)
+{
+	struct server *srv = arg;
+	unsigned char req[256], rep[256];
+	lite_incoming_t in;
+	uint64_t i;
+
+	srv->err = lite_recv_rpc(srv->lite, RPC_ID, req, sizeof(req), 30000, &in);
+	if (srv->err)
+		return NULL;
+	for (i = 0; i < in.len; i++)
+		rep[i] = req[in.len - 1 - i];
+	srv->err = lite_reply_rpc(srv->lite, in.token, rep, in.len);
+	return NULL;
+}
+
+/* A one-way message and a call to RPC_ID served by a thread of this process. */
+static int rpc_round_trip(lite_t *lite, uint32_t self)
+{
+	static const char msg[] = "hello, kernel";
+	struct server srv = { .lite = lite };
+	unsigned char got[256];
+	lite_incoming_t in;
+	uint64_t len = 0;
+	pthread_t thread;
+	int err;
+
+	err = lite_register_rpc(lite, RPC_ID);
+	if (!err)
+		err = lite_send(lite, self, RPC_ID, msg, sizeof(msg), 10000);
+	if (!err)
+		err = lite_recv_rpc(lite, RPC_ID, got, sizeof(got), 10000, &in);
+	if (!err && (in.len != sizeof(msg) || in.token != 0 || memcmp(got, msg, sizeof(msg)))) {
+		printf("rpc: the message arrived changed\n");
+		return -1;
+	}
+	if (!err && pthread_create(&thread, NULL, serve_one, &srv) == 0) {
+		err = lite_rpc(lite, self, RPC_ID, msg, sizeof(msg), got, sizeof(got), &len, 30000);
+		pthread_join(thread, NULL);
+		if (!err)
+			err = srv.err;
+		if (!err && (len != sizeof(msg) || got[0] != msg[sizeof(msg) - 1])) {
+			printf("rpc: wrong reply\n");
+			return -1;
+		}
+	}
+	if (err) {
+		printf("rpc: %s\n", lite_strerror(err));
+		return -1;
+	}
+	return lite_unregister_rpc(lite, RPC_ID);
+}
+
 int main(void)
 {
 	lite_node_t nodes[16];
@@ -94,6 +157,10 @@ int main(void)
 		failed = 1;
 	else
 		printf("lmr: ok\n");
+	if (rpc_round_trip(lite, self))
+		failed = 1;
+	else
+		printf("rpc: ok\n");
 	printf("crossings: %" PRIu64 "\n", lite_crossings(lite));
 	lite_close(lite);
 	return failed;

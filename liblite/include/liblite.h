@@ -63,7 +63,7 @@ typedef struct {
    The most reply bytes the caller takes.
    */
   uint64_t reply_capacity;
-} LiteIncoming;
+} lite_incoming_t;
 
 /*
  Opens /dev/lite. Returns NULL on failure with `*err` (if not NULL) set to a negative errno.
@@ -340,7 +340,7 @@ int lite_recv_rpc(const lite_t *lite,
                   void *buf,
                   uint64_t cap,
                   uint32_t timeout_ms,
-                  LiteIncoming *got);
+                  lite_incoming_t *got);
 
 /*
  Answers the request of `token` with `len` bytes at `reply`. Returns 0 or a
@@ -365,7 +365,7 @@ int lite_reply_recv(const lite_t *lite,
                     void *buf,
                     uint64_t cap,
                     uint32_t timeout_ms,
-                    LiteIncoming *got);
+                    lite_incoming_t *got);
 
 /*
  A static, NUL-terminated description of a negative errno returned by liblite.

@@ -298,5 +298,10 @@ pub(crate) fn hostile(lite: &Lite, node: u32, id: u32) -> Checks {
     c.expect("unregister 77 again", lite.raw_ioctl(LITE_IOC_RPC_UNREGISTER, &mut reg as *mut _ as usize), Err(Errno::ENOENT));
     let mut b = LiteRpcBench { node, id, count: 0, timeout_ms: 1000, ..Default::default() };
     c.expect("kernel bench of 0 calls", lite.raw_ioctl(LITE_IOC_RPC_BENCH, &mut b as *mut _ as usize), Err(Errno::EINVAL));
+    // The in-kernel caller: 8 B requests come back echoed.
+    match lite.kernel_rpc_bench(node, id, 3, 8, 4096, Duration::from_secs(30)) {
+        Ok(times) if times.len() == 3 => c.passed += 1,
+        other => c.fail(&format!("kernel caller: got {other:?}, want 3 timed calls")),
+    }
     c
 }
