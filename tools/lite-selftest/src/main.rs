@@ -18,7 +18,7 @@
 //!   lite-selftest rpc-serve ID [--delay-ms N] [--limit N]
 //!                                  serve RPC ID, checking requests, answering patterns
 //!   lite-selftest rpc-call NODE ID [--count N] [--threads T] [--size BYTES] [--reply BYTES]
-//!                                  [--oneway] [--expect-error ERRNO] [--timeout-ms N]
+//!                                  [--oneway] [--expect-error ERRNO] [--timeout-ms N] [--kernel-caller]
 //!                                  call (or send to) ID at NODE, check every reply (JSON summary)
 //!   lite-selftest rpc-multicast NODES ID
 //!                                  one request to every node of NODES, each outcome
@@ -156,6 +156,9 @@ enum Command {
         expect_error: Option<Errno>,
         #[arg(long, value_name = "N", default_value_t = 60_000)]
         timeout_ms: u64,
+        /// Issue the calls from the kernel (LITE_IOC_RPC_BENCH; --count calls, one thread).
+        #[arg(long)]
+        kernel_caller: bool,
     },
     /// One request to every node of NODES (comma-separated); prints each outcome.
     RpcMulticast {
@@ -392,7 +395,7 @@ fn main() -> ExitCode {
         Command::RpcServe { id, delay_ms, limit } => {
             return rpc::serve(&lite, id, std::time::Duration::from_millis(delay_ms), limit)
         }
-        Command::RpcCall { node, id, count, threads, size, reply, oneway, expect_error, timeout_ms } => {
+        Command::RpcCall { node, id, count, threads, size, reply, oneway, expect_error, timeout_ms, kernel_caller } => {
             let args = rpc::CallArgs {
                 node,
                 id,
@@ -403,6 +406,7 @@ fn main() -> ExitCode {
                 oneway,
                 expect_error,
                 timeout: std::time::Duration::from_millis(timeout_ms),
+                kernel_caller,
             };
             return rpc::call(&lite, &args);
         }

@@ -150,11 +150,16 @@ pub(crate) struct CallArgs {
     pub(crate) oneway: bool,
     pub(crate) expect_error: Option<Errno>,
     pub(crate) timeout: Duration,
+    /// Issue the calls from the kernel (LITE_IOC_RPC_BENCH) instead.
+    pub(crate) kernel_caller: bool,
 }
 
 /// Calls (or sends to) `id` at `node` from `threads` threads, `count` times each,
 /// checking every reply; prints a JSON summary line.
 pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
+    if a.kernel_caller {
+        return kernel_call(lite, a);
+    }
     let failures = AtomicU64::new(0);
     let first_error = std::sync::Mutex::new(None::<String>);
     let crossings_before = lite.crossings();
@@ -211,6 +216,24 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
         std::process::ExitCode::SUCCESS
     } else {
         std::process::ExitCode::FAILURE
+    }
+}
+
+/// The kernel's own caller: `count` calls of `size` bytes (echoed by rpc-serve
+/// when under 16 bytes) into a `reply`-byte kernel buffer.
+fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
+    match lite.kernel_rpc_bench(a.node, a.id, a.count as u32, a.size, a.reply, a.timeout) {
+        Ok(lat) => {
+            let mut ns: Vec<u64> = lat.iter().map(|d| d.as_nanos() as u64).collect();
+            ns.sort_unstable();
+            let pct = |p: f64| ns.get(((ns.len() as f64 * p) as usize).min(ns.len().saturating_sub(1))).copied().unwrap_or(0);
+            println!("{}", serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(0.5), "p99_ns": pct(0.99)}));
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("{}", serde_json::json!({"calls": a.count, "failed": a.count, "first_error": e.to_string()}));
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 
