@@ -1096,7 +1096,7 @@ impl Lite {
 }
 
 /// Shortens a byte vector (bytes need no drop).
-fn truncate(bytes: &mut KVec<u8>, len: usize) {
+pub(crate) fn truncate(bytes: &mut KVec<u8>, len: usize) {
     if len < bytes.len() {
         // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
         unsafe { bytes.set_len(len) };

@@ -27,6 +27,7 @@
 //! pinning happen with none held.
 
 use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
+use crate::memory::truncate;
 use crate::errno::{ECONNREFUSED, ECONNRESET, EHOSTDOWN, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::ffi;
 use crate::region::{self, Extent};
@@ -1759,13 +1760,5 @@ impl SharedPage {
                 self.u64_at(core::ptr::addr_of_mut!((*s).seq)).load(Ordering::Relaxed),
             )
         }
-    }
-}
-
-/// Shortens a byte vector (bytes need no drop).
-fn truncate(bytes: &mut KVec<u8>, len: usize) {
-    if len < bytes.len() {
-        // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
-        unsafe { bytes.set_len(len) };
     }
 }
