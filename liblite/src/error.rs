@@ -348,6 +348,24 @@ mod tests {
     }
 
     #[test]
+    fn rpc_errnos_become_typed_errors_and_back() {
+        let rpc = |errno| Error::from_rpc("RPC", Some(2), 7, errno, 8192, 4096);
+        assert_eq!(rpc(Errno::ECONNREFUSED), Error::NoServer { node: 2, id: 7 });
+        assert_eq!(rpc(Errno::ECONNRESET), Error::ServerGone { id: 7 });
+        assert_eq!(rpc(Errno::EMSGSIZE), Error::MessageTooLarge { size: 8192 });
+        assert_eq!(rpc(Errno::EOVERFLOW), Error::BufferTooSmall { size: 8192, capacity: 4096 });
+        assert_eq!(rpc(Errno::EEXIST), Error::IdTaken(7));
+        assert_eq!(rpc(Errno::EHOSTDOWN), Error::NodeDown(2));
+        assert_eq!(rpc(Errno::ETIMEDOUT), Error::Timeout);
+        for errno in [Errno::ECONNREFUSED, Errno::ECONNRESET, Errno::EMSGSIZE, Errno::EOVERFLOW, Errno::EEXIST, Errno::EFAULT] {
+            assert_eq!(rpc(errno).errno(), errno);
+        }
+        let msg = rpc(Errno::EOVERFLOW).to_string();
+        assert!(msg.contains("8192") && msg.contains("4096"), "{msg}");
+        assert!(rpc(Errno::ECONNREFUSED).to_string().contains("start the server"));
+    }
+
+    #[test]
     fn lmr_messages_say_what_to_do() {
         let says = |e: Error, words: &[&str]| {
             let msg = e.to_string();
