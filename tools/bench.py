@@ -9,6 +9,9 @@ Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
   malloc     LT_malloc + LT_map of 1 GiB (held by node 1, and by nodes 0,1,2) vs
              ibv_reg_mr of 1 GiB of fresh memory (tools/regmr, on node 0)
   LMRs       LT_write 8 B latency with 1, 1 000 and 100 000 LMRs (random ones of them)
+  RPC        LT_RPC (16 B request, 8 B - 64 KiB replies) vs ib_write_lat 8 B + ib_write_lat
+             of the reply size; user caller vs the kernel's own caller (8 B); calls/s with
+             1-16 client threads; CPU of an idle server (lite-selftest rpc-serve on node 1)
 
 Why x 2 for writes: ib_write_lat reports half of its ping-pong round trip, while an
 LT_write returns after the RDMA WRITE is acknowledged by the holder, a full round
@@ -54,7 +57,17 @@ TARGETS = {
     "bw": (">=", 0.95),
     "malloc_speedup": (">=", 20.0),
     "lmrs": ("<=", 1.10),
+    "rpc_median": ("<=", 1.15),
+    "rpc_user_kernel": ("<=", 1.10),
+    "rpc_scaling": (">=", 1.0),
+    "idle_cpu": ("<=", 0.01),
 }
+# The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
+# size and seed) and it answers with the size asked for.
+RPC_ID = 31
+RPC_THREADS = [1, 2, 4, 8, 16]
+RPC_IDLE_S = 5
+USER_HZ = 100
 
 
 # ---- perftest output ----
@@ -348,6 +361,12 @@ def chart_panels(results):
          "series": [{"label": "LITE LT_read", "color": "#ff7f0e", "points": us(lat_points("read", "median_ns"))},
                     {"label": "ib_read_lat", "color": "#ff7f0e", "dash": True,
                      "points": us(native_points("ib_read_lat", 1))}]},
+        {"title": "LT_RPC (16 B request) vs ib_write_lat 8 B + reply size (median)", "xlabel": "reply bytes",
+         "ylabel": "round trip (us)", "ylog": True,
+         "series": [{"label": "LITE LT_RPC", "color": "#9467bd",
+                     "points": us([(int(sz), r.get("p50_ns")) for sz, r in lite.get("rpc_lat", {}).items()])},
+                    {"label": "2 native writes", "color": "#9467bd", "dash": True,
+                     "points": us([(int(sz), two_writes_ns(native, int(sz))) for sz in lite.get("rpc_lat", {})])}]},
         {"title": "write bandwidth", "xlabel": "bytes per write", "ylabel": "MiB/s", "ylog": False,
          "series": [{"label": "LITE LT_write", "color": "#2ca02c",
                      "points": [(int(s), r.get("mib_s")) for s, r in lite.get("bw", {}).items()]},
@@ -355,6 +374,16 @@ def chart_panels(results):
                      "points": [(int(s), r["avg_mib_s"] if r else None)
                                 for s, r in native.get("ib_write_bw", {}).items()]}]},
     ]
+
+
+def two_writes_ns(native, size):
+    """The native baseline of an RPC: one ib_write_lat of the (16 B) request, taken as
+    the 8 B row, and one of the reply size (each a half round trip, t_typical)."""
+    rows = native.get("ib_write_lat", {})
+    req, rep = rows.get("8"), rows.get(str(size))
+    if not req or not rep or "t_typical_us" not in req or "t_typical_us" not in rep:
+        return None
+    return (req["t_typical_us"] + rep["t_typical_us"]) * 1000
 
 
 # ---- the ratio table ----
@@ -388,6 +417,23 @@ def comparisons(results):
             continue
         rows.append(compare(f"LT_write median, {int(count):,} LMRs of {fmt_size(r.get('size', 4096))} vs 1 LMR",
                             r.get("write_size"), r.get("median_ns"), base and base.get("median_ns"), "ns", "lmrs"))
+    for size, r in sorted(lite.get("rpc_lat", {}).items(), key=lambda kv: int(kv[0])):
+        rows.append(compare("LT_RPC median, 16 B request, vs ib_write_lat 8 B + reply", int(size),
+                            r.get("p50_ns"), two_writes_ns(native, int(size)), "ns", "rpc_median"))
+    user, kern = lite.get("rpc_user"), lite.get("rpc_kernel")
+    if user or kern:
+        rows.append(compare("LT_RPC 8 B median, user caller vs kernel caller", 8, user and user.get("p50_ns"),
+                            kern and kern.get("p50_ns"), "ns", "rpc_user_kernel"))
+    tput = lite.get("rpc_threads", {})
+    one = tput.get("1")
+    for threads, r in sorted(tput.items(), key=lambda kv: int(kv[0])):
+        if threads != "1":
+            rows.append(compare(f"LT_RPC calls/s, {threads} threads vs 1 thread", 64, r.get("calls_per_s"),
+                                one and one.get("calls_per_s"), "calls/s", "rpc_scaling"))
+    idle = lite.get("rpc_idle")
+    if idle:
+        rows.append(compare(f"idle RPC server: CPU share over {idle['seconds']} s", None, idle["cpu_s"],
+                            idle["seconds"], "s", "idle_cpu"))
     return rows
 
 
@@ -578,6 +624,46 @@ def run_steps(b, results, args):
         steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}", malloc(holders)))
     for count in a.lmr_counts:
         steps.append((f"lite-bench lmrs {count:,} LMR{'s' if count != 1 else ''}", lmrs(count)))
+    def rpc_server():
+        c = b.c
+        c.exec(SERVER, f"rm -f /tmp/bench-rpc.in; mkfifo /tmp/bench-rpc.in; sleep 100000 > /tmp/bench-rpc.in & "
+                       f"echo $! > /tmp/bench-rpc.keep; lite-selftest rpc-serve {RPC_ID} < /tmp/bench-rpc.in "
+                       f"> /run/lite/bench-rpc-server.log 2>&1 & echo $! > /tmp/bench-rpc.pid; sleep 1; "
+                       f"grep -q ready /run/lite/bench-rpc-server.log")
+        return f"lite-selftest rpc-serve {RPC_ID} on node {SERVER}"
+
+    def rpc_call(key, args_text):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {RPC_ID} {args_text}", a.step_timeout)
+            if d.get("failed"):
+                raise ValueError(f"{d['failed']} of {d['calls']} calls failed: {d.get('first_error')}")
+            key(d)
+            extra = f", {d['crossings_per_call']:.2f} crossings/call" if "crossings_per_call" in d else ""
+            return f"median {fmt_ns(d['p50_ns'])}, p99 {fmt_ns(d['p99_ns'])}{extra}"
+        return go
+
+    def rpc_idle():
+        out = b.c.exec(SERVER, f"p=$(cat /tmp/bench-rpc.pid); cut -d' ' -f14,15 /proc/$p/stat; sleep {RPC_IDLE_S}; "
+                               f"cut -d' ' -f14,15 /proc/$p/stat", timeout=RPC_IDLE_S + 60).out.split()
+        ticks = sum(int(x) for x in out[2:4]) - sum(int(x) for x in out[0:2])
+        lite["rpc_idle"] = {"seconds": RPC_IDLE_S, "cpu_s": ticks / USER_HZ}
+        return f"{ticks / USER_HZ:.2f} s of CPU in {RPC_IDLE_S} s idle"
+
+    steps.append(("RPC server", rpc_server))
+    for size in a.lat_sizes:
+        steps.append((f"lite-selftest rpc-call 16 B -> {fmt_size(size)}",
+                      rpc_call(lambda d, size=size: lite.setdefault("rpc_lat", {}).__setitem__(str(size), d),
+                               f"--count {a.lat_iters} --size 16 --reply {size}")))
+    steps.append(("lite-selftest rpc-call 8 B, user caller",
+                  rpc_call(lambda d: lite.__setitem__("rpc_user", d), f"--count {a.lat_iters} --size 8 --reply 4096")))
+    steps.append(("lite-selftest rpc-call 8 B, kernel caller",
+                  rpc_call(lambda d: lite.__setitem__("rpc_kernel", d),
+                           f"--count {a.lat_iters} --size 8 --reply 4096 --kernel-caller")))
+    for threads in RPC_THREADS:
+        steps.append((f"lite-selftest rpc-call, {threads} thread(s)",
+                      rpc_call(lambda d, t=threads: lite.setdefault("rpc_threads", {}).__setitem__(str(t), d),
+                               f"--count {max(4, a.lat_iters // threads)} --threads {threads} --size 16 --reply 64")))
+    steps.append((f"idle RPC server CPU over {RPC_IDLE_S} s", rpc_idle))
     b.total = len(steps)
     for label, fn in steps:
         b.guarded(label, fn)
@@ -631,7 +717,7 @@ def main():
         args.lmr_counts = [1] + args.lmr_counts
 
     guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
-    missing = [p for p in ("lite-bench", "lite-regmr") if not (guest_bin / p).exists()]
+    missing = [p for p in ("lite-bench", "lite-regmr", "lite-selftest") if not (guest_bin / p).exists()]
     if missing:
         print(f"bench: {', '.join(missing)} missing in {guest_bin}: run `make guest KERNEL={args.kernel}`",
               file=sys.stderr)
@@ -654,7 +740,9 @@ def main():
                   "bandwidths in MiB/s (2^20 bytes/s); perftest's MB/sec is MiB/s",
                   "ib_write_bw keeps up to 128 writes in flight; LT_write is synchronous (one per thread)",
                   "ibv_reg_mr registers fresh, untouched memory: the time includes faulting in and pinning the pages",
-                  "LMR-count rows compare LT_write latency to random LMRs out of N with that of 1 LMR"],
+                  "LMR-count rows compare LT_write latency to random LMRs out of N with that of 1 LMR",
+                  "LT_RPC (a 16 B request, the reply size asked for) is compared with two native writes: "
+                  "ib_write_lat 8 B + ib_write_lat of the reply size (each half a round trip)"],
         "native": {}, "lite": {}, "errors": [],
     }
     rc = 0

@@ -308,6 +308,8 @@ class FakeCluster:
         if "10.77.0.2" in script and script.startswith("ib_write_bw"):
             return Result(0, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
                              f" {size:<7d}    16           0.00               100.00\t\t   0.000100\n")
+        if "/proc/$p/stat" in script:
+            return Result(0, "10 5\n10 6\n")  # one tick of CPU while idle
         return Result(0, "")
 
     def submit(self, n, script, timeout):
@@ -315,7 +317,13 @@ class FakeCluster:
         cmd, _, log = script.partition(" 2>/run/lite/")
         args = cmd.split()
         out = {}
-        if args[0] == "lite-regmr":
+        if args[0] == "lite-selftest" and args[1] == "rpc-call":
+            threads = int(args[args.index("--threads") + 1]) if "--threads" in args else 1
+            out = {"calls": 50, "failed": 0, "p50_ns": 300_000 if "--kernel-caller" in args else 330_000,
+                   "p99_ns": 900_000}
+            if "--kernel-caller" not in args:
+                out.update(calls_per_s=100.0 * min(threads, 4), crossings_per_call=2.0)
+        elif args[0] == "lite-regmr":
             out = {"size": 1 << 30, "device": "rxe0", "touched": False, "reg_ns": 40_000_000_000, "dereg_ns": 10}
         elif args[1] == "lat":
             size = int(args[args.index("--sizes") + 1])
@@ -360,9 +368,9 @@ class Orchestration(unittest.TestCase):
                 bench.run_steps(b, results, args)
             text = printed.getvalue()
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
-        self.assertIn(f"[{b.total}/{b.total}] lite-bench lmrs 100,000 LMRs ...", text)
+        self.assertIn(f"[{b.total}/{b.total}] idle RPC server CPU over 5 s ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
         server = [i for i, (n, s) in enumerate(c.commands) if n == 1 and s.startswith("ib_write_lat")]
@@ -383,6 +391,23 @@ class Orchestration(unittest.TestCase):
         self.assertAlmostEqual(rows[("LT_write bw (1 thread) vs ib_write_bw", 65536)]["ratio"], 0.97)
         self.assertAlmostEqual(rows[("LT_malloc+map (holders 0,1,2) vs ibv_reg_mr: speedup", 1 << 30)]["ratio"], 40)
         self.assertAlmostEqual(rows[("LT_write median, 100,000 LMRs of 4 KiB vs 1 LMR", 8)]["ratio"], 1.1)
+        # RPC: 16 B request + reply vs ib_write_lat 8 B + ib_write_lat reply size (100 us each).
+        rpc = rows[("LT_RPC median, 16 B request, vs ib_write_lat 8 B + reply", 4096)]
+        self.assertEqual(rpc["native"], 200_000)
+        self.assertAlmostEqual(rpc["ratio"], 1.65)
+        self.assertFalse(rpc["met"])
+        uk = rows[("LT_RPC 8 B median, user caller vs kernel caller", 8)]
+        self.assertAlmostEqual(uk["ratio"], 1.1)
+        self.assertTrue(uk["met"])
+        self.assertAlmostEqual(rows[("LT_RPC calls/s, 4 threads vs 1 thread", 64)]["ratio"], 4.0)
+        self.assertTrue(rows[("LT_RPC calls/s, 16 threads vs 1 thread", 64)]["met"])
+        idle = rows[("idle RPC server: CPU share over 5 s", None)]
+        self.assertAlmostEqual(idle["ratio"], 0.002)
+        self.assertTrue(idle["met"])
+        server = [s for n, s in c.commands if n == 1 and "rpc-serve 31" in s]
+        self.assertTrue(server, "the RPC server starts on node 1")
+        self.assertIn("lite-selftest rpc-call 1 31 --count 50 --size 8 --reply 4096 --kernel-caller",
+                      [s for n, s in c.commands if n == 0 and "--kernel-caller" in s][0])
         ET.fromstring(bench.svg_chart("t", bench.chart_panels(results)))
 
 
