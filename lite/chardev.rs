@@ -7,6 +7,7 @@ use crate::cluster::Lite;
 use crate::ffi;
 use crate::memory::{FileLmrs, MallocArgs};
 use crate::rpc::{FileRpc, Received};
+use crate::verbs::Atomic;
 use crate::uapi::*;
 use core::mem::size_of;
 use kernel::prelude::*;
@@ -27,7 +28,7 @@ plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConn
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
                  LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister,
                  LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
-                 LiteRpcStat);
+                 LiteRpcStat, LiteAtomic);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -169,6 +170,19 @@ impl OpenFile {
                 lite.lmr_memcpy(&self.lmrs, req.dst_lh, req.dst_offset, req.src_lh, req.src_offset, req.len)
             }
             LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
+            LITE_IOC_ATOMIC => {
+                let mut req: LiteAtomic = read_in(arg)?;
+                let atomic = match req.op {
+                    LITE_ATOMIC_FETCH_ADD if req.swap == 0 => Atomic::FetchAdd(req.operand),
+                    LITE_ATOMIC_COMPARE_SWAP => Atomic::CompareSwap { expected: req.operand, new: req.swap },
+                    _ => return Err(EINVAL),
+                };
+                if req.reserved != 0 {
+                    return Err(EINVAL);
+                }
+                req.old = lite.lmr_atomic(&self.lmrs, req.lh, req.offset, atomic)?;
+                write_out(arg, &req)
+            }
             LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
                 let req: LiteRpcId = read_in(arg)?;
                 reserved_zero(&[req.reserved])?;

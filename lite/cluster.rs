@@ -13,7 +13,7 @@ use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, EOPNOTSUPP, ETIMEDOUT};
 use crate::ffi;
 use crate::memory::Memory;
 use crate::uapi::*;
-use crate::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
+use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
@@ -99,6 +99,8 @@ struct State {
     devices: KVec<Arc<Device>>,
     peers: KVec<Arc<Peer>>,
     down: KVec<DownPeer>,
+    /// One QP connected to itself, for atomics on memory this node holds.
+    loopback: Option<Arc<Peer>>,
 }
 
 impl State {
@@ -119,6 +121,12 @@ impl State {
         self.forget_down(peer.id);
         self.down.push(DownPeer { id: peer.id, epoch: peer.epoch }, GFP_KERNEL)?;
         Ok(())
+    }
+
+    fn drop_loopback(&mut self) {
+        if let Some(peer) = self.loopback.take() {
+            peer.shutdown();
+        }
     }
 }
 
@@ -684,6 +692,31 @@ impl Peer {
         self.transfer(&op, true, core::iter::once((dma, len as usize, remote_addr)))
     }
 
+    /// Performs `atomic` on the peer's 8-byte word at `remote_addr` through its RNIC
+    /// and returns the word's previous value.
+    pub(crate) fn atomic(&self, atomic: Atomic, remote_addr: u64) -> Result<u64> {
+        let result = DmaBuf::new(&self.dev, 8)?;
+        let op = Op::new()?;
+        let nr_qps = self.link.lock().qps.len().max(1);
+        let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
+        self.take_credits(qp_index, 1)?;
+        let posted = {
+            let link = self.link.lock();
+            match (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
+                (Some(remote), true, Some(qp)) => qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey),
+                _ => Err(EHOSTDOWN()),
+            }
+        };
+        let completed = op.wait();
+        self.return_credits(qp_index, 1);
+        posted?;
+        completed.map_err(|status| self.wc_error(status))?;
+        let mut old = [0u8; 8];
+        result.read(0, &mut old)?;
+        // The old value arrives in host order (rxe).
+        Ok(u64::from_ne_bytes(old))
+    }
+
     /// A send failed for good (retries exhausted): the peer is unreachable.
     fn mark_failed(&self) {
         {
@@ -782,7 +815,7 @@ impl Lite {
         Arc::pin_init(
             pin_init!(Lite {
                 state <- new_mutex!(
-                    State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new() },
+                    State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new(), loopback: None },
                     "lite:state"
                 ),
                 mem <- new_mutex!(Memory::new(), "lite:mem"),
@@ -814,6 +847,7 @@ impl Lite {
                     pr_warn!("out of memory recording a peer as down\n");
                 }
             }
+            st.drop_loopback();
         }
         // One device carries all LMR traffic and memory.
         self.forget_all();
@@ -869,6 +903,7 @@ impl Lite {
                 peer.shutdown();
             }
             st.down = KVec::new();
+            st.drop_loopback();
             st.node = None;
         }
         self.forget_all();
@@ -960,6 +995,26 @@ impl Lite {
     /// This node's id; ENOTCONN before it joined.
     pub(crate) fn me(&self) -> Result<u32> {
         self.state.lock().node.as_ref().map(|n| n.id).ok_or_else(ENOTCONN)
+    }
+
+    /// A peer whose one QP is connected to itself: atomics on memory this node holds
+    /// go through it, because RNIC atomics are atomic only against each other
+    /// (IB_ATOMIC_HCA), not against the CPU's. Created at first use, again after
+    /// a failure.
+    pub(crate) fn loopback(&self) -> Result<Arc<Peer>> {
+        let mut st = self.state.lock();
+        let (id, epoch) = st.node.as_ref().map(|n| (n.id, n.epoch)).ok_or_else(ENOTCONN)?;
+        if let Some(peer) = &st.loopback {
+            if peer.ensure_connected().is_ok() {
+                return Ok(peer.clone());
+            }
+        }
+        let dev = st.devices.first().ok_or(ENODEV)?.clone();
+        let peer = Peer::new(&dev, id, epoch, 1)?;
+        peer.connect(&peer.local_info())?;
+        st.drop_loopback();
+        st.loopback = Some(peer.clone());
+        Ok(peer)
     }
 
     /// The RDMA device LMR memory lives on.

@@ -413,6 +413,38 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 	return err;
 }
 
+int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap,
+			unsigned long long result_dma, unsigned long long remote_addr,
+			unsigned int rkey, unsigned long long compare_add,
+			unsigned long long swap)
+{
+	struct ib_sge sge = {
+		.addr = result_dma,
+		.length = sizeof(u64),
+		.lkey = qp->dev->global_mr->lkey,
+	};
+	struct ib_atomic_wr wr = {
+		.wr = {
+			.wr_cqe = &op->cqe,
+			.opcode = compare_swap ? IB_WR_ATOMIC_CMP_AND_SWP : IB_WR_ATOMIC_FETCH_AND_ADD,
+			.send_flags = IB_SEND_SIGNALED,
+			.sg_list = &sge,
+			.num_sge = 1,
+		},
+		.remote_addr = remote_addr,
+		.compare_add = compare_add,
+		.swap = swap,
+		.rkey = rkey,
+	};
+	int err;
+
+	atomic_inc(&op->pending);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (err)
+		atomic_dec(&op->pending);
+	return err;
+}
+
 long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, int longterm,
 			 void **pages)
 {

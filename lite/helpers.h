@@ -92,6 +92,12 @@ void lite_op_free(struct lite_op *op);
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
 		      unsigned long long remote_addr, unsigned int rkey);
+/* 8-byte atomic at `remote_addr`: compare-and-swap (`compare_swap`) of `compare_add`
+ * by `swap`, else fetch-and-add of `compare_add`; the old value lands at `result_dma`. */
+int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap,
+			unsigned long long result_dma, unsigned long long remote_addr,
+			unsigned int rkey, unsigned long long compare_add,
+			unsigned long long swap);
 
 /* Pins `nr_pages` user pages from `start` (writable when the RNIC writes them;
  * `longterm` for pins that outlive the call). Returns the number pinned (may be

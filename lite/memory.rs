@@ -18,9 +18,9 @@
 
 use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
 use crate::errno::EHOSTDOWN;
-use crate::region::{self, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
+use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
-use crate::verbs::{DmaBuf, PAGE_SIZE};
+use crate::verbs::{Atomic, DmaBuf, PAGE_SIZE};
 use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -934,6 +934,23 @@ impl Lite {
             }
         }
         Ok(())
+    }
+
+    /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`: an RDMA atomic
+    /// by the holder's RNIC (loopback when this node holds it). Returns the old value.
+    pub(crate) fn lmr_atomic(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, atomic: Atomic) -> Result<u64> {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if !region::perm_allows(perm, PERM_READ | PERM_WRITE) {
+            return Err(EACCES);
+        }
+        let (extent, addr) = region::atomic_word(&mapping.extents, mapping.size, offset).map_err(|e| match e {
+            AtomicError::Misaligned => EINVAL,
+            AtomicError::OutOfBounds => erange(),
+        })?;
+        let _using = mapping.begin()?;
+        let node = mapping.extents[extent].node;
+        let peer = if node == self.me()? { self.loopback()? } else { self.peer(node)? };
+        peer.atomic(atomic, addr)
     }
 
     /// LT_memset, executed by the holders.

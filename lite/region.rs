@@ -133,9 +133,62 @@ impl Iterator for Pieces<'_> {
     }
 }
 
+/// Bytes of the word an RDMA atomic works on; it must be aligned to them.
+pub(crate) const ATOMIC_LEN: u64 = 8;
+
+/// Why an atomic cannot work on a word.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AtomicError {
+    /// The offset, or the word's address at its holder, is not 8-aligned.
+    Misaligned,
+    /// Beyond the end of the LMR.
+    OutOfBounds,
+}
+
+/// The (extent, holder address) of the 8-byte word at `offset` of an LMR of `size`
+/// bytes tiled by `extents`. Allocated chunks are page-aligned, but a registered
+/// buffer may start anywhere, so the holder address is checked too.
+pub(crate) fn atomic_word(extents: &[Extent], size: u64, offset: u64) -> Result<(usize, u64), AtomicError> {
+    check_range(size, offset, ATOMIC_LEN).map_err(|_| AtomicError::OutOfBounds)?;
+    if !offset.is_multiple_of(ATOMIC_LEN) {
+        return Err(AtomicError::Misaligned);
+    }
+    let mut parts = pieces(extents, offset, ATOMIC_LEN);
+    match (parts.next(), parts.next()) {
+        (Some(word), None) if word.len == ATOMIC_LEN && word.addr % ATOMIC_LEN == 0 => Ok((word.extent, word.addr)),
+        // Split over two extents, or unaligned at the holder.
+        (Some(_), _) => Err(AtomicError::Misaligned),
+        (None, _) => Err(AtomicError::OutOfBounds),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn atomic_words_must_be_aligned_and_whole() {
+        let aligned = [
+            Extent { node: 0, start: 0, addr: 0x10000, len: 4096 },
+            Extent { node: 2, start: 4096, addr: 0x80000, len: 4096 },
+        ];
+        assert_eq!(atomic_word(&aligned, 8192, 0), Ok((0, 0x10000)));
+        assert_eq!(atomic_word(&aligned, 8192, 4088), Ok((0, 0x10000 + 4088)));
+        assert_eq!(atomic_word(&aligned, 8192, 4096), Ok((1, 0x80000)));
+        assert_eq!(atomic_word(&aligned, 8192, 8184), Ok((1, 0x80000 + 4088)));
+        assert_eq!(atomic_word(&aligned, 8192, 4), Err(AtomicError::Misaligned));
+        assert_eq!(atomic_word(&aligned, 8192, 8192), Err(AtomicError::OutOfBounds));
+        assert_eq!(atomic_word(&aligned, 8192, u64::MAX - 3), Err(AtomicError::OutOfBounds));
+        assert_eq!(atomic_word(&aligned, 8190, 8184), Err(AtomicError::OutOfBounds));
+        // A registered buffer starting at an odd address, and one split at an odd length.
+        let odd = [
+            Extent { node: 1, start: 0, addr: 0x2003, len: 13 },
+            Extent { node: 1, start: 13, addr: 0x9000, len: 100 },
+        ];
+        assert_eq!(atomic_word(&odd, 113, 0), Err(AtomicError::Misaligned));
+        assert_eq!(atomic_word(&odd, 113, 8), Err(AtomicError::Misaligned), "split over two extents");
+        assert_eq!(atomic_word(&odd, 113, 16), Err(AtomicError::Misaligned), "0x9003 at the holder");
+    }
 
     #[test]
     fn names_need_a_terminator_and_nothing_after_it() {

@@ -39,7 +39,7 @@ pub(crate) const RECORD_MAGIC: u32 = 0x5250_4331;
 pub(crate) const FLAG_ONEWAY: u32 = 1;
 
 const _: () = assert!(2 * MAX_RECORD <= RING_BYTES - RECORD_ALIGN);
-const _: () = assert!(RING_BYTES % RECORD_ALIGN == 0);
+const _: () = assert!(RING_BYTES.is_multiple_of(RECORD_ALIGN));
 
 /// Place of logical position `pos` in a ring of `size` bytes (never 0 in use).
 pub(crate) fn ring_offset(pos: u64, size: u64) -> u64 {
@@ -126,7 +126,7 @@ impl RecordHeader {
             && header.nruns <= MAX_RUNS
             && header.out_cap <= MAX_MSG
             && (!oneway || (header.nruns == 0 && header.out_cap == 0))
-            && header.start % RECORD_ALIGN == 0
+            && header.start.is_multiple_of(RECORD_ALIGN)
             && header.pad < RING_BYTES;
         sane.then_some(header)
     }
@@ -192,7 +192,7 @@ impl ClientRing {
     /// the server consumes more. The ring never fills completely, so a reported
     /// head is never ambiguous.
     pub(crate) fn reserve(&mut self, len: u64) -> Option<Reservation> {
-        if len == 0 || len % RECORD_ALIGN != 0 || len > self.size {
+        if len == 0 || !len.is_multiple_of(RECORD_ALIGN) || len > self.size {
             return None;
         }
         let at = ring_offset(self.tail, self.size);
@@ -568,7 +568,7 @@ mod tests {
         };
         let mut total = 0u64;
         for _ in 0..20_000 {
-            let len = (next() % 8000) as u64;
+            let len = next() % 8000;
             let rec = record_len(0, len);
             match client.reserve(rec) {
                 Some(r) => {

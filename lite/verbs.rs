@@ -176,6 +176,31 @@ impl Qp {
     }
 }
 
+/// An 8-byte RDMA atomic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Atomic {
+    FetchAdd(u64),
+    CompareSwap { expected: u64, new: u64 },
+}
+
+impl Qp {
+    /// Posts `atomic` on the peer's word at `remote_addr` (8-aligned), counted in
+    /// `op`; the old value lands in the first 8 bytes of `result`, which must stay
+    /// alive until `op.wait()` returns.
+    pub(crate) fn post_atomic(&self, op: &Op, atomic: Atomic, result: &DmaBuf, remote_addr: u64, rkey: u32) -> Result {
+        let (dma, _) = result.range(0, 8)?;
+        let (compare_swap, compare_add, swap) = match atomic {
+            Atomic::FetchAdd(add) => (false, add, 0),
+            Atomic::CompareSwap { expected, new } => (true, expected, new),
+        };
+        // SAFETY: `self.raw` and `op.raw` are live; `dma..dma + 8` lies inside `result`,
+        // which the caller keeps alive until the op completed.
+        to_result(unsafe {
+            ffi::lite_qp_post_atomic(self.raw.as_ptr(), op.raw.as_ptr(), compare_swap as i32, dma, remote_addr, rkey, compare_add, swap)
+        })
+    }
+}
+
 /// Completion of a one-sided operation made of several work requests. Dropping it
 /// waits for whatever is still posted.
 pub(crate) struct Op {

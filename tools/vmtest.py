@@ -306,6 +306,35 @@ def lmr_killed_processes_release_everything(c):
 
 
 @test
+def atomics_from_every_node_add_up_exactly(c):
+    # The word lives at node 2: nodes 0 and 1 reach it over RDMA, node 2 through its
+    # loopback QP, fetch-and-add and compare-and-swap loops at once. Only if every
+    # increment was atomic against every other does the word end at before + total.
+    master = Background(c, 1, "atomics", "lite-selftest lmr-serve atomics --size 64K --holders 2 --perm rw")
+    master.wait_for("ready")
+    word = "atomics --offset 4104"
+    before = int(c.exec(0, f"lite-selftest atomic-read {word}").out.split()[-1])
+    runs = [(0, "--threads 3 --count 60"), (1, "--threads 3 --count 40 --cas"),
+            (2, "--threads 2 --count 60"), (2, "--threads 2 --count 30 --cas")]
+    jobs = [(n, c.exec_async(n, f"lite-selftest atomic-count {word} {args}", timeout=900)) for n, args in runs]
+    total = retries = 0
+    for n, job in jobs:
+        res = job.wait()
+        lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
+        check(res.rc == 0 and lines, f"node {n} atomic-count: {res.out[-2000:]}")
+        summary = json.loads(lines[-1])
+        total += summary["increments"]
+        retries += summary["cas_retries"]
+    after = int(c.exec(0, f"lite-selftest atomic-read {word}").out.split()[-1])
+    check(total == 3 * 60 + 3 * 40 + 2 * 60 + 2 * 30, f"{total} increments reported")
+    check(after == (before + total) % 2**64, f"word went from {before} to {after} after {total} increments")
+    print(f"    {total} increments from 3 nodes (loopback at the holder), {retries} compare-and-swap retries",
+          flush=True)
+    master.close()
+    check_no_lmr_state(c)
+
+
+@test
 def lmr_hostile_arguments_get_clear_errnos(c):
     out = c.exec(0, "lite-selftest lmr-hostile 1", timeout=600).out
     check(" 0 failed" in out, out)

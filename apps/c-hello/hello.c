@@ -2,6 +2,7 @@
  * Prints this node's id, pings every connected peer once, round-trips data
  * through a 64 KB LITE memory region on this node, and calls an RPC server
  * thread of its own through the kernel. */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,14 +15,15 @@
 #define LMR_SIZE (64 * 1024)
 
 /* Writes a pattern into a fresh LMR, reads it back, memsets part of it and checks
- * again. Returns 0, or prints what failed and returns -1. */
+ * again, then counts with the atomics on one of its words. Returns 0, or prints
+ * what failed and returns -1. */
 static int lmr_round_trip(lite_t *lite, uint32_t self)
 {
 	static unsigned char want[LMR_SIZE], got[LMR_SIZE];
 	const uint64_t set_off = 4096 + 123, set_len = 20000;
 	const char *step = "write", *bad = NULL;
 	char name[64];
-	uint64_t lh;
+	uint64_t lh, old = 0, word;
 	int err, free_err, i;
 
 	snprintf(name, sizeof(name), "hello-%" PRIu32 "-%ld", self, (long)getpid());
@@ -50,6 +52,25 @@ static int lmr_round_trip(lite_t *lite, uint32_t self)
 	}
 	if (!err && !bad && memcmp(got, want, LMR_SIZE))
 		bad = "data after memset differs from the expected";
+	/* The word at 8 holds pattern bytes: add 5, then swap it for 1 only if it grew by 5. */
+	memcpy(&word, want + 8, sizeof(word));
+	if (!err && !bad) {
+		step = "fetch-add";
+		err = lite_fetch_add(lite, lh, 8, 5, &old);
+		if (!err && old != word)
+			bad = "fetch-add returned another old value than the word held";
+	}
+	if (!err && !bad) {
+		step = "compare-and-swap";
+		err = lite_compare_swap(lite, lh, 8, word + 5, 1, &old);
+		if (!err && old != word + 5)
+			bad = "compare-and-swap did not see the added value";
+	}
+	if (!err && !bad) {
+		step = "misaligned fetch-add";
+		if (lite_fetch_add(lite, lh, 12, 1, &old) != -EINVAL)
+			bad = "fetch-add at offset 12 was not refused with -EINVAL";
+	}
 	if (err)
 		printf("lmr: %s: %s\n", step, lite_strerror(err));
 	else if (bad)

@@ -221,6 +221,31 @@ int lite_write(const lite_t *lite, uint64_t lh, uint64_t offset, const void *buf
 int lite_memset(const lite_t *lite, uint64_t lh, uint64_t offset, uint64_t len, int value);
 
 /*
+ Adds `value` to the 8-byte word at `offset` (a multiple of 8) of the LMR with one
+ RDMA atomic and stores its old value in `*old`. Needs read and write permission.
+ Returns 0 or a negative errno (-EINVAL: misaligned, -EACCES, -ERANGE).
+
+ # Safety
+ `lite` is a live handle; `old` is NULL or points to writable memory.
+ */
+int lite_fetch_add(const lite_t *lite, uint64_t lh, uint64_t offset, uint64_t value, uint64_t *old);
+
+/*
+ Stores `new` in the 8-byte word at `offset` of the LMR if it holds `expected`, with
+ one RDMA atomic; `*old` gets the previous value (equal to `expected` iff swapped).
+ Returns 0 or a negative errno, like `lite_fetch_add`.
+
+ # Safety
+ `lite` is a live handle; `old` is NULL or points to writable memory.
+ */
+int lite_compare_swap(const lite_t *lite,
+                      uint64_t lh,
+                      uint64_t offset,
+                      uint64_t expected,
+                      uint64_t new_,
+                      uint64_t *old);
+
+/*
  Copies `len` bytes from LMR `src_lh` at `src_offset` to `dst_lh` at `dst_offset`,
  at the holders. The two may be the same LMR and the ranges may overlap (memmove
  semantics). Needs read on `src_lh` and write on `dst_lh`. Returns 0 or a negative errno.

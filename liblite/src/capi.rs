@@ -362,6 +362,55 @@ pub unsafe extern "C" fn lite_memset(lite: *const LiteHandle, lh: u64, offset: u
     unsafe { with_lite(lite, |l| l.lmr_memset(lh, offset, len, value, None)) }
 }
 
+/// Adds `value` to the 8-byte word at `offset` (a multiple of 8) of the LMR with one
+/// RDMA atomic and stores its old value in `*old`. Needs read and write permission.
+/// Returns 0 or a negative errno (-EINVAL: misaligned, -EACCES, -ERANGE).
+///
+/// # Safety
+/// `lite` is a live handle; `old` is NULL or points to writable memory.
+#[no_mangle]
+pub unsafe extern "C" fn lite_fetch_add(lite: *const LiteHandle, lh: u64, offset: u64, value: u64, old: *mut u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_FETCH_ADD, value, 0, None)) }
+}
+
+/// Stores `new` in the 8-byte word at `offset` of the LMR if it holds `expected`, with
+/// one RDMA atomic; `*old` gets the previous value (equal to `expected` iff swapped).
+/// Returns 0 or a negative errno, like `lite_fetch_add`.
+///
+/// # Safety
+/// `lite` is a live handle; `old` is NULL or points to writable memory.
+#[no_mangle]
+pub unsafe extern "C" fn lite_compare_swap(
+    lite: *const LiteHandle,
+    lh: u64,
+    offset: u64,
+    expected: u64,
+    new: u64,
+    old: *mut u64,
+) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_COMPARE_SWAP, expected, new, None)) }
+}
+
+/// Runs an atomic and stores the old value at `old` (if not NULL).
+///
+/// # Safety
+/// As for `lite_fetch_add`.
+unsafe fn atomic_result(lite: *const LiteHandle, old: *mut u64, f: impl FnOnce(&Lite) -> crate::Result<u64>) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        with_lite(lite, |l| {
+            let value = f(l)?;
+            if !old.is_null() {
+                // SAFETY: the caller passes writable memory or NULL.
+                *old = value;
+            }
+            Ok(())
+        })
+    }
+}
+
 /// Copies `len` bytes from LMR `src_lh` at `src_offset` to `dst_lh` at `dst_offset`,
 /// at the holders. The two may be the same LMR and the ranges may overlap (memmove
 /// semantics). Needs read on `src_lh` and write on `dst_lh`. Returns 0 or a negative errno.
@@ -677,7 +726,7 @@ pub extern "C" fn lite_strerror(code: c_int) -> *const c_char {
         Errno::EINTR => c"interrupted by a signal",
         Errno::EINVAL => {
             c"invalid argument (for an LMR: zero length or size, name not 1-63 bytes, \
-                          unknown permission bits or nodes)"
+                          unknown permission bits or nodes, atomic offset not a multiple of 8)"
         }
         Errno::EIO => c"a peer's answer was corrupt",
         Errno::EBADF => c"unknown LMR handle: unmapped, freed, or obtained through another lite_open",

@@ -266,6 +266,25 @@ impl Lite {
         self.lmr_ioctl(op, LmrCall::Access { offset, len, size }, LITE_IOC_MEMSET, &mut arg)
     }
 
+    /// An RDMA atomic (`LITE_ATOMIC_*`) on the word at `offset`; returns its old value.
+    pub(crate) fn lmr_atomic(&self, lh: u64, offset: u64, op: u32, operand: u64, swap: u64, size: Option<u64>) -> Result<u64> {
+        let name = if op == LITE_ATOMIC_COMPARE_SWAP { "compare-and-swap on LMR" } else { "fetch-and-add on LMR" };
+        if !offset.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!("{name}: offset {offset} is not a multiple of 8")));
+        }
+        check_range(name, offset, 8, size)?;
+        let mut arg = LiteAtomic { lh, offset, op, operand, swap, ..Default::default() };
+        match self.lmr_ioctl(name, LmrCall::Access { offset, len: 8, size }, LITE_IOC_ATOMIC, &mut arg) {
+            Ok(()) => Ok(arg.old),
+            // Only a registered buffer's own misalignment is left for the kernel to find.
+            Err(Error::InvalidArgument(_)) => Err(Error::InvalidArgument(format!(
+                "{name}: the word at offset {offset} is not 8-aligned in memory or spans two pieces \
+                 (an LMR registered from an unaligned buffer)"
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `dst` and `src` are (handle, offset, size if known).
     pub(crate) fn lmr_memcpy(
         &self,
@@ -321,6 +340,21 @@ impl Lmr<'_> {
     /// Moves `len` bytes within this LMR from `src_offset` to `dst_offset` (may overlap).
     pub fn memmove(&self, dst_offset: u64, src_offset: u64, len: u64) -> Result<()> {
         self.memcpy_from(dst_offset, self, src_offset, len)
+    }
+
+    /// Adds `value` (wrapping) to the 8-byte word at `offset` (a multiple of 8) and
+    /// returns its old value: one RDMA atomic by the holder's RNIC, atomic against every
+    /// node's `fetch_add` and `compare_swap` on the word (not against `write`).
+    /// Needs read and write permission.
+    pub fn fetch_add(&self, offset: u64, value: u64) -> Result<u64> {
+        self.lite.lmr_atomic(self.lh, offset, LITE_ATOMIC_FETCH_ADD, value, 0, Some(self.size))
+    }
+
+    /// Stores `new` in the 8-byte word at `offset` if it holds `expected`; returns the
+    /// old value either way (so the swap happened iff it equals `expected`). LITE's
+    /// test-and-set is `compare_swap(offset, 0, 1) == 0`. Atomic like [`Lmr::fetch_add`].
+    pub fn compare_swap(&self, offset: u64, expected: u64, new: u64) -> Result<u64> {
+        self.lite.lmr_atomic(self.lh, offset, LITE_ATOMIC_COMPARE_SWAP, expected, new, Some(self.size))
     }
 
     /// Master only: from now on `node` (every node if `None`) may map with `perm`.

@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 4
+#define LITE_ABI_VERSION 5
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -297,5 +297,21 @@
  `_IOR('L', 29, LiteRpcStat)`
  */
 #define LITE_IOC_RPC_STAT 2149600285
+
+/*
+ `LiteAtomic::op`: add `operand` to the word; `old` is its value before.
+ */
+#define LITE_ATOMIC_FETCH_ADD 1
+
+/*
+ `LiteAtomic::op`: store `swap` if the word equals `operand`; `old` is its value
+ before (equal to `operand` when the swap happened).
+ */
+#define LITE_ATOMIC_COMPARE_SWAP 2
+
+/*
+ `_IOWR('L', 30, LiteAtomic)`
+ */
+#define LITE_IOC_ATOMIC 3224390686
 
 #endif  /* LITE_UAPI_H */

@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 4;
+pub const LITE_ABI_VERSION: u32 = 5;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -629,6 +629,36 @@ pub const LITE_IOC_RPC_BENCH: u32 = 0xC030_4C1C;
 /// `_IOR('L', 29, LiteRpcStat)`
 pub const LITE_IOC_RPC_STAT: u32 = 0x8020_4C1D;
 
+/// `LiteAtomic::op`: add `operand` to the word; `old` is its value before.
+pub const LITE_ATOMIC_FETCH_ADD: u32 = 1;
+/// `LiteAtomic::op`: store `swap` if the word equals `operand`; `old` is its value
+/// before (equal to `operand` when the swap happened).
+pub const LITE_ATOMIC_COMPARE_SWAP: u32 = 2;
+
+/// An RDMA atomic on the 8-byte word at `offset` of an LMR (`LITE_IOC_ATOMIC`),
+/// performed by the holder's RNIC (through loopback when this node holds it), so it
+/// is atomic against every node's LT atomics on the word, but not against plain
+/// LT_write/memset/memcpy of it. Needs read and write permission; `offset` must be a
+/// multiple of 8 (EINVAL otherwise).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteAtomic {
+    pub lh: u64,
+    pub offset: u64,
+    /// `LITE_ATOMIC_*`.
+    pub op: u32,
+    pub reserved: u32,
+    /// Value to add, or the expected value.
+    pub operand: u64,
+    /// New value of a compare-and-swap (0 for fetch-add).
+    pub swap: u64,
+    /// Out: the word's value before the operation.
+    pub old: u64,
+}
+
+/// `_IOWR('L', 30, LiteAtomic)`
+pub const LITE_IOC_ATOMIC: u32 = 0xC030_4C1E;
+
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
 //   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
@@ -651,3 +681,5 @@ pub const LITE_IOC_RPC_STAT: u32 = 0x8020_4C1D;
 //   buffer (`len`, request kept); ETIMEDOUT no reply within the timeout; EBUSY the
 //   slot is in use; EEXIST the id has a server on this node; EBADF unknown reply
 //   token (answered already, or another process's); EHOSTDOWN the node is down.
+// LITE_IOC_ATOMIC also: EINVAL offset not a multiple of 8 (or a registered LMR's
+//   word not 8-aligned in memory), unknown op, or nonzero swap for fetch-add.

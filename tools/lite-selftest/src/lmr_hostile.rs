@@ -1,4 +1,4 @@
-//! `lmr-hostile`: the LMR ioctls, raw, against unknown and foreign handles, bad
+//! `lmr-hostile`: the LMR ioctls (atomics included), raw, against unknown and foreign handles, bad
 //! ranges, sizes, buffers, names, permission bits and nodes, missing permissions
 //! and freed LMRs; each must fail with the errno the ABI documents (uapi/src/abi.rs).
 //!
@@ -84,6 +84,12 @@ impl Raw<'_> {
 
     fn unmap(&self, lh: u64) -> Got {
         self.io(LITE_IOC_UNMAP, &mut LiteHandle { lh })
+    }
+
+    /// The result and the old value.
+    fn atomic(&self, lh: u64, offset: u64, op: u32, operand: u64, swap: u64) -> (Got, u64) {
+        let mut arg = LiteAtomic { lh, offset, op, operand, swap, ..Default::default() };
+        (self.io(LITE_IOC_ATOMIC, &mut arg), arg.old)
     }
 
     fn stat(&self, lh: u64) -> (Got, LiteLmrStat) {
@@ -179,6 +185,7 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
             &[Errno::EHOSTDOWN, Errno::ENOENT],
         );
     }
+    atomics(&mut c, &raw, &t);
     permissions(&mut c, &raw, me, &name);
     lifetime(&mut c, &raw, &name);
     register(&mut c, &raw, &name);
@@ -186,6 +193,52 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
     c.expect("free the LMR here", raw.free(t.local), Ok(()));
     c.expect("free the LMR at PEER", raw.free(t.remote), Ok(()));
     c
+}
+
+/// Atomics here (loopback through the RNIC) and at PEER: they work and return the old
+/// value, and bad words, ops and handles are refused.
+fn atomics(c: &mut Checks, raw: &Raw<'_>, t: &Targets) {
+    for (lh, at) in [(t.local, "here"), (t.remote, "at PEER")] {
+        let start: u64 = 5 << 40;
+        let word = 7 * 8;
+        let mut value = start.to_le_bytes();
+        c.expect(&format!("write a word {at}"), raw.write(lh, word, value.as_mut_ptr() as u64, 8), Ok(()));
+        let (got, old) = raw.atomic(lh, word, LITE_ATOMIC_FETCH_ADD, 3, 0);
+        c.expect(&format!("fetch-add {at}"), got, Ok(()));
+        let (got, old_after_add) = raw.atomic(lh, word, LITE_ATOMIC_COMPARE_SWAP, start, 1);
+        c.expect(&format!("compare-and-swap that must miss {at}"), got, Ok(()));
+        let (got, old_after_miss) = raw.atomic(lh, word, LITE_ATOMIC_COMPARE_SWAP, start + 3, 9);
+        c.expect(&format!("compare-and-swap that must hit {at}"), got, Ok(()));
+        c.expect(&format!("read the word back {at}"), raw.read(lh, word, value.as_mut_ptr() as u64, 8), Ok(()));
+        let seen = [old, old_after_add, old_after_miss, u64::from_le_bytes(value)];
+        if seen != [start, start + 3, start + 3, 9] {
+            c.fail(&format!("atomics {at}: old values and final word {seen:?}, want [{start}, {}, {}, 9]", start + 3, start + 3));
+        }
+        let size = MIB;
+        for (what, offset) in [("offset 4", 4), ("offset 1", 1), ("the last 4 bytes", size - 4)] {
+            let (got, _) = raw.atomic(lh, offset, LITE_ATOMIC_FETCH_ADD, 1, 0);
+            c.expect(&format!("fetch-add at {what} (misaligned) {at}"), got, Err(Errno::EINVAL));
+        }
+        for (what, offset) in [("the size", size), ("u64::MAX - 7", u64::MAX - 7)] {
+            let (got, _) = raw.atomic(lh, offset, LITE_ATOMIC_COMPARE_SWAP, 0, 1);
+            c.expect(&format!("compare-and-swap at {what} {at}"), got, Err(Errno::ERANGE));
+        }
+        c.expect(&format!("atomic op 0 {at}"), raw.atomic(lh, 0, 0, 1, 0).0, Err(Errno::EINVAL));
+        c.expect(&format!("atomic op 3 {at}"), raw.atomic(lh, 0, 3, 1, 0).0, Err(Errno::EINVAL));
+        c.expect(
+            &format!("fetch-add with a swap value {at}"),
+            raw.atomic(lh, 0, LITE_ATOMIC_FETCH_ADD, 1, 2).0,
+            Err(Errno::EINVAL),
+        );
+        let mut arg = LiteAtomic { lh, op: LITE_ATOMIC_FETCH_ADD, reserved: 1, ..Default::default() };
+        c.expect(&format!("atomic with reserved bits {at}"), raw.io(LITE_IOC_ATOMIC, &mut arg), Err(Errno::EINVAL));
+    }
+    c.expect("fetch-add on an unknown handle", raw.atomic(0xdead_beef, 0, LITE_ATOMIC_FETCH_ADD, 1, 0).0, Err(Errno::EBADF));
+    c.expect(
+        "atomic with a kernel-space argument",
+        raw.0.raw_ioctl(LITE_IOC_ATOMIC, KERNEL_ADDR),
+        Err(Errno::EFAULT),
+    );
 }
 
 /// Valid transfers work, so that the failures below are about the arguments.
@@ -443,6 +496,10 @@ fn permissions(c: &mut Checks, raw: &Raw<'_>, me: u32, name: &dyn Fn(&str) -> Ve
     c.expect("memcpy into the read-only handle", raw.memcpy(ro, 0, master, 64, 16), Err(Errno::EACCES));
     c.expect("memmove within the read-only handle", raw.memcpy(ro, 0, ro, 8, 16), Err(Errno::EACCES));
     c.expect("memcpy out of the read-only handle", raw.memcpy(master, 0, ro, 64, 16), Ok(()));
+    let (got, _) = raw.atomic(ro, 0, LITE_ATOMIC_FETCH_ADD, 1, 0);
+    c.expect("fetch-add through the read-only handle", got, Err(Errno::EACCES));
+    let (got, _) = raw.atomic(ro, 0, LITE_ATOMIC_COMPARE_SWAP, 0, 1);
+    c.expect("compare-and-swap through the read-only handle", got, Err(Errno::EACCES));
     c.expect("grant through a non-master handle", raw.grant(ro, me, RW), Err(Errno::EPERM));
     c.expect("free through a non-master handle", raw.free(ro), Err(Errno::EPERM));
 

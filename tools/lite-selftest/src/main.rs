@@ -23,11 +23,16 @@
 //!   lite-selftest rpc-multicast NODES ID
 //!                                  one request to every node of NODES, each outcome
 //!   lite-selftest rpc-hostile NODE ID  argument checks of the RPC ioctls (NODE serves ID)
+//!   lite-selftest atomic-count NAME --offset OFF --threads T --count N [--cas]
+//!                                  increment a word of LMR NAME N times per thread (JSON summary)
+//!   lite-selftest atomic-read NAME --offset OFF
+//!                                  print the word
 //!
 //! BYTES take a K, M, G or T suffix (powers of 1024); PERM is letters out of r, w, m,
 //! or none. The argument checks print `FAIL ...` lines and `N passed, M failed`.
 //! Exit status: 0 ok, 1 a check failed, 2 bad usage.
 
+mod atomic;
 mod lmr;
 mod lmr_hostile;
 mod rpc;
@@ -168,6 +173,26 @@ enum Command {
     },
     /// Argument checks of the RPC ioctls (NODE serves ID with rpc-serve).
     RpcHostile { node: u32, id: u32 },
+    /// Increment the 8-byte word at OFFSET of LMR NAME (mapped rw) COUNT times per
+    /// thread with fetch-and-add, or with compare-and-swap loops; prints a JSON summary.
+    AtomicCount {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+        /// Compare-and-swap retry loops instead of fetch-and-add.
+        #[arg(long)]
+        cas: bool,
+    },
+    /// Print the 8-byte word at OFFSET of LMR NAME (mapped rw).
+    AtomicRead {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
 }
 
 pub(crate) struct Checks {
@@ -414,6 +439,10 @@ fn main() -> ExitCode {
             return rpc::multicast(&lite, &nodes, id, std::time::Duration::from_secs(30))
         }
         Command::RpcHostile { node, id } => rpc::hostile(&lite, node, id),
+        Command::AtomicCount { name, offset, threads, count, cas } => {
+            return atomic::count(&lite, &atomic::Count { name, offset, threads, count, cas })
+        }
+        Command::AtomicRead { name, offset } => return atomic::read(&lite, &name, offset),
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
     if checks.failed == 0 {
