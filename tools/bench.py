@@ -12,10 +12,12 @@ Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
   RPC        LT_RPC (16 B request, 8 B - 64 KiB replies) vs ib_write_lat 8 B + ib_write_lat
              of the reply size; user caller vs the kernel's own caller (8 B); calls/s with
              1-16 client threads; CPU of an idle server (lite-selftest rpc-serve on node 1)
+  atomics    LT_fetch_add on a word held by node 1 vs ib_atomic_lat x 1 (uncontended)
 
 Why x 2 for writes: ib_write_lat reports half of its ping-pong round trip, while an
 LT_write returns after the RDMA WRITE is acknowledged by the holder, a full round
-trip; ib_read_lat reports the full round trip of an RDMA READ, like LT_read.
+trip; ib_read_lat reports the full round trip of an RDMA READ, like LT_read, and
+ib_atomic_lat that of one atomic, like LT_fetch_add.
 Bandwidths are in MiB/s (2^20 bytes/s): perftest's `BW average[MB/sec]` is MiB/s
 (its --help: "MiB=2^20 byte"); a Gb/sec table (--report_gbits) is converted.
 
@@ -61,6 +63,8 @@ TARGETS = {
     "rpc_user_kernel": ("<=", 1.10),
     "rpc_scaling": (">=", 1.0),
     "idle_cpu": ("<=", 0.01),
+    # Issue 5's target for an uncontended LT_lock, which is one fetch-and-add.
+    "atomic_median": ("<=", 1.2),
 }
 # The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
 # size and seed) and it answers with the size asked for.
@@ -430,6 +434,11 @@ def comparisons(results):
         if threads != "1":
             rows.append(compare(f"LT_RPC calls/s, {threads} threads vs 1 thread", 64, r.get("calls_per_s"),
                                 one and one.get("calls_per_s"), "calls/s", "rpc_scaling"))
+    atomic, native_atomic = lite.get("atomic"), native.get("ib_atomic_lat", {}).get("8")
+    if atomic or native_atomic:
+        rows.append(compare("LT_fetch_add median vs ib_atomic_lat", 8, atomic and atomic.get("p50_ns"),
+                            native_atomic and native_atomic.get("t_typical_us", 0) * 1000 or None, "ns",
+                            "atomic_median"))
     idle = lite.get("rpc_idle")
     if idle:
         rows.append(compare(f"idle RPC server: CPU share over {idle['seconds']} s", None, idle["cpu_s"],
@@ -664,6 +673,24 @@ def run_steps(b, results, args):
                       rpc_call(lambda d, t=threads: lite.setdefault("rpc_threads", {}).__setitem__(str(t), d),
                                f"--count {max(4, a.lat_iters // threads)} --threads {threads} --size 16 --reply 64")))
     steps.append((f"idle RPC server CPU over {RPC_IDLE_S} s", rpc_idle))
+
+    def atomic_lmr():
+        # Allocated from CLIENT, held by SERVER; kept until the cluster goes down.
+        b.c.exec(CLIENT, f"rm -f /tmp/bench-atomic.in; mkfifo /tmp/bench-atomic.in; sleep 100000 > /tmp/bench-atomic.in & "
+                         f"lite-selftest lmr-serve bench-atomic --size 4K --holders {SERVER} --perm rw "
+                         f"< /tmp/bench-atomic.in > /run/lite/bench-atomic.log 2>&1 & sleep 1; "
+                         f"for i in $(seq 60); do grep -q ready /run/lite/bench-atomic.log && exit 0; sleep 1; done; exit 1",
+                 timeout=120)
+        return f"LMR bench-atomic held by node {SERVER}"
+
+    def atomic_lite():
+        d = b.tool_json(CLIENT, f"lite-selftest atomic-count bench-atomic --count {a.lat_iters}", a.step_timeout)
+        lite["atomic"] = d
+        return f"median {fmt_ns(d['p50_ns'])}, p99 {fmt_ns(d['p99_ns'])}"
+
+    steps.append(("ib_atomic_lat 8 B", lat_native("ib_atomic_lat", 8)))
+    steps.append(("LMR for the atomics", atomic_lmr))
+    steps.append(("lite-selftest atomic-count (fetch-and-add)", atomic_lite))
     b.total = len(steps)
     for label, fn in steps:
         b.guarded(label, fn)

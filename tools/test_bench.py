@@ -303,8 +303,9 @@ class FakeCluster:
         self.commands.append((n, script))
         m = re.search(r"-s (\d+)", script)
         size = int(m.group(1)) if m else 0
-        if "10.77.0.2" in script and script.startswith(("ib_write_lat", "ib_read_lat")):
-            return Result(0, "some banner\n" + lat_table(size, 100.0 if "write" in script else 150.0, 400.0))
+        if "10.77.0.2" in script and script.startswith(("ib_write_lat", "ib_read_lat", "ib_atomic_lat")):
+            typical = 100.0 if "write" in script else 150.0 if "read" in script else 120.0
+            return Result(0, "some banner\n" + lat_table(size, typical, 400.0))
         if "10.77.0.2" in script and script.startswith("ib_write_bw"):
             return Result(0, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
                              f" {size:<7d}    16           0.00               100.00\t\t   0.000100\n")
@@ -323,6 +324,8 @@ class FakeCluster:
                    "p99_ns": 900_000}
             if "--kernel-caller" not in args:
                 out.update(calls_per_s=100.0 * min(threads, 4), crossings_per_call=2.0)
+        elif args[0] == "lite-selftest" and args[1] == "atomic-count":
+            out = {"increments": 50, "failed_threads": 0, "cas_retries": 0, "p50_ns": 132_000, "p99_ns": 500_000}
         elif args[0] == "lite-regmr":
             out = {"size": 1 << 30, "device": "rxe0", "touched": False, "reg_ns": 40_000_000_000, "dereg_ns": 10}
         elif args[1] == "lat":
@@ -368,9 +371,9 @@ class Orchestration(unittest.TestCase):
                 bench.run_steps(b, results, args)
             text = printed.getvalue()
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1 + 3)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
-        self.assertIn(f"[{b.total}/{b.total}] idle RPC server CPU over 5 s ...", text)
+        self.assertIn(f"[{b.total}/{b.total}] lite-selftest atomic-count (fetch-and-add) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
         server = [i for i, (n, s) in enumerate(c.commands) if n == 1 and s.startswith("ib_write_lat")]
@@ -396,6 +399,10 @@ class Orchestration(unittest.TestCase):
         self.assertEqual(rpc["native"], 200_000)
         self.assertAlmostEqual(rpc["ratio"], 1.65)
         self.assertFalse(rpc["met"])
+        atomic = rows[("LT_fetch_add median vs ib_atomic_lat", 8)]
+        self.assertEqual(atomic["native"], 120_000)
+        self.assertAlmostEqual(atomic["ratio"], 1.1)
+        self.assertTrue(atomic["met"])
         uk = rows[("LT_RPC 8 B median, user caller vs kernel caller", 8)]
         self.assertAlmostEqual(uk["ratio"], 1.1)
         self.assertTrue(uk["met"])
