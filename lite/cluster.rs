@@ -13,6 +13,7 @@ use crate::errno::{EHOSTDOWN, ENETDOWN, ENOTCONN, EOPNOTSUPP, ETIMEDOUT};
 use crate::ffi;
 use crate::memory::Memory;
 use crate::uapi::*;
+use crate::inflight::{InFlight, MAX_INFLIGHT};
 use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
@@ -33,9 +34,11 @@ const HEAD_REPORTS: u32 = 16;
 const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 - HEAD_REPORTS;
 /// User memory pinned at a time by one transfer.
 const WINDOW_BYTES: usize = 1 << 20;
-/// Bytes per RDMA work request, and work requests in flight per transfer.
+/// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs).
 const WR_BYTES: usize = 32 << 10;
-const INFLIGHT_WRS: u32 = 2;
+const INFLIGHT_BYTES: usize = 2 * WR_BYTES;
+/// Send queue credits one transfer holds: its most work requests in flight.
+const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
 /// Generous bound for control requests (allocation of large chunks, memsets) on
 /// slow (emulated, debug) kernels.
 pub(crate) const CONTROL_TIMEOUT_MS: u32 = 30_000;
@@ -600,14 +603,15 @@ impl Peer {
     /// through one QP, and waits until all of it is there. Consecutive pieces whose
     /// remote ranges follow each other share a work request.
     ///
-    /// Work requests carry at most `WR_BYTES` and at most `INFLIGHT_WRS` of them are
-    /// outstanding: rxe has no congestion control, and a larger burst overflows the
-    /// receiving side's queues, which costs a retransmit timeout per loss.
+    /// Work requests carry at most `WR_BYTES`, and at most `INFLIGHT_BYTES` of them
+    /// are outstanding (`InFlight`): rxe has no congestion control, and a larger burst
+    /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
     fn transfer(&self, op: &Op, write: bool, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
         let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
-        self.take_credits(qp_index, INFLIGHT_WRS)?;
+        self.take_credits(qp_index, TRANSFER_CREDITS)?;
+        let mut inflight = InFlight::new(INFLIGHT_BYTES);
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
@@ -615,7 +619,7 @@ impl Peer {
         'pieces: for (mut addr, mut len, mut remote) in pieces {
             while len > 0 {
                 if count > 0 && remote != at + batch as u64 {
-                    posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+                    posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
                     if posted.is_err() {
                         break 'pieces;
                     }
@@ -629,7 +633,7 @@ impl Peer {
                 (count, batch) = (count + 1, batch + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch == WR_BYTES {
-                    posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+                    posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
                     if posted.is_err() {
                         break 'pieces;
                     }
@@ -638,10 +642,10 @@ impl Peer {
             }
         }
         if posted.is_ok() && count > 0 {
-            posted = self.post_rdma(qp_index, op, write, &sges[..count], at);
+            posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
         }
         let completed = op.wait();
-        self.return_credits(qp_index, INFLIGHT_WRS);
+        self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
         completed.map_err(|status| self.wc_error(status))
     }
@@ -653,10 +657,12 @@ impl Peer {
         self.transfer(&op, true, pieces)
     }
 
-    /// Posts one RDMA read or write on QP `qp_index` once fewer than `INFLIGHT_WRS`
-    /// of `op` are outstanding.
-    fn post_rdma(&self, qp_index: usize, op: &Op, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result {
-        op.wait_below(INFLIGHT_WRS - 1);
+    /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
+    /// flight leave room for it.
+    fn post_rdma(&self, qp_index: usize, op: &Op, inflight: &mut InFlight, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result {
+        let bytes = sges.iter().map(|sge| sge.len as usize).sum();
+        op.wait_below(inflight.may_remain(bytes));
+        inflight.posted(bytes);
         let link = self.link.lock();
         let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
             return Err(EHOSTDOWN());

@@ -16,6 +16,7 @@ mod chardev;
 mod cluster;
 mod errno;
 mod ffi;
+mod inflight;
 mod memory;
 mod region;
 mod rpc;

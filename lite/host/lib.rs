@@ -2,6 +2,8 @@
 //! exercises exactly the code the module runs.
 #![allow(dead_code)]
 
+#[path = "../inflight.rs"]
+mod inflight;
 #[path = "../wire.rs"]
 mod wire;
 #[path = "../region.rs"]
