@@ -69,6 +69,8 @@ TARGETS = {
 # The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
 # size and seed) and it answers with the size asked for.
 RPC_ID = 31
+# Server threads: enough that calls from several client threads are served in parallel.
+RPC_SERVER_THREADS = 4
 RPC_THREADS = [1, 2, 4, 8, 16]
 RPC_IDLE_S = 5
 USER_HZ = 100
@@ -636,10 +638,11 @@ def run_steps(b, results, args):
     def rpc_server():
         c = b.c
         c.exec(SERVER, f"rm -f /tmp/bench-rpc.in; mkfifo /tmp/bench-rpc.in; sleep 100000 > /tmp/bench-rpc.in & "
-                       f"echo $! > /tmp/bench-rpc.keep; lite-selftest rpc-serve {RPC_ID} < /tmp/bench-rpc.in "
+                       f"echo $! > /tmp/bench-rpc.keep; lite-selftest rpc-serve {RPC_ID} --threads {RPC_SERVER_THREADS} "
+                       f"< /tmp/bench-rpc.in "
                        f"> /run/lite/bench-rpc-server.log 2>&1 & echo $! > /tmp/bench-rpc.pid; sleep 1; "
                        f"grep -q ready /run/lite/bench-rpc-server.log")
-        return f"lite-selftest rpc-serve {RPC_ID} on node {SERVER}"
+        return f"lite-selftest rpc-serve {RPC_ID} --threads {RPC_SERVER_THREADS} on node {SERVER}"
 
     def rpc_call(key, args_text):
         def go():

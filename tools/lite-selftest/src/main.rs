@@ -15,7 +15,7 @@
 //!                                  map NAME and check the outcome
 //!   lite-selftest lmr-many COUNT --size BYTES
 //!                                  allocate COUNT LMRs and exit without freeing them
-//!   lite-selftest rpc-serve ID [--delay-ms N] [--limit N]
+//!   lite-selftest rpc-serve ID [--threads T] [--delay-ms N] [--limit N]
 //!                                  serve RPC ID, checking requests, answering patterns
 //!   lite-selftest rpc-call NODE ID [--count N] [--threads T] [--size BYTES] [--reply BYTES]
 //!                                  [--oneway] [--expect-error ERRNO] [--timeout-ms N] [--kernel-caller]
@@ -131,6 +131,9 @@ enum Command {
     /// Serve RPC ID: check every request, reply with the asked-for pattern.
     RpcServe {
         id: u32,
+        /// Threads receiving and answering (each replies and receives in one crossing).
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
         /// Sleep this long over each request or message (a slow server).
         #[arg(long, value_name = "N", default_value_t = 0)]
         delay_ms: u64,
@@ -417,8 +420,8 @@ fn main() -> ExitCode {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
         }
         Command::LmrMany { count, size } => return lmr::many(&lite, count, size),
-        Command::RpcServe { id, delay_ms, limit } => {
-            return rpc::serve(&lite, id, std::time::Duration::from_millis(delay_ms), limit)
+        Command::RpcServe { id, threads, delay_ms, limit } => {
+            return rpc::serve(&lite, id, threads, std::time::Duration::from_millis(delay_ms), limit)
         }
         Command::RpcCall { node, id, count, threads, size, reply, oneway, expect_error, timeout_ms, kernel_caller } => {
             let args = rpc::CallArgs {

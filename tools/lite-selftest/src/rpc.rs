@@ -59,10 +59,11 @@ fn served() -> std::process::ExitCode {
     }
 }
 
-/// Serves `id`: checks each request, replies with the asked-for pattern, counts
-/// one-way messages; takes `delay` over each. Prints `ready`; with `limit`, exits
-/// after that many requests and messages; exits at EOF on stdin too.
-pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -> std::process::ExitCode {
+/// Serves `id` from `threads` threads: checks each request, replies with the
+/// asked-for pattern, counts one-way messages; takes `delay` over each. Prints
+/// `ready`; with `limit`, exits after that many requests and messages; exits at EOF
+/// on stdin too.
+pub(crate) fn serve(lite: &Lite, id: u32, threads: u32, delay: Duration, limit: Option<u64>) -> std::process::ExitCode {
     if let Err(e) = lite.register_rpc(id) {
         eprintln!("rpc-serve: {e}");
         return std::process::ExitCode::FAILURE;
@@ -73,12 +74,23 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
     });
     println!("ready");
     let _ = std::io::stdout().flush();
+    let failed = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads.max(1)).map(|_| s.spawn(|| serve_requests(lite, id, delay, limit))).collect();
+        workers.into_iter().any(|w| !matches!(w.join(), Ok(true)))
+    });
+    if failed {
+        return std::process::ExitCode::FAILURE;
+    }
+    served()
+}
+
+/// One serving thread; false when receiving failed.
+fn serve_requests(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -> bool {
     let mut buf = vec![0u8; LITE_RPC_MAX_MSG as usize];
     let mut reply = Vec::new();
-    let (mut calls, mut messages) = (0u64, 0u64);
     let mut pending: Option<(lite::ReplyToken, usize)> = None;
     loop {
-        if limit.is_some_and(|l| calls + messages >= l) {
+        if limit.is_some_and(|l| CALLS.load(Ordering::Relaxed) + MESSAGES.load(Ordering::Relaxed) >= l) {
             break;
         }
         let got = match pending.take() {
@@ -97,7 +109,7 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
             Err(Error::Timeout) => continue,
             Err(e) => {
                 eprintln!("rpc-serve: {e}");
-                return std::process::ExitCode::FAILURE;
+                return false;
             }
         };
         if !delay.is_zero() {
@@ -117,11 +129,9 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
         };
         match incoming.reply {
             None => {
-                messages += 1;
                 MESSAGES.fetch_add(1, Ordering::Relaxed);
             }
             Some(token) => {
-                calls += 1;
                 CALLS.fetch_add(1, Ordering::Relaxed);
                 if body.len() >= 16 {
                     reply.resize(want.min(LITE_RPC_MAX_MSG as usize), 0);
@@ -137,7 +147,7 @@ pub(crate) fn serve(lite: &Lite, id: u32, delay: Duration, limit: Option<u64>) -
     if let Some((token, len)) = pending {
         let _ = lite.reply_rpc(token, &reply[..len]);
     }
-    served()
+    true
 }
 
 pub(crate) struct CallArgs {
