@@ -12,6 +12,7 @@
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include <net/ipv6.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
@@ -194,6 +195,56 @@ unsigned int lite_qp_num(const struct lite_qp *qp)
 	return qp->qp->qp_num;
 }
 
+struct lite_resolution {
+	struct completion done;
+	int status;
+};
+
+static void lite_resolved(int status, struct sockaddr *src, struct rdma_dev_addr *addr, void *context)
+{
+	struct lite_resolution *res = context;
+
+	res->status = status;
+	complete(&res->done);
+}
+
+/*
+ * The MAC that frames to `dgid` go to. Only user verbs get it resolved by
+ * ib_modify_qp(); kernel callers must supply it: a RoCE NIC puts it on the
+ * wire, and rxe loops a packet back to itself only when it is its own MAC.
+ * Same steps as rdma_addr_find_l2_eth_by_grh(), which ib_core keeps private.
+ */
+static int lite_resolve_dmac(struct lite_dev *dev, int sgid_index, const union ib_gid *dgid,
+			     u8 dmac[ETH_ALEN])
+{
+	const struct ib_gid_attr *sgid_attr = rdma_get_gid_attr(dev->ibdev, dev->port, sgid_index);
+	union {
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+	} src, dst;
+	struct rdma_dev_addr addr = {};
+	struct lite_resolution res;
+	int err;
+
+	if (IS_ERR(sgid_attr))
+		return PTR_ERR(sgid_attr);
+	rdma_gid2ip((struct sockaddr *)&src, &sgid_attr->gid);
+	rdma_gid2ip((struct sockaddr *)&dst, dgid);
+	addr.net = &init_net;
+	addr.sgid_attr = sgid_attr;
+	init_completion(&res.done);
+	err = rdma_resolve_ip((struct sockaddr *)&src, (struct sockaddr *)&dst, &addr, 1000,
+			      lite_resolved, true, &res);
+	if (!err) {
+		wait_for_completion(&res.done);
+		err = res.status;
+	}
+	if (!err)
+		memcpy(dmac, addr.dst_dev_addr, ETH_ALEN);
+	rdma_put_gid_attr(sgid_attr);
+	return err;
+}
+
 int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int sgid_index,
 		    unsigned int remote_qpn, unsigned int remote_psn, unsigned int local_psn,
 		    unsigned int mtu)
@@ -213,6 +264,9 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 	attr.ah_attr.type = rdma_ah_find_type(qp->dev->ibdev, qp->dev->port);
 	rdma_ah_set_port_num(&attr.ah_attr, qp->dev->port);
 	rdma_ah_set_grh(&attr.ah_attr, &dgid, 0, sgid_index, 64, 0);
+	err = lite_resolve_dmac(qp->dev, sgid_index, &dgid, attr.ah_attr.roce.dmac);
+	if (err)
+		return err;
 	err = ib_modify_qp(qp->qp, &attr,
 			   IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN |
 			   IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
@@ -222,7 +276,10 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 	memset(&attr, 0, sizeof(attr));
 	attr.qp_state = IB_QPS_RTS;
 	attr.sq_psn = local_psn;
-	/* 4.096 us * 2^16 = 268 ms per try, 7 retries: a dead peer fails sends in ~2 s. */
+	/*
+	 * 4.096 us * 2^16 = 268 ms per try. 7 retries on a NIC, without limit on
+	 * rxe: dead peers are found by the manager's heartbeats, which flush their QPs.
+	 */
 	attr.timeout = 16;
 	attr.retry_cnt = 7;
 	attr.rnr_retry = 7;

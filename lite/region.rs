@@ -149,10 +149,11 @@ pub(crate) enum AtomicError {
 /// bytes tiled by `extents`. Allocated chunks are page-aligned, but a registered
 /// buffer may start anywhere, so the holder address is checked too.
 pub(crate) fn atomic_word(extents: &[Extent], size: u64, offset: u64) -> Result<(usize, u64), AtomicError> {
-    check_range(size, offset, ATOMIC_LEN).map_err(|_| AtomicError::OutOfBounds)?;
+    // Alignment first: a misaligned offset is wrong whatever the size.
     if !offset.is_multiple_of(ATOMIC_LEN) {
         return Err(AtomicError::Misaligned);
     }
+    check_range(size, offset, ATOMIC_LEN).map_err(|_| AtomicError::OutOfBounds)?;
     let mut parts = pieces(extents, offset, ATOMIC_LEN);
     match (parts.next(), parts.next()) {
         (Some(word), None) if word.len == ATOMIC_LEN && word.addr % ATOMIC_LEN == 0 => Ok((word.extent, word.addr)),
@@ -178,7 +179,8 @@ mod tests {
         assert_eq!(atomic_word(&aligned, 8192, 8184), Ok((1, 0x80000 + 4088)));
         assert_eq!(atomic_word(&aligned, 8192, 4), Err(AtomicError::Misaligned));
         assert_eq!(atomic_word(&aligned, 8192, 8192), Err(AtomicError::OutOfBounds));
-        assert_eq!(atomic_word(&aligned, 8192, u64::MAX - 3), Err(AtomicError::OutOfBounds));
+        assert_eq!(atomic_word(&aligned, 8192, u64::MAX - 7), Err(AtomicError::OutOfBounds));
+        assert_eq!(atomic_word(&aligned, 8192, 8188), Err(AtomicError::Misaligned), "misaligned and past the end");
         assert_eq!(atomic_word(&aligned, 8190, 8184), Err(AtomicError::OutOfBounds));
         // A registered buffer starting at an odd address, and one split at an odd length.
         let odd = [
