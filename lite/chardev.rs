@@ -5,6 +5,7 @@
 
 use crate::cluster::Lite;
 use crate::ffi;
+use crate::lock::FileLocks;
 use crate::memory::{FileLmrs, MallocArgs};
 use crate::rpc::{FileRpc, Received};
 use crate::verbs::Atomic;
@@ -28,7 +29,7 @@ plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConn
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
                  LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister,
                  LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
-                 LiteRpcStat, LiteAtomic);
+                 LiteRpcStat, LiteAtomic, LiteLock, LiteBarrier);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -42,18 +43,23 @@ pub(crate) struct OpenFile {
     lmrs: Pin<KBox<Mutex<FileLmrs>>>,
     /// The shared page, calls in flight, servers and owed replies.
     rpc: Arc<FileRpc>,
+    /// Locks this file holds.
+    locks: Pin<KBox<Mutex<FileLocks>>>,
 }
 
 impl OpenFile {
     pub(crate) fn new() -> Result<KBox<OpenFile>> {
         let lmrs = KBox::pin_init(new_mutex!(FileLmrs::new(), "lite:file.lmrs"), GFP_KERNEL)?;
         let rpc = FileRpc::new()?;
-        Ok(KBox::new(OpenFile { lmrs, rpc }, GFP_KERNEL)?)
+        let locks = KBox::pin_init(new_mutex!(FileLocks::new(), "lite:file.locks"), GFP_KERNEL)?;
+        Ok(KBox::new(OpenFile { lmrs, rpc, locks }, GFP_KERNEL)?)
     }
 
-    /// Last close: every handle goes, the LMRs this file mastered are freed, the
-    /// ids it served are unregistered and the replies it owed fail.
+    /// Last close: the locks it holds pass on, every handle goes, the LMRs this
+    /// file mastered are freed, the ids it served are unregistered and the replies
+    /// it owed fail.
     pub(crate) fn release(&self, lite: &Lite) {
+        lite.locks_release_file(&self.locks);
         lite.rpc_release(&self.rpc);
         lite.file_release(&self.lmrs);
     }
@@ -182,6 +188,24 @@ impl OpenFile {
                 }
                 req.old = lite.lmr_atomic(&self.lmrs, req.lh, req.offset, atomic)?;
                 write_out(arg, &req)
+            }
+            LITE_IOC_LOCK => {
+                let req: LiteLock = read_in(arg)?;
+                reserved_zero(&[req.reserved])?;
+                match req.op {
+                    LITE_LOCK_ACQUIRE => lite.lock_acquire(&self.lmrs, &self.locks, req.lh, req.offset),
+                    LITE_LOCK_RELEASE => lite.lock_release(&self.locks, req.lh, req.offset),
+                    _ => Err(EINVAL),
+                }
+            }
+            LITE_IOC_BARRIER => {
+                let req: LiteBarrier = read_in(arg)?;
+                if !(1..=LITE_BARRIER_MAX_PARTICIPANTS).contains(&req.participants)
+                    || !(1..=LITE_BARRIER_MAX_TIMEOUT_MS).contains(&req.timeout_ms)
+                {
+                    return Err(EINVAL);
+                }
+                lite.barrier(&self.lmrs, req.lh, req.offset, req.participants, req.timeout_ms)
             }
             LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
                 let req: LiteRpcId = read_in(arg)?;

@@ -15,6 +15,7 @@ use crate::memory::Memory;
 use crate::uapi::*;
 use crate::inflight::{InFlight, MAX_INFLIGHT};
 use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
+use crate::lock::LockNode;
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
@@ -814,6 +815,9 @@ pub(crate) struct Lite {
     /// RPC servers of this node and the rings its clients write to.
     #[pin]
     pub(crate) rpc: RpcNode,
+    /// Lock and barrier waiters of this node and queued at it.
+    #[pin]
+    pub(crate) locks: LockNode,
 }
 
 impl Lite {
@@ -829,6 +833,7 @@ impl Lite {
                 next_handle: AtomicU64::new(0x1000),
                 qps_per_peer,
                 rpc <- RpcNode::new(),
+                locks <- LockNode::new(),
             }),
             GFP_KERNEL,
         )

@@ -17,6 +17,8 @@ mod cluster;
 mod errno;
 mod ffi;
 mod inflight;
+mod lock;
+mod lockword;
 mod memory;
 mod region;
 mod rpc;

@@ -17,7 +17,7 @@
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
 use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
-use crate::errno::EHOSTDOWN;
+use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
 use crate::verbs::{Atomic, DmaBuf, PAGE_SIZE};
@@ -30,10 +30,6 @@ use kernel::uaccess::UserSlice;
 const _: () = assert!(PERM_READ == LITE_PERM_READ && PERM_WRITE == LITE_PERM_WRITE && PERM_MASTER == LITE_PERM_MASTER);
 const _: () = assert!(NAME_LEN == LITE_NAME_MAX as usize && CHUNK_MAX == LITE_CHUNK_SIZE);
 
-/// `-EIDRM`: the master freed the LMR.
-fn eidrm() -> Error {
-    Error::from_errno(-(kernel::bindings::EIDRM as i32))
-}
 
 /// `-ERANGE`: an access beyond the LMR.
 fn erange() -> Error {
@@ -132,6 +128,21 @@ pub(crate) struct Mapping {
     state: Mutex<MapState>,
     #[pin]
     idle: CondVar,
+}
+
+/// An 8-byte word of an LMR: held by node `holder` at DMA address `addr`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Word {
+    pub(crate) holder: u32,
+    pub(crate) master: u32,
+    pub(crate) id: u64,
+    pub(crate) addr: u64,
+}
+
+/// A word reached through a handle: its mapping says whether the LMR still exists.
+pub(crate) struct WordRef {
+    mapping: Arc<Mapping>,
+    pub(crate) word: Word,
 }
 
 /// An operation in progress on a mapping; ends when dropped.
@@ -432,6 +443,7 @@ impl Lite {
 
     /// Frees what this node holds for (`master`, `id`).
     fn release(&self, master: u32, id: u64) {
+        self.locks_forget_lmr(master, id);
         self.mem.lock().release_held(master, Some(id));
     }
 
@@ -455,6 +467,7 @@ impl Lite {
                 }
             }
         }
+        self.locks_forget_node(node);
         self.mem.lock().release_held(node, None);
         self.rpc_forget_node(node);
     }
@@ -791,7 +804,7 @@ impl Lite {
         }
         let me = self.me()?;
         let mut mem = self.mem.lock();
-        let lmr = mem.lmrs.get_mut(&grant.id).ok_or_else(eidrm)?;
+        let lmr = mem.lmrs.get_mut(&grant.id).ok_or_else(EIDRM)?;
         if node != me && !region::perm_allows(lmr.allowed(node), PERM_MASTER) {
             return Err(EPERM);
         }
@@ -831,19 +844,19 @@ impl Lite {
     fn master_free(&self, node: u32, id: u64) -> Result {
         {
             let mem = self.mem.lock();
-            let lmr = mem.lmrs.get(&id).ok_or_else(eidrm)?;
+            let lmr = mem.lmrs.get(&id).ok_or_else(EIDRM)?;
             if !region::perm_allows(lmr.allowed(node), PERM_MASTER) {
                 return Err(EPERM);
             }
         }
-        self.free_lmr(id).map_err(|_| eidrm())
+        self.free_lmr(id).map_err(|_| EIDRM())
     }
 
     /// Mappings of (`master`, `id`) on this node fail from now on with EIDRM.
     fn revoke_local(&self, master: u32, id: u64) {
         let maps = self.mem.lock().take_maps(master, Some(id));
         for mapping in maps.iter() {
-            mapping.revoke(eidrm());
+            mapping.revoke(EIDRM());
         }
     }
 
@@ -870,7 +883,7 @@ impl Lite {
         }
         mapping.begin().map(drop)?;
         if mapping.master == self.me()? {
-            self.free_lmr(mapping.id).map_err(|_| eidrm())?;
+            self.free_lmr(mapping.id).map_err(|_| EIDRM())?;
         } else {
             self.peer(mapping.master)?.request(MsgKind::Free, &wire::LmrId { id: mapping.id }, &mut [])?;
         }
@@ -936,9 +949,9 @@ impl Lite {
         Ok(())
     }
 
-    /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`: an RDMA atomic
-    /// by the holder's RNIC (loopback when this node holds it). Returns the old value.
-    pub(crate) fn lmr_atomic(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, atomic: Atomic) -> Result<u64> {
+    /// The 8-byte word at `offset` of the LMR behind `lh`, for atomics, locks and
+    /// barriers: needs read and write permission and 8-byte alignment.
+    pub(crate) fn lmr_word(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64) -> Result<WordRef> {
         let (mapping, perm) = file.lock().get(lh)?;
         if !region::perm_allows(perm, PERM_READ | PERM_WRITE) {
             return Err(EACCES);
@@ -947,10 +960,33 @@ impl Lite {
             AtomicError::Misaligned => EINVAL,
             AtomicError::OutOfBounds => erange(),
         })?;
-        let _using = mapping.begin()?;
-        let node = mapping.extents[extent].node;
-        let peer = if node == self.me()? { self.loopback()? } else { self.peer(node)? };
-        peer.atomic(atomic, addr)
+        let word = Word { holder: mapping.extents[extent].node, master: mapping.master, id: mapping.id, addr };
+        Ok(WordRef { mapping, word })
+    }
+
+    /// An RDMA atomic on `word` by its holder's RNIC, so that it is atomic against
+    /// every node's; fails once the LMR is freed. Returns the old value.
+    pub(crate) fn word_atomic(&self, word: &WordRef, atomic: Atomic) -> Result<u64> {
+        let _using = word.mapping.begin()?;
+        self.held_word_atomic(&word.word, atomic)
+    }
+
+    /// As [`Self::word_atomic`], for a word whose memory the caller keeps alive
+    /// (loopback when this node holds it).
+    pub(crate) fn held_word_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
+        let peer = if word.holder == self.me()? { self.loopback()? } else { self.peer(word.holder)? };
+        peer.atomic(atomic, word.addr)
+    }
+
+    /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.
+    pub(crate) fn lmr_atomic(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, atomic: Atomic) -> Result<u64> {
+        let word = self.lmr_word(file, lh, offset)?;
+        self.word_atomic(&word, atomic)
+    }
+
+    /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR.
+    pub(crate) fn check_held_word(&self, word: &Word) -> Result {
+        self.held_memory(word.master, word.id)?.find(word.addr, 8).map(drop)
     }
 
     /// LT_memset, executed by the holders.
@@ -1107,6 +1143,13 @@ impl Lite {
                 self.revoke_master(u32::try_from(req.id).map_err(|_| EINVAL)?);
                 Ok(empty)
             }
+            MsgKind::Lock => {
+                let answer = self.serve_lock(from, &decode(body)?)?;
+                let mut out = KVec::new();
+                out.extend_from_slice(&answer.to_le_bytes(), GFP_KERNEL)?;
+                Ok(out)
+            }
+            MsgKind::LockWake => self.lock_woken(from, &decode(body)?).map(|()| empty),
             MsgKind::Echo | MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => Err(EINVAL),
         }
     }

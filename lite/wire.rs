@@ -147,6 +147,12 @@ pub(crate) enum MsgKind {
     /// Client to server: how far is my ring consumed ([`RpcUnbind`] -> [`LmrId`]
     /// carrying the logical head).
     RpcHead = 14,
+    /// To the holder of a lock or barrier word, its owner ([`LockReq`] -> a
+    /// `LOCK_*` outcome as a little-endian u32).
+    Lock = 15,
+    /// Owner to waiter: the outcome for a queued caller ([`LockWake`]); ENOENT
+    /// when that caller is gone.
+    LockWake = 16,
 }
 
 impl MsgKind {
@@ -166,6 +172,8 @@ impl MsgKind {
             12 => MsgKind::RpcBind,
             13 => MsgKind::RpcUnbind,
             14 => MsgKind::RpcHead,
+            15 => MsgKind::Lock,
+            16 => MsgKind::LockWake,
             _ => return None,
         })
     }
@@ -297,6 +305,44 @@ pub(crate) struct Grant {
     pub(crate) id: u64,
     pub(crate) node: u32,
     pub(crate) perm: u32,
+}
+
+/// `LockReq::op`: queue the caller (`value`: its holder word) for the lock.
+pub(crate) const LOCK_OP_WAIT: u32 = 1;
+/// `LockReq::op`: the holder (`value`) releases a lock others wait for.
+pub(crate) const LOCK_OP_RELEASE: u32 = 2;
+/// `LockReq::op`: wake the caller once the barrier counter reaches `value`.
+pub(crate) const BARRIER_OP_WAIT: u32 = 3;
+/// `LockReq::op`: the counter reached `value`: wake that round's waiters.
+pub(crate) const BARRIER_OP_DONE: u32 = 4;
+
+/// Outcomes of a [`LockReq`] and in a [`LockWake`] (negative: an errno).
+pub(crate) const LOCK_QUEUED: u32 = 0;
+pub(crate) const LOCK_TAKEN: u32 = 1;
+/// Taken over from a holder whose node died.
+pub(crate) const LOCK_TAKEN_HOLDER_DIED: u32 = 2;
+pub(crate) const BARRIER_PASSED: u32 = 3;
+/// A release or barrier-done request was carried out.
+pub(crate) const LOCK_DONE: u32 = 4;
+
+/// `LockReq`: operation `op` on the word at `addr` held for LMR (`master`, `id`);
+/// `token` names the waiting caller at the sending node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LockReq {
+    pub(crate) master: u32,
+    pub(crate) op: u32,
+    pub(crate) id: u64,
+    pub(crate) addr: u64,
+    pub(crate) value: u64,
+    pub(crate) token: u32,
+}
+
+/// `LockWake`: the outcome (a `LOCK_*` outcome or a negative errno) for the
+/// receiving node's waiter `token`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LockWake {
+    pub(crate) token: u32,
+    pub(crate) outcome: i32,
 }
 
 /// `RpcBind`: the caller wants to call RPC `id`.
@@ -467,6 +513,24 @@ impl Body for Grant {
     }
 }
 
+impl Body for LockReq {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.master)?.u32(self.op)?.u64(self.id)?.u64(self.addr)?.u64(self.value)?.u32(self.token).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(LockReq { master: r.u32()?, op: r.u32()?, id: r.u64()?, addr: r.u64()?, value: r.u64()?, token: r.u32()? })
+    }
+}
+
+impl Body for LockWake {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.token)?.u32(self.outcome as u32).map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(LockWake { token: r.u32()?, outcome: r.u32()? as i32 })
+    }
+}
+
 impl Body for RpcBind {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
         w.u32(self.id)?.u32(0).map(drop)
@@ -614,7 +678,8 @@ mod tests {
         assert_eq!(Header { kind: 10, ..h }.msg_kind(), Some(MsgKind::Free));
         assert_eq!(Header { kind: 11, ..h }.msg_kind(), Some(MsgKind::Forget));
         assert_eq!(Header { kind: 14, ..h }.msg_kind(), Some(MsgKind::RpcHead));
-        assert_eq!(Header { kind: 15, ..h }.msg_kind(), None);
+        assert_eq!(Header { kind: 16, ..h }.msg_kind(), Some(MsgKind::LockWake));
+        assert_eq!(Header { kind: 17, ..h }.msg_kind(), None);
     }
 
     fn round_trip<T: Body + core::fmt::Debug + PartialEq>(value: T) {
@@ -640,6 +705,8 @@ mod tests {
         round_trip(Memset { master: 2, value: 0xAB, id: 5, addr: 0xffff_8880_0000_1000, len: 4 << 20 });
         round_trip(Copy { src_master: 1, dst_master: 2, src_id: 3, src_addr: 4, dst_id: 5, dst_addr: 6, len: 7, dst_node: 8 });
         round_trip(Grant { id: 4, node: 0xFFFF_FFFF, perm: 1 });
+        round_trip(LockReq { master: 1, op: LOCK_OP_RELEASE, id: 2, addr: 0xffff_8880_0000_1008, value: 1 << 63 | 5, token: 9 });
+        round_trip(LockWake { token: u32::MAX, outcome: -43 });
     }
 
     #[test]

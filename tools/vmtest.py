@@ -334,6 +334,49 @@ def atomics_from_every_node_add_up_exactly(c):
     check_no_lmr_state(c)
 
 
+def json_summary(n, res, what):
+    lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
+    check(res.rc == 0 and lines, f"node {n} {what}: {res.out[-2000:]}")
+    return json.loads(lines[-1])
+
+
+@test
+def locks_and_barriers_from_every_node(c):
+    # Lock word at offset 0 and a plain counter at 8, held by node 2 (its callers go
+    # through loopback): every node's threads increment the counter with LT_read and
+    # LT_write under LT_lock, so it ends exact only with mutual exclusion. Then a
+    # holder is killed while others wait, and back-to-back barriers with skewed arrivals.
+    master = Background(c, 1, "locks", "lite-selftest lmr-serve locks --size 4K --holders 2 --perm rw --zeroed")
+    master.wait_for("ready")
+    runs = [(0, "--threads 2 --count 25"), (1, "--threads 2 --count 25"), (2, "--threads 2 --count 25")]
+    jobs = [(n, c.exec_async(n, f"lite-selftest lock-count locks {args}", timeout=900)) for n, args in runs]
+    total = sum(json_summary(n, job.wait(), "lock-count")["increments"] for n, job in jobs)
+    counter = int(c.exec(0, "lite-selftest atomic-read locks --offset 8").out.split()[-1])
+    check(total == 150 and counter == 150, f"{total} increments reported, counter at {counter}, want 150")
+    check(c.exec(0, "lite-selftest atomic-read locks").out.split()[-1] == "0", "lock word not free at the end")
+
+    holder = Background(c, 0, "holder", "lite-selftest lock-hold locks --offset 16")
+    holder.wait_for("locked")
+    waiter = c.exec_async(1, "lite-selftest lock-count locks --offset 16 --count 3", timeout=600)
+    time.sleep(3)
+    holder.kill()
+    summary = json_summary(1, waiter.wait(), "lock-count after the holder was killed")
+    check(summary["increments"] == 3, f"waiter after a killed holder: {summary}")
+
+    rounds = "lite-selftest barrier-rounds locks --offset 32 --participants 4 --rounds 4 --skew-ms 400"
+    jobs = [(n, c.exec_async(n, rounds, timeout=900)) for n in (0, 1, 2, 2)]
+    for n, job in jobs:
+        summary = json_summary(n, job.wait(), "barrier-rounds")
+        check(summary["rounds"] == 4 and summary["left_early"] == 0, f"node {n} barriers: {summary}")
+    res = c.exec(1, "lite-selftest barrier-rounds locks --offset 48 --participants 2 --rounds 1 --timeout-ms 2000",
+                 check=False)
+    check(res.rc != 0 and "ETIMEDOUT" in res.out, f"a barrier nobody else reaches must time out: {res.out}")
+    print(f"    {total} locked increments from 3 nodes, a killed holder's lock passed on, 4 barrier rounds",
+          flush=True)
+    master.close()
+    check_no_lmr_state(c)
+
+
 @test
 def lmr_hostile_arguments_get_clear_errnos(c):
     out = c.exec(0, "lite-selftest lmr-hostile 1", timeout=600).out

@@ -246,6 +246,42 @@ int lite_compare_swap(const lite_t *lite,
                       uint64_t *old);
 
 /*
+ Takes the distributed lock whose 8-byte word is at `offset` of the LMR (the word
+ starts at 0; only lock calls touch it), waiting in FIFO order while another
+ process holds it. Returns 0, or -EOWNERDEAD when the previous holder's node died
+ holding it (the caller holds the lock all the same), or a negative errno
+ (-EDEADLK: held by this thread already). Released by `lite_unlock` or when the
+ process exits.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_lock(const lite_t *lite, uint64_t lh, uint64_t offset);
+
+/*
+ Releases a lock taken with `lite_lock`. Returns 0 or a negative errno (-EPERM:
+ not held by this thread; -ENOLCK: taken from it, its node was taken for dead).
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_unlock(const lite_t *lite, uint64_t lh, uint64_t offset);
+
+/*
+ Waits until `participants` callers (all passing the same number) reached the
+ barrier whose 8-byte counter is at `offset` of the LMR (starts at 0; only barrier
+ calls touch it). Returns 0, -ETIMEDOUT after `timeout_ms`, or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_barrier(const lite_t *lite,
+                 uint64_t lh,
+                 uint64_t offset,
+                 uint32_t participants,
+                 uint32_t timeout_ms);
+
+/*
  Copies `len` bytes from LMR `src_lh` at `src_offset` to `dst_lh` at `dst_offset`,
  at the holders. The two may be the same LMR and the ranges may overlap (memmove
  semantics). Needs read on `src_lh` and write on `dst_lh`. Returns 0 or a negative errno.

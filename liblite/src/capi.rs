@@ -393,6 +393,56 @@ pub unsafe extern "C" fn lite_compare_swap(
     unsafe { atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_COMPARE_SWAP, expected, new, None)) }
 }
 
+/// Takes the distributed lock whose 8-byte word is at `offset` of the LMR (the word
+/// starts at 0; only lock calls touch it), waiting in FIFO order while another
+/// process holds it. Returns 0, or -EOWNERDEAD when the previous holder's node died
+/// holding it (the caller holds the lock all the same), or a negative errno
+/// (-EDEADLK: held by this thread already). Released by `lite_unlock` or when the
+/// process exits.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_lock(lite: *const LiteHandle, lh: u64, offset: u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe {
+        let mut holder_died = false;
+        let rc = with_lite(lite, |l| {
+            holder_died = l.lmr_lock(lh, offset, uapi::LITE_LOCK_ACQUIRE, None)?;
+            Ok(())
+        });
+        if rc == 0 && holder_died {
+            -libc::EOWNERDEAD
+        } else {
+            rc
+        }
+    }
+}
+
+/// Releases a lock taken with `lite_lock`. Returns 0 or a negative errno (-EPERM:
+/// not held by this thread; -ENOLCK: taken from it, its node was taken for dead).
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_unlock(lite: *const LiteHandle, lh: u64, offset: u64) -> c_int {
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_lock(lh, offset, uapi::LITE_LOCK_RELEASE, None).map(drop)) }
+}
+
+/// Waits until `participants` callers (all passing the same number) reached the
+/// barrier whose 8-byte counter is at `offset` of the LMR (starts at 0; only barrier
+/// calls touch it). Returns 0, -ETIMEDOUT after `timeout_ms`, or a negative errno.
+///
+/// # Safety
+/// `lite` is a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn lite_barrier(lite: *const LiteHandle, lh: u64, offset: u64, participants: u32, timeout_ms: u32) -> c_int {
+    let timeout = std::time::Duration::from_millis(timeout_ms.into());
+    // SAFETY: forwarded from the caller.
+    unsafe { with_lite(lite, |l| l.lmr_barrier(lh, offset, participants, timeout, None)) }
+}
+
 /// Runs an atomic and stores the old value at `old` (if not NULL).
 ///
 /// # Safety

@@ -63,6 +63,14 @@ pub enum Error {
     BufferTooSmall { size: u64, capacity: u64 },
     /// The RPC id is already served on this node.
     IdTaken(u32),
+    /// This thread holds the lock already (locks are not recursive).
+    AlreadyLocked,
+    /// Unlock of a lock this thread does not hold.
+    NotLocked,
+    /// The lock was taken from this process: its node was taken for dead.
+    LockLost,
+    /// Too many callers wait at one lock or barrier word; try again later.
+    TooManyWaiters,
     /// Any other system error, with the operation that hit it.
     Sys { op: &'static str, errno: Errno },
 }
@@ -124,6 +132,10 @@ impl Error {
             Error::MessageTooLarge { .. } => Errno::EMSGSIZE,
             Error::BufferTooSmall { .. } => Errno::EOVERFLOW,
             Error::IdTaken(_) => Errno::EEXIST,
+            Error::AlreadyLocked => Errno::EDEADLK,
+            Error::NotLocked => Errno::EPERM,
+            Error::LockLost => Errno::ENOLCK,
+            Error::TooManyWaiters => Errno::EAGAIN,
             Error::Sys { errno, .. } => *errno,
         }
     }
@@ -284,6 +296,14 @@ impl fmt::Display for Error {
                 "the message is {size} bytes but the buffer holds {capacity}: retry with a buffer of at least {size} bytes"
             ),
             Error::IdTaken(id) => write!(f, "RPC id {id} already has a server on this node: pick another id"),
+            Error::AlreadyLocked => write!(f, "this thread holds the lock already: locks are not recursive"),
+            Error::NotLocked => write!(f, "unlock of a lock this thread does not hold (only the thread that locked may unlock)"),
+            Error::LockLost => write!(
+                f,
+                "the lock was taken from this process because its node was taken for dead: what it protects may have \
+                 changed meanwhile"
+            ),
+            Error::TooManyWaiters => write!(f, "too many callers wait at this lock or barrier word: try again later"),
             Error::Sys { op, errno } => write!(f, "{op} failed: {}", errno.desc()),
         }
     }

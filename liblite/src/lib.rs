@@ -12,7 +12,7 @@ mod rpc;
 
 pub use error::{Error, Result};
 pub use lite_uapi as uapi;
-pub use lmr::{Lmr, LmrStat, MallocOptions, Perm};
+pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
 pub use rpc::{Incoming, ReplyToken, RpcStat};
 
 use lite_uapi::*;

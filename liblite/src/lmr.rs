@@ -285,6 +285,57 @@ impl Lite {
         }
     }
 
+    /// `LITE_LOCK_*` on the lock word at `offset`; acquire returns whether the
+    /// previous holder's node died holding it.
+    pub(crate) fn lmr_lock(&self, lh: u64, offset: u64, op: u32, size: Option<u64>) -> Result<bool> {
+        let name = if op == LITE_LOCK_ACQUIRE { "lock" } else { "unlock" };
+        if !offset.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!("{name}: offset {offset} is not a multiple of 8")));
+        }
+        check_range(name, offset, 8, size)?;
+        match self.sys_ioctl(LITE_IOC_LOCK, &mut LiteLock { lh, offset, op, reserved: 0 }) {
+            Ok(()) => Ok(false),
+            Err(Errno::EOWNERDEAD) => Ok(true),
+            Err(Errno::EDEADLK) => Err(Error::AlreadyLocked),
+            Err(Errno::EPERM) => Err(Error::NotLocked),
+            Err(Errno::ENOLCK) => Err(Error::LockLost),
+            Err(Errno::EAGAIN) => Err(Error::TooManyWaiters),
+            Err(errno) => Err(Error::from_lmr_ioctl(name, LmrCall::Access { offset, len: 8, size }, errno)),
+        }
+    }
+
+    pub(crate) fn lmr_barrier(
+        &self,
+        lh: u64,
+        offset: u64,
+        participants: u32,
+        timeout: std::time::Duration,
+        size: Option<u64>,
+    ) -> Result<()> {
+        let name = "barrier";
+        if !offset.is_multiple_of(8) {
+            return Err(Error::InvalidArgument(format!("{name}: offset {offset} is not a multiple of 8")));
+        }
+        if !(1..=LITE_BARRIER_MAX_PARTICIPANTS).contains(&participants) {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: {participants} participants (1 to {LITE_BARRIER_MAX_PARTICIPANTS})"
+            )));
+        }
+        let timeout_ms = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
+        if !(1..=LITE_BARRIER_MAX_TIMEOUT_MS).contains(&timeout_ms) {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: timeout {timeout:?} (1 ms to {} s)",
+                LITE_BARRIER_MAX_TIMEOUT_MS / 1000
+            )));
+        }
+        check_range(name, offset, 8, size)?;
+        match self.sys_ioctl(LITE_IOC_BARRIER, &mut LiteBarrier { lh, offset, participants, timeout_ms }) {
+            Ok(()) => Ok(()),
+            Err(Errno::EAGAIN) => Err(Error::TooManyWaiters),
+            Err(errno) => Err(Error::from_lmr_ioctl(name, LmrCall::Access { offset, len: 8, size }, errno)),
+        }
+    }
+
     /// `dst` and `src` are (handle, offset, size if known).
     pub(crate) fn lmr_memcpy(
         &self,
@@ -355,6 +406,25 @@ impl Lmr<'_> {
     /// test-and-set is `compare_swap(offset, 0, 1) == 0`. Atomic like [`Lmr::fetch_add`].
     pub fn compare_swap(&self, offset: u64, expected: u64, new: u64) -> Result<u64> {
         self.lite.lmr_atomic(self.lh, offset, LITE_ATOMIC_COMPARE_SWAP, expected, new, Some(self.size))
+    }
+
+    /// Takes the distributed lock whose word is at `offset` (a multiple of 8; the
+    /// word starts at 0 and only lock calls touch it), waiting in FIFO order if
+    /// another process anywhere holds it. Free, it costs one RDMA compare-and-swap.
+    /// The guard releases it on drop, and the kernel releases it if this process
+    /// exits. When the previous holder's node died holding it, the lock is taken over
+    /// and [`LockGuard::holder_died`] says so: check what the lock protects.
+    pub fn lock(&self, offset: u64) -> Result<LockGuard<'_>> {
+        let holder_died = self.lite.lmr_lock(self.lh, offset, LITE_LOCK_ACQUIRE, Some(self.size))?;
+        Ok(LockGuard { lmr: self, offset, holder_died, released: false })
+    }
+
+    /// Waits until `participants` callers (on any nodes, all passing the same number)
+    /// reached the barrier whose counter is at `offset` (a multiple of 8; starts at 0,
+    /// only barrier calls touch it). Back-to-back rounds on one counter do not mix.
+    /// [`Error::Timeout`] after `timeout`; the counter is off by one round from then on.
+    pub fn barrier(&self, offset: u64, participants: u32, timeout: std::time::Duration) -> Result<()> {
+        self.lite.lmr_barrier(self.lh, offset, participants, timeout, Some(self.size))
     }
 
     /// Master only: from now on `node` (every node if `None`) may map with `perm`.
@@ -509,5 +579,42 @@ mod tests {
         let empty = check_range("write LMR", 0, 0, Some(10)).unwrap_err();
         assert_eq!(empty.errno(), Errno::EINVAL);
         assert!(empty.to_string().contains("write LMR of 0 bytes"));
+    }
+}
+
+/// A distributed lock held by this process ([`Lmr::lock`]); dropping it unlocks.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct LockGuard<'l> {
+    lmr: &'l Lmr<'l>,
+    offset: u64,
+    holder_died: bool,
+    released: bool,
+}
+
+impl LockGuard<'_> {
+    /// The lock was taken over from a holder whose node died while holding it.
+    pub fn holder_died(&self) -> bool {
+        self.holder_died
+    }
+
+    /// Releases the lock, reporting failures that dropping the guard ignores.
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size)).map(drop)
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // Failing means the lock is gone already (LMR freed, node taken for dead).
+            let _ = self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size));
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard").field("lmr", self.lmr).field("offset", &self.offset).finish()
     }
 }

@@ -10,3 +10,5 @@ mod wire;
 mod region;
 #[path = "../rpc_ring.rs"]
 mod rpc_ring;
+#[path = "../lockword.rs"]
+mod lockword;

@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 5
+#define LITE_ABI_VERSION 6
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -313,5 +313,36 @@
  `_IOWR('L', 30, LiteAtomic)`
  */
 #define LITE_IOC_ATOMIC 3224390686
+
+/*
+ `LiteLock::op`: wait until this thread holds the lock (other threads of the
+ process wait like any caller).
+ */
+#define LITE_LOCK_ACQUIRE 1
+
+/*
+ `LiteLock::op`: release a lock this thread holds.
+ */
+#define LITE_LOCK_RELEASE 2
+
+/*
+ `_IOW('L', 31, LiteLock)`
+ */
+#define LITE_IOC_LOCK 1075334175
+
+/*
+ Most participants of one barrier.
+ */
+#define LITE_BARRIER_MAX_PARTICIPANTS 4096
+
+/*
+ Longest barrier wait a caller may ask for (one hour).
+ */
+#define LITE_BARRIER_MAX_TIMEOUT_MS 3600000
+
+/*
+ `_IOW('L', 32, LiteBarrier)`
+ */
+#define LITE_IOC_BARRIER 1075334176
 
 #endif  /* LITE_UAPI_H */

@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 5;
+pub const LITE_ABI_VERSION: u32 = 6;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -659,6 +659,61 @@ pub struct LiteAtomic {
 /// `_IOWR('L', 30, LiteAtomic)`
 pub const LITE_IOC_ATOMIC: u32 = 0xC030_4C1E;
 
+/// `LiteLock::op`: wait until this thread holds the lock (other threads of the
+/// process wait like any caller).
+pub const LITE_LOCK_ACQUIRE: u32 = 1;
+/// `LiteLock::op`: release a lock this thread holds.
+pub const LITE_LOCK_RELEASE: u32 = 2;
+
+/// A distributed lock on the 8-byte word at `offset` of an LMR (`LITE_IOC_LOCK`).
+/// The word must start at 0 and is then only touched by lock operations: free,
+/// it is taken with one RDMA compare-and-swap; taken, the caller queues at the
+/// word's holder node and is woken alone, in FIFO order. Locks a process holds are
+/// released when it exits. Needs read and write permission.
+///
+/// Acquire fails with EOWNERDEAD when the previous holder's node died while it
+/// held the lock: the caller holds the lock all the same (as with a robust
+/// pthread mutex) and should check what the lock protects. EDEADLK: this thread
+/// holds it already. Release fails with EPERM when this thread does not hold it,
+/// ENOLCK when the lock was taken from it (its node was taken for dead).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteLock {
+    pub lh: u64,
+    pub offset: u64,
+    /// `LITE_LOCK_*`.
+    pub op: u32,
+    pub reserved: u32,
+}
+
+/// `_IOW('L', 31, LiteLock)`
+pub const LITE_IOC_LOCK: u32 = 0x4018_4C1F;
+
+/// A barrier on the 8-byte counter at `offset` of an LMR (`LITE_IOC_BARRIER`):
+/// returns once `participants` callers (any processes on any nodes, all passing
+/// the same number) arrived in this round. Rounds follow each other on the same
+/// counter, which must start at 0 and is only touched by barrier calls. ETIMEDOUT
+/// after `timeout_ms` (the arrival still counts, so the counter's rounds are off
+/// by one from then on: start a new counter). Needs read and write permission.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteBarrier {
+    pub lh: u64,
+    pub offset: u64,
+    /// 1 to `LITE_BARRIER_MAX_PARTICIPANTS`.
+    pub participants: u32,
+    /// 1 to `LITE_BARRIER_MAX_TIMEOUT_MS`.
+    pub timeout_ms: u32,
+}
+
+/// Most participants of one barrier.
+pub const LITE_BARRIER_MAX_PARTICIPANTS: u32 = 4096;
+/// Longest barrier wait a caller may ask for (one hour).
+pub const LITE_BARRIER_MAX_TIMEOUT_MS: u32 = 3_600_000;
+
+/// `_IOW('L', 32, LiteBarrier)`
+pub const LITE_IOC_BARRIER: u32 = 0x4018_4C20;
+
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
 //   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
@@ -683,3 +738,7 @@ pub const LITE_IOC_ATOMIC: u32 = 0xC030_4C1E;
 //   token (answered already, or another process's); EHOSTDOWN the node is down.
 // LITE_IOC_ATOMIC also: EINVAL offset not a multiple of 8 (or a registered LMR's
 //   word not 8-aligned in memory), unknown op, or nonzero swap for fetch-add.
+// LITE_IOC_LOCK and LITE_IOC_BARRIER also: EINVAL offset not a multiple of 8,
+//   unknown op, participants or timeout out of range; EAGAIN too many waiters at
+//   one word; EIDRM the LMR was freed while waiting; EHOSTDOWN the word's holder
+//   node is down.

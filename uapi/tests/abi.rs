@@ -46,6 +46,8 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_RPC_BENCH, ioc(IOC_READ | IOC_WRITE, 28, size_of::<LiteRpcBench>()));
     assert_eq!(LITE_IOC_RPC_STAT, ioc(IOC_READ, 29, size_of::<LiteRpcStat>()));
     assert_eq!(LITE_IOC_ATOMIC, ioc(IOC_READ | IOC_WRITE, 30, size_of::<LiteAtomic>()));
+    assert_eq!(LITE_IOC_LOCK, ioc(IOC_WRITE, 31, size_of::<LiteLock>()));
+    assert_eq!(LITE_IOC_BARRIER, ioc(IOC_WRITE, 32, size_of::<LiteBarrier>()));
 }
 
 /// Sum of field sizes == struct size means the compiler inserted no padding, which
@@ -73,6 +75,8 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteRpcBench>(), 4 * 4 + 4 * 8);
     assert_eq!(size_of::<LiteRpcStat>(), 4 + 4 + 8 + 4 * 4);
     assert_eq!(size_of::<LiteAtomic>(), 8 + 8 + 4 + 4 + 8 * 3);
+    assert_eq!(size_of::<LiteLock>(), 8 + 8 + 4 + 4);
+    assert_eq!(size_of::<LiteBarrier>(), 8 + 8 + 4 + 4);
     assert_eq!(size_of::<LiteMalloc>(), 8 + 4 * 4 + 64 + 8);
     assert_eq!(size_of::<LiteMap>(), 4 + 4 + 64 + 8 + 8);
     assert_eq!(size_of::<LiteHandle>(), 8);

@@ -17,7 +17,7 @@ pub struct Count {
 }
 
 /// Maps `name` for reading and writing; prints the error and fails otherwise.
-fn map<'a>(lite: &'a Lite, name: &str) -> Result<lite::Lmr<'a>, ExitCode> {
+pub fn map<'a>(lite: &'a Lite, name: &str) -> Result<lite::Lmr<'a>, ExitCode> {
     lite.map(name, Perm::from_bits(Perm::READ.bits() | Perm::WRITE.bits()).unwrap_or(Perm::NONE), 0).map_err(|e| {
         eprintln!("lite-selftest: map {name}: {e}");
         ExitCode::FAILURE

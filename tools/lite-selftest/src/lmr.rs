@@ -616,7 +616,7 @@ pub fn serve_registered(lite: &Lite, name: &str, size: u64, perm: Perm) -> ExitC
 }
 
 /// `lmr-serve`.
-pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, grants: &[GrantArg]) -> ExitCode {
+pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, grants: &[GrantArg], zeroed: bool) -> ExitCode {
     let opts = MallocOptions { holders: holders.to_vec(), perm, namespace: 0 };
     let lmr = match lite.malloc(size, name, &opts) {
         Ok(lmr) => lmr,
@@ -631,8 +631,9 @@ pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, gr
             return ExitCode::FAILURE;
         }
     }
-    if let Err(e) = write_pattern(&lmr, name) {
-        eprintln!("lmr-serve: writing the pattern: {}", why(&e));
+    let filled = if zeroed { lmr.memset(0, size, 0) } else { write_pattern(&lmr, name) };
+    if let Err(e) = filled {
+        eprintln!("lmr-serve: filling it: {}", why(&e));
         return ExitCode::FAILURE;
     }
     say("ready");

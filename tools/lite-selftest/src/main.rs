@@ -33,6 +33,7 @@
 //! Exit status: 0 ok, 1 a check failed, 2 bad usage.
 
 mod atomic;
+mod lock;
 mod lmr;
 mod lmr_hostile;
 mod rpc;
@@ -98,6 +99,9 @@ enum Command {
         /// stdin also takes `zero` and `check` (on the buffer itself).
         #[arg(long)]
         register: bool,
+        /// Zeros instead of the pattern (lock words and barrier counters start at 0).
+        #[arg(long, conflicts_with = "register")]
+        zeroed: bool,
     },
     /// Map NAME with PERM and check the outcome (exit 0 when the expectation holds).
     LmrClient {
@@ -195,6 +199,40 @@ enum Command {
         name: String,
         #[arg(long, default_value_t = 0)]
         offset: u64,
+    },
+    /// Increment the plain counter at OFFSET+8 of LMR NAME (mapped rw) COUNT times per
+    /// thread with LT_read and LT_write under the lock at OFFSET; prints a JSON summary.
+    LockCount {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        #[arg(long, default_value_t = 100)]
+        count: u64,
+    },
+    /// Take the lock at OFFSET of LMR NAME, print `locked`, hold it until stdin closes.
+    LockHold {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+    },
+    /// ROUNDS back-to-back barriers of PARTICIPANTS on the counter at OFFSET of LMR NAME
+    /// (arrivals counted at OFFSET+8), arriving after a random skew; prints JSON and
+    /// fails if anyone left a round early.
+    BarrierRounds {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long)]
+        participants: u32,
+        #[arg(long, default_value_t = 10)]
+        rounds: u64,
+        /// Up to this many milliseconds of sleep before each arrival.
+        #[arg(long, default_value_t = 0)]
+        skew_ms: u64,
+        #[arg(long, default_value_t = 60_000)]
+        timeout_ms: u64,
     },
 }
 
@@ -413,8 +451,8 @@ fn main() -> ExitCode {
         Command::LmrServe { name, size, perm, register: true, .. } => {
             return lmr::serve_registered(&lite, &name, size, perm)
         }
-        Command::LmrServe { name, size, holders, perm, grant, .. } => {
-            return lmr::serve(&lite, &name, size, &holders, perm, &grant)
+        Command::LmrServe { name, size, holders, perm, grant, zeroed, .. } => {
+            return lmr::serve(&lite, &name, size, &holders, perm, &grant, zeroed)
         }
         Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
@@ -446,6 +484,13 @@ fn main() -> ExitCode {
             return atomic::count(&lite, &atomic::Count { name, offset, threads, count, cas })
         }
         Command::AtomicRead { name, offset } => return atomic::read(&lite, &name, offset),
+        Command::LockCount { name, offset, threads, count } => {
+            return lock::count(&lite, &lock::Count { name, offset, threads, count })
+        }
+        Command::LockHold { name, offset } => return lock::hold(&lite, &name, offset),
+        Command::BarrierRounds { name, offset, participants, rounds, skew_ms, timeout_ms } => {
+            return lock::rounds(&lite, &lock::Rounds { name, offset, participants, rounds, skew_ms, timeout_ms })
+        }
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
     if checks.failed == 0 {

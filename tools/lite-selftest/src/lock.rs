@@ -1,0 +1,159 @@
+//! `lock-count`: threads incrementing a plain (non-atomic) counter with LT_read and
+//! LT_write inside LT_lock; only mutual exclusion keeps every increment.
+//! `lock-hold`: takes a lock and keeps it until stdin closes (or the process is
+//! killed). `barrier-rounds`: back-to-back barriers with skewed arrivals, checking
+//! that no caller leaves a round before everyone arrived.
+
+use crate::atomic::map;
+use lite::{Lite, Lmr};
+use std::io::BufRead;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+pub struct Count {
+    pub name: String,
+    pub offset: u64,
+    pub threads: u32,
+    pub count: u64,
+}
+
+fn increment(lmr: &Lmr<'_>, lock: u64, held_over: &Mutex<u64>) -> lite::Result<()> {
+    let guard = lmr.lock(lock)?;
+    if guard.holder_died() {
+        *held_over.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    }
+    let mut word = [0u8; 8];
+    lmr.read(lock + 8, &mut word)?;
+    let value = u64::from_le_bytes(word) + 1;
+    lmr.write(lock + 8, &value.to_le_bytes())?;
+    guard.unlock()
+}
+
+pub fn count(lite: &Lite, a: &Count) -> ExitCode {
+    let lmr = match map(lite, &a.name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let first_error = Mutex::new(None::<String>);
+    let latencies = Mutex::new(Vec::new());
+    let held_over = Mutex::new(0u64);
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..a.threads {
+            let (lmr, first_error, latencies, held_over) = (&lmr, &first_error, &latencies, &held_over);
+            s.spawn(move || {
+                let mut mine = Vec::with_capacity(a.count as usize);
+                for _ in 0..a.count {
+                    let began = Instant::now();
+                    if let Err(e) = increment(lmr, a.offset, held_over) {
+                        first_error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!("{e} ({})", e.errno()));
+                        break;
+                    }
+                    mine.push(began.elapsed().as_nanos() as u64);
+                }
+                latencies.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+            });
+        }
+    });
+    let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
+    lat.sort_unstable();
+    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let first_error = first_error.into_inner().unwrap_or_else(|e| e.into_inner());
+    let summary = serde_json::json!({
+        "increments": lat.len(),
+        "seconds": start.elapsed().as_secs_f64(),
+        "p50_ns": pct(0.5),
+        "p99_ns": pct(0.99),
+        "taken_from_dead_holders": held_over.into_inner().unwrap_or_else(|e| e.into_inner()),
+        "first_error": first_error,
+    });
+    println!("{summary}");
+    if first_error.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// Takes the lock at `offset`, prints `locked` and holds it until stdin closes.
+pub fn hold(lite: &Lite, name: &str, offset: u64) -> ExitCode {
+    let lmr = match map(lite, name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let guard = match lmr.lock(offset) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("lite-selftest: lock {name} at {offset}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("locked");
+    for _ in std::io::stdin().lock().lines() {}
+    match guard.unlock() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("lite-selftest: unlock {name} at {offset}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+pub struct Rounds {
+    pub name: String,
+    pub offset: u64,
+    pub participants: u32,
+    pub rounds: u64,
+    pub skew_ms: u64,
+    pub timeout_ms: u64,
+}
+
+/// Each round: count this arrival in the word after the barrier counter, sleep a
+/// pseudo-random skew, pass the barrier, then the arrivals word must show every
+/// participant of this round.
+pub fn rounds(lite: &Lite, a: &Rounds) -> ExitCode {
+    let lmr = match map(lite, &a.name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let arrivals = a.offset + 8;
+    let mut seed = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut early = 0u64;
+    let mut waits = Vec::new();
+    let mut error = None;
+    for round in 0..a.rounds {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        if a.skew_ms > 0 {
+            std::thread::sleep(Duration::from_millis(seed % a.skew_ms));
+        }
+        let result = lmr.fetch_add(arrivals, 1).and_then(|_| {
+            let began = Instant::now();
+            lmr.barrier(a.offset, a.participants, Duration::from_millis(a.timeout_ms))?;
+            waits.push(began.elapsed().as_secs_f64());
+            lmr.fetch_add(arrivals, 0)
+        });
+        match result {
+            Ok(seen) if seen < u64::from(a.participants) * (round + 1) => early += 1,
+            Ok(_) => {}
+            Err(e) => {
+                error = Some(format!("round {round}: {e} ({})", e.errno()));
+                break;
+            }
+        }
+    }
+    let summary = serde_json::json!({
+        "rounds": waits.len(),
+        "left_early": early,
+        "max_wait_s": waits.iter().copied().fold(0.0, f64::max),
+        "error": error,
+    });
+    println!("{summary}");
+    if early == 0 && error.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
