@@ -70,7 +70,7 @@ pub fn count(lite: &Lite, a: &Count) -> ExitCode {
     });
     let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let pct = |p: f64| crate::percentile(&lat, p);
     let failed = failed.load(Ordering::Relaxed);
     let summary = serde_json::json!({
         "increments": lat.len(),

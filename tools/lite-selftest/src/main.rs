@@ -499,3 +499,9 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+/// The `p` quantile (0..=1) of ascending `sorted` samples, 0 when there are none.
+pub fn percentile(sorted: &[u64], p: f64) -> u64 {
+    let at = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(at).copied().unwrap_or(0)
+}

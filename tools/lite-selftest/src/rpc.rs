@@ -211,7 +211,7 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
     let calls = a.count * u64::from(a.threads);
     let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
     lat.sort_unstable();
-    let pct = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let pct = |p: f64| crate::percentile(&lat, p);
     let failed = failures.load(Ordering::Relaxed);
     let crossings = lite.crossings() - crossings_before;
     let summary = serde_json::json!({
@@ -236,7 +236,7 @@ fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
         Ok(lat) => {
             let mut ns: Vec<u64> = lat.iter().map(|d| d.as_nanos() as u64).collect();
             ns.sort_unstable();
-            let pct = |p: f64| ns.get(((ns.len() as f64 * p) as usize).min(ns.len().saturating_sub(1))).copied().unwrap_or(0);
+            let pct = |p: f64| crate::percentile(&ns, p);
             println!("{}", serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(0.5), "p99_ns": pct(0.99)}));
             std::process::ExitCode::SUCCESS
         }
