@@ -305,6 +305,12 @@ def lmr_killed_processes_release_everything(c):
         check("lite" not in out, f"node {n}: kmemleak reports leaks from lite:\n{out[:3000]}")
 
 
+def json_summary(n, res, what):
+    lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
+    check(res.rc == 0 and lines, f"node {n} {what}: {res.out[-2000:]}")
+    return json.loads(lines[-1])
+
+
 @test
 def atomics_from_every_node_add_up_exactly(c):
     # The word lives at node 2: nodes 0 and 1 reach it over RDMA, node 2 through its
@@ -319,10 +325,7 @@ def atomics_from_every_node_add_up_exactly(c):
     jobs = [(n, c.exec_async(n, f"lite-selftest atomic-count {word} {args}", timeout=900)) for n, args in runs]
     total = retries = 0
     for n, job in jobs:
-        res = job.wait()
-        lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
-        check(res.rc == 0 and lines, f"node {n} atomic-count: {res.out[-2000:]}")
-        summary = json.loads(lines[-1])
+        summary = json_summary(n, job.wait(), "atomic-count")
         total += summary["increments"]
         retries += summary["cas_retries"]
     after = int(c.exec(0, f"lite-selftest atomic-read {word}").out.split()[-1])
@@ -332,12 +335,6 @@ def atomics_from_every_node_add_up_exactly(c):
           flush=True)
     master.close()
     check_no_lmr_state(c)
-
-
-def json_summary(n, res, what):
-    lines = [ln for ln in res.out.splitlines() if ln.startswith("{")]
-    check(res.rc == 0 and lines, f"node {n} {what}: {res.out[-2000:]}")
-    return json.loads(lines[-1])
 
 
 @test
