@@ -326,6 +326,10 @@ class FakeCluster:
                 out.update(calls_per_s=100.0 * min(threads, 4), crossings_per_call=2.0)
         elif args[0] == "lite-selftest" and args[1] == "atomic-count":
             out = {"increments": 50, "failed_threads": 0, "cas_retries": 0, "p50_ns": 132_000, "p99_ns": 500_000}
+        elif args[0] == "lite-selftest" and args[1] == "lock-count":
+            threads = int(args[args.index("--threads") + 1])
+            out = {"increments": 50, "first_error": None, "lock_p50_ns": 126_000, "unlock_p50_ns": 150_000,
+                   "increments_per_s": 1000.0 / threads}
         elif args[0] == "lite-regmr":
             out = {"size": 1 << 30, "device": "rxe0", "touched": False, "reg_ns": 40_000_000_000, "dereg_ns": 10}
         elif args[1] == "lat":
@@ -371,9 +375,9 @@ class Orchestration(unittest.TestCase):
                 bench.run_steps(b, results, args)
             text = printed.getvalue()
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1 + 3)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1 + 3 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
-        self.assertIn(f"[{b.total}/{b.total}] lite-selftest atomic-count (fetch-and-add) ...", text)
+        self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
         server = [i for i, (n, s) in enumerate(c.commands) if n == 1 and s.startswith("ib_write_lat")]
@@ -403,6 +407,15 @@ class Orchestration(unittest.TestCase):
         self.assertEqual(atomic["native"], 120_000)
         self.assertAlmostEqual(atomic["ratio"], 1.1)
         self.assertTrue(atomic["met"])
+        lock, unlock = (rows[(f"LT_{op} median, uncontended, vs ib_atomic_lat", 8)] for op in ("lock", "unlock"))
+        self.assertAlmostEqual(lock["ratio"], 1.05)
+        self.assertTrue(lock["met"])
+        self.assertAlmostEqual(unlock["ratio"], 1.25)
+        self.assertFalse(unlock["met"])
+        self.assertAlmostEqual(rows[("locked increments/s, 2 contending threads vs 1", None)]["ratio"], 0.5)
+        self.assertFalse(rows[("locked increments/s, 8 contending threads vs 1", None)]["met"])
+        self.assertIn("lite-selftest lock-count bench-atomic --offset 64 --threads 4 --count 12",
+                      [s for n, s in c.commands if n == 0 and "--threads 4" in s and "lock-count" in s][0])
         uk = rows[("LT_RPC 8 B median, user caller vs kernel caller", 8)]
         self.assertAlmostEqual(uk["ratio"], 1.1)
         self.assertTrue(uk["met"])

@@ -360,6 +360,23 @@ def locks_and_barriers_from_every_node(c):
     summary = json_summary(1, waiter.wait(), "lock-count after the holder was killed")
     check(summary["increments"] == 3, f"waiter after a killed holder: {summary}")
 
+    # FIFO: while node 0 holds the lock at 64, waiters arrive one by one from every
+    # node; each appends its id under the lock, so the list is the order they got it.
+    holder = Background(c, 0, "holder", "lite-selftest lock-hold locks --offset 64")
+    holder.wait_for("locked")
+    arrivals = [(1, 1), (2, 2), (0, 3), (1, 4), (2, 5)]
+    waiters = []
+    for n, ident in arrivals:
+        waiters.append((n, c.exec_async(n, f"lite-selftest lock-append locks --offset 64 --id {ident}", timeout=600)))
+        time.sleep(3)
+    holder.close()
+    for n, job in waiters:
+        json_summary(n, job.wait(), "lock-append")
+    order = [int(c.exec(0, f"lite-selftest atomic-read locks --offset {72 + 8 * i}").out.split()[-1])
+             for i in range(len(arrivals) + 1)]
+    check(order == [len(arrivals)] + [ident for _, ident in arrivals],
+          f"lock handed over out of arrival order: count and ids {order}")
+
     rounds = "lite-selftest barrier-rounds locks --offset 32 --participants 4 --rounds 4 --skew-ms 400"
     jobs = [(n, c.exec_async(n, rounds, timeout=900)) for n in (0, 1, 2, 2)]
     for n, job in jobs:
@@ -368,7 +385,8 @@ def locks_and_barriers_from_every_node(c):
     res = c.exec(1, "lite-selftest barrier-rounds locks --offset 48 --participants 2 --rounds 1 --timeout-ms 2000",
                  check=False)
     check(res.rc != 0 and "ETIMEDOUT" in res.out, f"a barrier nobody else reaches must time out: {res.out}")
-    print(f"    {total} locked increments from 3 nodes, a killed holder's lock passed on, 4 barrier rounds",
+    print(f"    {total} locked increments from 3 nodes, a killed holder's lock passed on, "
+          f"{len(arrivals)} waiters served in arrival order, 4 barrier rounds",
           flush=True)
     master.close()
     check_no_lmr_state(c)

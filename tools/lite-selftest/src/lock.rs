@@ -1,7 +1,8 @@
 //! `lock-count`: threads incrementing a plain (non-atomic) counter with LT_read and
 //! LT_write inside LT_lock; only mutual exclusion keeps every increment.
 //! `lock-hold`: takes a lock and keeps it until stdin closes (or the process is
-//! killed). `barrier-rounds`: back-to-back barriers with skewed arrivals, checking
+//! killed). `lock-append`: appends an id to a list under a lock, so the list shows
+//! the order in which waiters got it. `barrier-rounds`: back-to-back barriers with skewed arrivals, checking
 //! that no caller leaves a round before everyone arrived.
 
 use crate::atomic::map;
@@ -18,8 +19,16 @@ pub struct Count {
     pub count: u64,
 }
 
-fn increment(lmr: &Lmr<'_>, lock: u64, held_over: &Mutex<u64>) -> lite::Result<()> {
+/// Nanoseconds one locked increment spent in LT_lock and in LT_unlock.
+struct Timing {
+    lock_ns: u64,
+    unlock_ns: u64,
+}
+
+fn increment(lmr: &Lmr<'_>, lock: u64, held_over: &Mutex<u64>) -> lite::Result<Timing> {
+    let began = Instant::now();
     let guard = lmr.lock(lock)?;
+    let lock_ns = began.elapsed().as_nanos() as u64;
     if guard.holder_died() {
         *held_over.lock().unwrap_or_else(|e| e.into_inner()) += 1;
     }
@@ -27,7 +36,9 @@ fn increment(lmr: &Lmr<'_>, lock: u64, held_over: &Mutex<u64>) -> lite::Result<(
     lmr.read(lock + 8, &mut word)?;
     let value = u64::from_le_bytes(word) + 1;
     lmr.write(lock + 8, &value.to_le_bytes())?;
-    guard.unlock()
+    let unlocking = Instant::now();
+    guard.unlock()?;
+    Ok(Timing { lock_ns, unlock_ns: unlocking.elapsed().as_nanos() as u64 })
 }
 
 pub fn count(lite: &Lite, a: &Count) -> ExitCode {
@@ -36,35 +47,45 @@ pub fn count(lite: &Lite, a: &Count) -> ExitCode {
         Err(code) => return code,
     };
     let first_error = Mutex::new(None::<String>);
-    let latencies = Mutex::new(Vec::new());
+    let timings = Mutex::new(Vec::new());
     let held_over = Mutex::new(0u64);
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..a.threads {
-            let (lmr, first_error, latencies, held_over) = (&lmr, &first_error, &latencies, &held_over);
+            let (lmr, first_error, timings, held_over) = (&lmr, &first_error, &timings, &held_over);
             s.spawn(move || {
                 let mut mine = Vec::with_capacity(a.count as usize);
                 for _ in 0..a.count {
-                    let began = Instant::now();
-                    if let Err(e) = increment(lmr, a.offset, held_over) {
-                        first_error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!("{e} ({})", e.errno()));
-                        break;
+                    match increment(lmr, a.offset, held_over) {
+                        Ok(t) => mine.push(t),
+                        Err(e) => {
+                            let mut first = first_error.lock().unwrap_or_else(|e| e.into_inner());
+                            first.get_or_insert(format!("{e} ({})", e.errno()));
+                            break;
+                        }
                     }
-                    mine.push(began.elapsed().as_nanos() as u64);
                 }
-                latencies.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
+                timings.lock().unwrap_or_else(|e| e.into_inner()).extend(mine);
             });
         }
     });
-    let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
-    lat.sort_unstable();
-    let pct = |p: f64| crate::percentile(&lat, p);
+    let seconds = start.elapsed().as_secs_f64();
+    let timings = timings.into_inner().unwrap_or_else(|e| e.into_inner());
+    let sorted = |pick: fn(&Timing) -> u64| {
+        let mut v: Vec<u64> = timings.iter().map(pick).collect();
+        v.sort_unstable();
+        v
+    };
+    let (lock, unlock) = (sorted(|t| t.lock_ns), sorted(|t| t.unlock_ns));
     let first_error = first_error.into_inner().unwrap_or_else(|e| e.into_inner());
     let summary = serde_json::json!({
-        "increments": lat.len(),
-        "seconds": start.elapsed().as_secs_f64(),
-        "p50_ns": pct(0.5),
-        "p99_ns": pct(0.99),
+        "increments": timings.len(),
+        "seconds": seconds,
+        "increments_per_s": timings.len() as f64 / seconds,
+        "lock_p50_ns": crate::percentile(&lock, 0.5),
+        "lock_p99_ns": crate::percentile(&lock, 0.99),
+        "unlock_p50_ns": crate::percentile(&unlock, 0.5),
+        "unlock_p99_ns": crate::percentile(&unlock, 0.99),
         "taken_from_dead_holders": held_over.into_inner().unwrap_or_else(|e| e.into_inner()),
         "first_error": first_error,
     });
@@ -95,6 +116,34 @@ pub fn hold(lite: &Lite, name: &str, offset: u64) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("lite-selftest: unlock {name} at {offset}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Takes the lock at `offset` and, under it, appends `id` to the list whose length is
+/// the word at `offset + 8` and whose entries follow it.
+pub fn append(lite: &Lite, name: &str, offset: u64, id: u64) -> ExitCode {
+    let lmr = match map(lite, name) {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
+    let appended = lmr.lock(offset).and_then(|guard| {
+        let mut word = [0u8; 8];
+        lmr.read(offset + 8, &mut word)?;
+        let len = u64::from_le_bytes(word);
+        let entry = len.checked_mul(8).and_then(|b| b.checked_add(offset + 16)).ok_or(lite::Error::OutOfRange { offset, len: len.saturating_mul(8), size: None })?;
+        lmr.write(entry, &id.to_le_bytes())?;
+        lmr.write(offset + 8, &(len + 1).to_le_bytes())?;
+        guard.unlock().map(|()| len)
+    });
+    match appended {
+        Ok(position) => {
+            println!("{}", serde_json::json!({ "id": id, "position": position }));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("lite-selftest: append {id} under the lock {name} at {offset}: {e}");
             ExitCode::FAILURE
         }
     }

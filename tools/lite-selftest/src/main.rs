@@ -217,6 +217,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         offset: u64,
     },
+    /// Under the lock at OFFSET of LMR NAME, append ID to the list counted at OFFSET+8
+    /// (entries from OFFSET+16): the list records the order in which callers got the lock.
+    LockAppend {
+        name: String,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        #[arg(long)]
+        id: u64,
+    },
     /// ROUNDS back-to-back barriers of PARTICIPANTS on the counter at OFFSET of LMR NAME
     /// (arrivals counted at OFFSET+8), arriving after a random skew; prints JSON and
     /// fails if anyone left a round early.
@@ -488,6 +497,7 @@ fn main() -> ExitCode {
             return lock::count(&lite, &lock::Count { name, offset, threads, count })
         }
         Command::LockHold { name, offset } => return lock::hold(&lite, &name, offset),
+        Command::LockAppend { name, offset, id } => return lock::append(&lite, &name, offset, id),
         Command::BarrierRounds { name, offset, participants, rounds, skew_ms, timeout_ms } => {
             return lock::rounds(&lite, &lock::Rounds { name, offset, participants, rounds, skew_ms, timeout_ms })
         }
