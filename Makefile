@@ -55,6 +55,8 @@ userspace: deps
 guest: module userspace
 	mkdir -p $(GUEST)/bin
 	cp target/release/lite-admin target/release/lite-selftest target/release/lite-bench build/bin/lite-hello \
+	  target/release/lite-log target/release/lite-kv target/release/lite-mr \
+	  target/release/lite-graph \
 	  build/bin/lite-regmr $(GUEST)/bin/
 
 headers:
