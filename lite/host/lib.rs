@@ -12,3 +12,5 @@ mod region;
 mod rpc_ring;
 #[path = "../lockword.rs"]
 mod lockword;
+#[path = "../pacer.rs"]
+mod pacer;

@@ -1,0 +1,568 @@
+// SPDX-License-Identifier: GPL-2.0
+//! SW-Pri's sender-side arithmetic: how big a bulk chunk is, when the next one may
+//! go, which flow sends it, and how fast bulk traffic may go while latency traffic
+//! is active.
+//!
+//! - `chunk_len`: bulk messages go in chunks (Justitia: about 5 KB while latency
+//!   traffic is active, 1 MB otherwise), so a latency message waits behind at most
+//!   one chunk.
+//! - `TokenBucket`: bytes and operations issued at SafeUtil, at most `BANKED_TOKENS`
+//!   tokens banked, and the time at which a chunk will be affordable, so the kernel
+//!   arms a timer instead of spinning.
+//! - `Wf2q`: WF²Q+ (Tassel) among the backlogged bulk flows: virtual start and
+//!   finish times by weight, so 1 000 flows get accurate weighted shares.
+//! - `Aimd` and `LatencyWindow`: SafeUtil halves when the latency class's p99 is
+//!   above Target99 (never below the bulk classes' share), grows additively below
+//!   it, and is unlimited when no latency traffic exists (work conserving).
+//!
+//! Everything is in nanoseconds, bytes and bytes per second; nothing allocates, and
+//! nothing divides a 128-bit number (the kernel's Rust has no such division).
+
+/// Chunk size of bulk messages while latency traffic is active (Justitia's 5 KB,
+/// rounded to whole 1 KiB MTUs).
+pub(crate) const CHUNK_WITH_LATENCY: u64 = 5 * 1024;
+/// Chunk size when no latency traffic is active (Justitia: 1 MB).
+pub(crate) const CHUNK_ALONE: u64 = 1 << 20;
+/// A token is this many bytes; the bucket banks at most `BANKED_TOKENS` of them.
+pub(crate) const TOKEN_BYTES: u64 = CHUNK_WITH_LATENCY;
+pub(crate) const BANKED_TOKENS: u64 = 5;
+/// Operations a token carries (Justitia: 1 800 ops per token for throughput flows).
+pub(crate) const TOKEN_OPS: u64 = 1800;
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// The length of the next chunk of a bulk message with `remaining` bytes.
+pub(crate) fn chunk_len(remaining: u64, latency_active: bool) -> u64 {
+    remaining.min(if latency_active { CHUNK_WITH_LATENCY } else { CHUNK_ALONE })
+}
+
+/// Bytes and operations issued at a rate, with a bounded bank.
+pub(crate) struct TokenBucket {
+    /// Bytes per second; 0 means unlimited.
+    rate: u64,
+    /// Operations per second that go with `rate` (TOKEN_OPS per TOKEN_BYTES).
+    ops_rate: u64,
+    bytes: u64,
+    ops: u64,
+    /// When the balances were last brought up to date.
+    at_ns: u64,
+    /// What the last refills earned beyond whole bytes and operations (in units of
+    /// 1/NS_PER_S), so that no time is lost to rounding however often they run.
+    byte_rest: u64,
+    op_rest: u64,
+}
+
+impl TokenBucket {
+    pub(crate) fn new(rate: u64, now_ns: u64) -> Self {
+        let mut b = TokenBucket { rate: 0, ops_rate: 0, bytes: 0, ops: 0, at_ns: now_ns, byte_rest: 0, op_rest: 0 };
+        b.set_rate(rate, now_ns);
+        b
+    }
+
+    pub(crate) fn rate(&self) -> u64 {
+        self.rate
+    }
+
+    /// Changes the rate from `now_ns` on (what was earned so far is kept). Rates
+    /// are capped at 1 TB/s, which keeps every product below in 64 bits.
+    pub(crate) fn set_rate(&mut self, rate: u64, now_ns: u64) {
+        self.refill(now_ns);
+        self.rate = rate.min(MAX_RATE);
+        self.ops_rate = self.rate * TOKEN_OPS / TOKEN_BYTES;
+    }
+
+    /// Adds what `elapsed` ns earn at `rate` to a balance capped at `cap`.
+    fn earn(balance: &mut u64, rest: &mut u64, elapsed: u64, rate: u64, cap: u64) {
+        // Beyond the time that fills the bank, time earns nothing: this bounds the
+        // product (about cap * NS_PER_S).
+        let fill_ns = (cap - *balance).saturating_mul(NS_PER_S) / rate + 1;
+        let earned = elapsed.min(fill_ns) * rate + *rest;
+        *rest = earned % NS_PER_S;
+        *balance = (*balance + earned / NS_PER_S).min(cap);
+        if *balance == cap {
+            *rest = 0;
+        }
+    }
+
+    fn refill(&mut self, now_ns: u64) {
+        let elapsed = now_ns.saturating_sub(self.at_ns);
+        self.at_ns = self.at_ns.max(now_ns);
+        if self.rate == 0 {
+            return;
+        }
+        Self::earn(&mut self.bytes, &mut self.byte_rest, elapsed, self.rate, BURST_BYTES);
+        Self::earn(&mut self.ops, &mut self.op_rest, elapsed, self.ops_rate.max(1), BURST_OPS);
+    }
+
+    /// Takes `bytes` and one operation if the balances allow it at `now_ns`;
+    /// otherwise returns the time at which they will (the caller's timer).
+    ///
+    /// A chunk larger than the bank is allowed once the bank is full and leaves a
+    /// debt, which keeps the long-run rate exact for any chunk size.
+    pub(crate) fn take(&mut self, bytes: u64, now_ns: u64) -> Result<(), u64> {
+        if self.rate == 0 {
+            return Ok(());
+        }
+        self.refill(now_ns);
+        let need = bytes.min(BURST_BYTES);
+        if self.bytes >= need && self.ops >= 1 {
+            self.bytes -= need;
+            self.ops -= 1;
+            // The debt is paid by moving the bucket's clock on.
+            let debt = bytes - need;
+            if debt > 0 {
+                self.at_ns += debt.saturating_mul(NS_PER_S) / self.rate;
+            }
+            return Ok(());
+        }
+        let wait = |have: u64, want: u64, rate: u64, rest: u64| {
+            (want.saturating_sub(have) * NS_PER_S).saturating_sub(rest).div_ceil(rate.max(1))
+        };
+        let ns = wait(self.bytes, need, self.rate, self.byte_rest).max(wait(self.ops, 1, self.ops_rate, self.op_rest));
+        Err(self.at_ns.saturating_add(ns).max(now_ns + 1))
+    }
+}
+
+const BURST_BYTES: u64 = TOKEN_BYTES * BANKED_TOKENS;
+const BURST_OPS: u64 = TOKEN_OPS * BANKED_TOKENS;
+/// 1 TB/s.
+pub(crate) const MAX_RATE: u64 = 1 << 40;
+
+/// A bulk flow's place in the WF²Q+ schedule.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Flow {
+    /// Share relative to the other flows (> 0).
+    pub(crate) weight: u32,
+    /// Bytes of the chunk at the head of the flow; 0 when the flow is idle.
+    pub(crate) head: u64,
+    start: u64,
+    finish: u64,
+}
+
+/// Virtual times are bytes scaled by this over the weight. They wrap around: they
+/// are compared by their difference, like TCP sequence numbers.
+const VSCALE: u64 = 1 << 16;
+/// Weights are at most this (which keeps the scaled costs precise).
+pub(crate) const MAX_WEIGHT: u32 = 1000;
+
+/// Virtual time `a` is before `b`.
+fn before(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) < 0
+}
+
+fn later(a: u64, b: u64) -> u64 {
+    if before(a, b) {
+        b
+    } else {
+        a
+    }
+}
+
+impl Flow {
+    pub(crate) fn new(weight: u32) -> Self {
+        Flow { weight: weight.clamp(1, MAX_WEIGHT), ..Default::default() }
+    }
+
+    pub(crate) fn is_backlogged(&self) -> bool {
+        self.head > 0
+    }
+
+    fn cost(&self, bytes: u64) -> u64 {
+        bytes.saturating_mul(VSCALE) / u64::from(self.weight.max(1))
+    }
+}
+
+/// WF²Q+ among flows: a flow is eligible once its virtual start time is reached; the
+/// eligible flow that finishes first sends next.
+#[derive(Default)]
+pub(crate) struct Wf2q {
+    vtime: u64,
+    /// Sum of the backlogged flows' weights.
+    weights: u64,
+}
+
+impl Wf2q {
+    /// Flow `flow` gets a chunk of `bytes` at its head (it was idle).
+    pub(crate) fn arrive(&mut self, flow: &mut Flow, bytes: u64) {
+        if bytes == 0 || flow.is_backlogged() {
+            return;
+        }
+        self.weights += u64::from(flow.weight.max(1));
+        flow.start = later(flow.finish, self.vtime);
+        flow.finish = flow.start.wrapping_add(flow.cost(bytes));
+        flow.head = bytes;
+    }
+
+    /// The flow to send next, if any is backlogged.
+    pub(crate) fn pick(&self, flows: &[Flow]) -> Option<usize> {
+        // Virtual time never lags the earliest start (`served` sees to it), so some
+        // flow is always eligible; the first one found stands in until then.
+        let mut best: Option<usize> = None;
+        for (i, f) in flows.iter().enumerate().filter(|(_, f)| f.is_backlogged()) {
+            let eligible = !before(self.vtime, f.start);
+            best = match best {
+                None => Some(i),
+                Some(b) => {
+                    let cur = &flows[b];
+                    let cur_eligible = !before(self.vtime, cur.start);
+                    let better = match (eligible, cur_eligible) {
+                        (true, false) => true,
+                        (false, true) => false,
+                        (true, true) => before(f.finish, cur.finish),
+                        (false, false) => before(f.start, cur.start),
+                    };
+                    Some(if better { i } else { b })
+                }
+            };
+        }
+        best
+    }
+
+    /// Flow `i` sent its head chunk; `next` is the size of its following chunk (0:
+    /// it is idle now). Virtual time advances by the chunk over the backlogged weight.
+    pub(crate) fn served(&mut self, flows: &mut [Flow], i: usize, next: u64) {
+        let Some(sent) = flows.get(i).map(|f| f.head).filter(|&h| h > 0) else { return };
+        self.vtime = self.vtime.wrapping_add(sent.saturating_mul(VSCALE) / self.weights.max(1));
+        let flow = &mut flows[i];
+        if next > 0 {
+            flow.start = flow.finish;
+            flow.finish = flow.start.wrapping_add(flow.cost(next));
+            flow.head = next;
+        } else {
+            flow.head = 0;
+            self.weights -= u64::from(flow.weight.max(1));
+        }
+        let mut min_start: Option<u64> = None;
+        for f in flows.iter().filter(|f| f.is_backlogged()) {
+            min_start = Some(min_start.map_or(f.start, |m| if before(f.start, m) { f.start } else { m }));
+        }
+        if let Some(m) = min_start {
+            self.vtime = later(self.vtime, m);
+        }
+    }
+}
+
+/// The last `WINDOW` latency samples of the latency class (reference flow and real
+/// completions), and their p99.
+pub(crate) struct LatencyWindow {
+    samples: [u32; WINDOW],
+    next: usize,
+    len: usize,
+}
+
+pub(crate) const WINDOW: usize = 1024;
+
+impl LatencyWindow {
+    pub(crate) fn new() -> Self {
+        LatencyWindow { samples: [0; WINDOW], next: 0, len: 0 }
+    }
+
+    pub(crate) fn add(&mut self, ns: u64) {
+        self.samples[self.next] = ns.min(u64::from(u32::MAX)) as u32;
+        self.next = (self.next + 1) % WINDOW;
+        self.len = (self.len + 1).min(WINDOW);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The `per_mille`/1000 quantile of the window; `scratch` is working space.
+    pub(crate) fn quantile(&self, per_mille: u32, scratch: &mut [u32; WINDOW]) -> Option<u64> {
+        if self.len == 0 {
+            return None;
+        }
+        let s = &mut scratch[..self.len];
+        s.copy_from_slice(&self.samples[..self.len]);
+        let rank = (self.len - 1) * per_mille.min(1000) as usize / 1000;
+        let (_, v, _) = s.select_nth_unstable(rank);
+        Some(u64::from(*v))
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+}
+
+/// SafeUtil: the rate bulk classes may use, by AIMD on the latency class's p99.
+pub(crate) struct Aimd {
+    /// The link's rate (bytes/s): SafeUtil's ceiling and additive step's base.
+    max_rate: u64,
+    /// Never below this (the bulk classes' weighted share of `max_rate`).
+    floor: u64,
+    target_ns: u64,
+    safe: u64,
+}
+
+/// Additive increase per update: this fraction of the link rate.
+const INCREASE_DIVISOR: u64 = 64;
+
+impl Aimd {
+    pub(crate) fn new(max_rate: u64, floor: u64, target_ns: u64) -> Self {
+        Aimd { max_rate, floor: floor.min(max_rate), target_ns, safe: max_rate }
+    }
+
+    pub(crate) fn safe_util(&self) -> u64 {
+        self.safe
+    }
+
+    pub(crate) fn set_target(&mut self, target_ns: u64) {
+        self.target_ns = target_ns;
+    }
+
+    pub(crate) fn set_floor(&mut self, floor: u64) {
+        self.floor = floor.min(self.max_rate);
+        self.safe = self.safe.max(self.floor);
+    }
+
+    /// One control step with the latency class's current p99, or None when no
+    /// latency traffic exists (then bulk traffic is unlimited: `max_rate`).
+    pub(crate) fn update(&mut self, p99_ns: Option<u64>) -> u64 {
+        self.safe = match p99_ns {
+            None => self.max_rate,
+            Some(p99) if p99 > self.target_ns => (self.safe / 2).max(self.floor),
+            Some(_) => (self.safe + (self.max_rate / INCREASE_DIVISOR).max(1)).min(self.max_rate),
+        };
+        self.safe
+    }
+}
+
+/// The bulk classes' floor: their weight's share of the link.
+pub(crate) fn bulk_floor(max_rate: u64, bulk_weight: u32, latency_weight: u32) -> u64 {
+    let total = u64::from(bulk_weight) + u64::from(latency_weight);
+    if total == 0 {
+        return 0;
+    }
+    max_rate.min(MAX_RATE) / total * u64::from(bulk_weight)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs backlogged flows of `chunk`-byte chunks through the bucket at `rate`
+    /// until `chunks` chunks went; returns (bytes per flow, elapsed ns).
+    fn simulate(weights: &[u32], chunk: u64, rate: u64, chunks: usize) -> (Vec<u64>, u64) {
+        let mut flows: Vec<Flow> = weights.iter().map(|&w| Flow::new(w)).collect();
+        let mut sched = Wf2q::default();
+        for f in &mut flows {
+            sched.arrive(f, chunk);
+        }
+        let mut bucket = TokenBucket::new(rate, 0);
+        // Start with an empty bank, like a flow that just became active.
+        let _ = bucket.take(TOKEN_BYTES * BANKED_TOKENS, 0);
+        let mut sent = vec![0u64; flows.len()];
+        let mut now = 0;
+        for _ in 0..chunks {
+            let i = sched.pick(&flows).unwrap_or(0);
+            loop {
+                match bucket.take(flows[i].head, now) {
+                    Ok(()) => break,
+                    Err(at) => now = at,
+                }
+            }
+            sent[i] += flows[i].head;
+            sched.served(&mut flows, i, chunk);
+        }
+        (sent, now)
+    }
+
+    #[test]
+    fn rate_is_accurate_from_1_to_1000_flows() {
+        let rate = 1_000_000_000;
+        for &(n, chunk) in &[(1usize, 5 * 1024u64), (10, 5 * 1024), (100, 16 * 1024), (1000, 5 * 1024), (3, 1 << 20)] {
+            let weights = vec![1u32; n];
+            let chunks = (n * 10).max(2000);
+            let (sent, ns) = simulate(&weights, chunk, rate, chunks);
+            let total: u64 = sent.iter().sum();
+            let measured = total as f64 * 1e9 / ns as f64;
+            let error = (measured / rate as f64 - 1.0).abs();
+            assert!(error < 0.02, "{n} flows of {chunk} B chunks: {measured:.0} B/s, {:.2}% off", error * 100.0);
+        }
+    }
+
+    #[test]
+    fn equal_flows_share_exactly() {
+        let n = 1000;
+        let (sent, _) = simulate(&vec![1; n], 4096, 1 << 30, n * 20);
+        let (lo, hi) = (sent.iter().min().copied().unwrap_or(0), sent.iter().max().copied().unwrap_or(0));
+        assert!(hi - lo <= 4096, "shares from {lo} to {hi} bytes");
+    }
+
+    #[test]
+    fn weighted_shares_follow_the_weights() {
+        let weights = [1u32, 2, 4, 8, 1, 1];
+        let (sent, _) = simulate(&weights, 5 * 1024, 1 << 30, 17 * 400);
+        let total: u64 = sent.iter().sum();
+        let wsum: u32 = weights.iter().sum();
+        for (i, (&w, &s)) in weights.iter().zip(&sent).enumerate() {
+            let want = f64::from(w) / f64::from(wsum);
+            let got = s as f64 / total as f64;
+            assert!((got / want - 1.0).abs() < 0.02, "flow {i} (weight {w}): {got:.4} of the bytes, want {want:.4}");
+        }
+    }
+
+    #[test]
+    fn a_flow_that_arrives_late_gets_its_share_at_once_and_no_credit() {
+        let mut flows = vec![Flow::new(1), Flow::new(1)];
+        let mut sched = Wf2q::default();
+        sched.arrive(&mut flows[0], 1000);
+        for _ in 0..100 {
+            let i = sched.pick(&flows).unwrap_or(9);
+            assert_eq!(i, 0);
+            sched.served(&mut flows, i, 1000);
+        }
+        // Flow 1 arrives: it alternates with flow 0 instead of catching up 100 chunks.
+        sched.arrive(&mut flows[1], 1000);
+        let mut picks = [0; 2];
+        for _ in 0..20 {
+            let i = sched.pick(&flows).unwrap_or(9);
+            picks[i] += 1;
+            sched.served(&mut flows, i, 1000);
+        }
+        assert_eq!(picks, [10, 10]);
+    }
+
+    #[test]
+    fn virtual_time_wraps_without_upsetting_the_order() {
+        let mut flows = vec![Flow::new(1), Flow::new(3)];
+        let mut sched = Wf2q { vtime: u64::MAX - 5 * 1024 * VSCALE, weights: 0 };
+        sched.arrive(&mut flows[0], 1024);
+        sched.arrive(&mut flows[1], 1024);
+        let mut picks = [0; 2];
+        for _ in 0..400 {
+            let i = sched.pick(&flows).unwrap_or(9);
+            picks[i] += 1;
+            sched.served(&mut flows, i, 1024);
+        }
+        assert_eq!(picks, [100, 300]);
+    }
+
+    #[test]
+    fn fast_links_are_paced_exactly_too() {
+        // 100 GB/s of 1 MB chunks, and 1 GB/s of 64-byte messages (ops-bound).
+        for &(rate, chunk) in &[(100_000_000_000u64, 1u64 << 20), (1_000_000_000, 64)] {
+            let (sent, ns) = simulate(&[1, 1], chunk, rate, 20_000);
+            let measured = sent.iter().sum::<u64>() as f64 * 1e9 / ns as f64;
+            let want = (rate as f64).min(rate as f64 * TOKEN_OPS as f64 / TOKEN_BYTES as f64 * chunk as f64);
+            assert!((measured / want - 1.0).abs() < 0.02, "{measured:.0} B/s, want {want:.0}");
+        }
+    }
+
+    #[test]
+    fn idle_flows_are_not_picked_and_nothing_is_picked_when_all_idle() {
+        let mut flows = vec![Flow::new(1), Flow::new(5)];
+        let mut sched = Wf2q::default();
+        assert_eq!(sched.pick(&flows), None);
+        sched.arrive(&mut flows[1], 10);
+        assert_eq!(sched.pick(&flows), Some(1));
+        sched.served(&mut flows, 1, 0);
+        assert_eq!(sched.pick(&flows), None);
+    }
+
+    #[test]
+    fn the_bucket_never_busy_waits_it_names_the_time() {
+        let mut b = TokenBucket::new(1_000_000, 0); // 1 MB/s
+        let _ = b.take(TOKEN_BYTES * BANKED_TOKENS, 0);
+        let at = b.take(1000, 0).err().unwrap_or(0);
+        // 1000 bytes at 1 MB/s: 1 ms.
+        assert!((999_000..=1_001_000).contains(&at), "{at}");
+        assert_eq!(b.take(1000, at), Ok(()));
+        // Unlimited: always now.
+        let mut free = TokenBucket::new(0, 0);
+        assert_eq!(free.take(1 << 30, 0), Ok(()));
+    }
+
+    #[test]
+    fn operations_are_limited_too() {
+        // Tiny messages: the ops balance, not the bytes, sets the pace.
+        let rate = 1 << 20;
+        let ops_rate = rate * TOKEN_OPS / TOKEN_BYTES;
+        let mut b = TokenBucket::new(rate, 0);
+        let (mut now, mut sent) = (0u64, 0u64);
+        while now < 1_000_000_000 {
+            match b.take(1, now) {
+                Ok(()) => sent += 1,
+                Err(at) => now = at,
+            }
+        }
+        // The bucket starts empty: one second earns exactly the ops rate.
+        let expect = ops_rate;
+        assert!((sent as f64 / expect as f64 - 1.0).abs() < 0.02, "{sent} ops, want about {expect}");
+    }
+
+    #[test]
+    fn chunks_are_small_only_beside_latency_traffic() {
+        assert_eq!(chunk_len(1 << 22, true), CHUNK_WITH_LATENCY);
+        assert_eq!(chunk_len(1 << 22, false), CHUNK_ALONE);
+        assert_eq!(chunk_len(100, true), 100);
+    }
+
+    #[test]
+    fn aimd_halves_above_target_grows_below_and_respects_the_floor() {
+        let max = 1_000_000_000;
+        let mut a = Aimd::new(max, bulk_floor(max, 1, 3), 100_000);
+        assert_eq!(a.safe_util(), max);
+        // A latency spike: halve until the floor (a quarter of the link).
+        let trace = [150_000u64, 150_000, 150_000, 150_000];
+        let seen: Vec<u64> = trace.iter().map(|&p| a.update(Some(p))).collect();
+        assert_eq!(seen, [500_000_000, 250_000_000, 250_000_000, 250_000_000]);
+        // Calm: additive increase, one step per update, up to the link.
+        let up = a.update(Some(50_000));
+        assert_eq!(up, 250_000_000 + max / INCREASE_DIVISOR);
+        for _ in 0..100 {
+            a.update(Some(50_000));
+        }
+        assert_eq!(a.safe_util(), max);
+        // No latency traffic at all: unlimited at once.
+        a.update(Some(1_000_000));
+        assert_eq!(a.update(None), max);
+    }
+
+    #[test]
+    fn aimd_settles_where_the_latency_meets_the_target() {
+        // Synthetic plant: p99 grows with the bulk rate (40 us idle, +100 us at full
+        // rate); target 80 us is met at 40% of the link. AIMD must hover around it.
+        let max = 1_000_000_000u64;
+        let mut a = Aimd::new(max, bulk_floor(max, 1, 9), 80_000);
+        let mut rates = Vec::new();
+        for _ in 0..2000 {
+            let p99 = 40_000 + 100_000 * a.safe_util() / max;
+            rates.push(a.update(Some(p99)));
+        }
+        let tail = &rates[1000..];
+        let mean = tail.iter().sum::<u64>() as f64 / tail.len() as f64 / max as f64;
+        assert!(tail.iter().all(|&r| r <= max * 45 / 100 + max / INCREASE_DIVISOR), "overshoot: {:?}", &tail[..20]);
+        assert!((0.2..0.45).contains(&mean), "mean SafeUtil {mean:.3} of the link");
+    }
+
+    #[test]
+    fn no_class_starves_under_any_latency_trace() {
+        // However bad the latency, bulk keeps its floor.
+        let max = 10_000_000_000u64;
+        let floor = bulk_floor(max, 1, 4);
+        let mut a = Aimd::new(max, floor, 10_000);
+        for i in 0..1000u64 {
+            let r = a.update(Some(if i % 7 == 0 { 5_000 } else { 10_000_000 }));
+            assert!(r >= floor);
+        }
+    }
+
+    #[test]
+    fn the_window_reports_its_p99() {
+        let mut w = LatencyWindow::new();
+        let mut scratch = [0u32; WINDOW];
+        assert_eq!(w.quantile(990, &mut scratch), None);
+        for i in 1..=1000u64 {
+            w.add(i * 1000);
+        }
+        assert_eq!(w.quantile(990, &mut scratch), Some(990_000));
+        assert_eq!(w.quantile(500, &mut scratch), Some(500_000));
+        // The window slides: old samples leave.
+        for _ in 0..WINDOW {
+            w.add(7);
+        }
+        assert_eq!(w.quantile(990, &mut scratch), Some(7));
+    }
+}
