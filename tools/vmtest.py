@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vcluster import Cluster, CommandFailed, REPO  # noqa: E402
+from vcluster import Background, Cluster, CommandFailed, REPO  # noqa: E402
 
 TESTS = []
 # Tests of the `big` suite (also run by `full`'s setup): what needs the release
@@ -182,41 +182,6 @@ def check_no_lmr_state(c, nodes=(0, 1, 2)):
             return
         check(time.time() < deadline, f"LMR state left behind: {counts}")
         time.sleep(1)
-
-
-class Background:
-    """A guest process fed lines through a FIFO (EOF when closed), output in a file."""
-
-    def __init__(self, c, n, tag, command):
-        self.c, self.n, self.tag = c, n, tag
-        f = f"/tmp/{tag}"
-        c.exec(n, f"rm -f {f}.ctl {f}.out; mkfifo {f}.ctl; "
-                  f"sleep 100000 > {f}.ctl & echo $! > {f}.keep; "
-                  f"{command} < {f}.ctl > {f}.out 2>&1 & echo $! > {f}.pid")
-
-    def wait_for(self, text, timeout=120):
-        deadline = time.time() + timeout
-        while True:
-            out = self.output()
-            if text in out:
-                return out
-            check(time.time() < deadline, f"node {self.n} {self.tag}: no {text!r} in:\n{out}")
-            time.sleep(0.5)
-
-    def output(self):
-        return self.c.exec(self.n, f"cat /tmp/{self.tag}.out").out
-
-    def send(self, line):
-        self.c.exec(self.n, f"echo {line} > /tmp/{self.tag}.ctl")
-
-    def close(self):
-        """EOF on stdin; waits for the process to exit."""
-        self.c.exec(self.n, f"kill $(cat /tmp/{self.tag}.keep); p=$(cat /tmp/{self.tag}.pid); "
-                            "while kill -0 $p 2>/dev/null; do sleep 0.2; done", timeout=120)
-
-    def kill(self):
-        self.c.exec(self.n, f"kill -9 $(cat /tmp/{self.tag}.pid); kill $(cat /tmp/{self.tag}.keep); "
-                            f"p=$(cat /tmp/{self.tag}.pid); while kill -0 $p 2>/dev/null; do sleep 0.2; done")
 
 
 def integrity(c, node, size, holders, seed, timeout):

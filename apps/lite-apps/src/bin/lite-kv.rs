@@ -460,6 +460,9 @@ impl<'a> Store<'a> {
     /// One LT_read of the key's bucket, usually; again if it caught a slot
     /// mid-update, and of the next bucket while the chain goes on.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(format!("keys are 1 to {MAX_KEY} bytes, not {}", key.len()));
+        }
         let (shard, first) = place(key, self.shards.len(), self.buckets);
         let mut buf = [0u8; BUCKET];
         let (mut probe, mut torn) = (0, 0);

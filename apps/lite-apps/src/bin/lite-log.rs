@@ -380,8 +380,8 @@ fn append(lite: &Lite, name: &str, a: &AppendArgs) -> Result<(), String> {
     }
 }
 
-/// Per-writer sequence checking: every writer's entries must come in order, none
-/// missing, none twice.
+/// Per-writer sequence checking: after a writer's first entry seen (reading may
+/// start mid-log), each next one must follow it: none missing, none twice.
 #[derive(Default)]
 struct Writers {
     next: std::collections::BTreeMap<u64, u64>,
@@ -395,7 +395,7 @@ impl Writers {
             return;
         }
         let word = |at: usize| u64::from_le_bytes(entry[at..at + 8].try_into().unwrap_or([0; 8]));
-        let next = self.next.entry(word(0)).or_insert(0);
+        let next = self.next.entry(word(0)).or_insert(word(8));
         if word(8) != *next || entry != payload(word(0), word(8), entry.len()) {
             self.out_of_order += 1;
         }
@@ -489,7 +489,9 @@ fn replay(lite: &Lite, name: &str, verbose: bool, json: bool) -> Result<(), Stri
                 // at the first gap, like a reader of the committed prefix.
                 let head = log.word(META_HEAD).map_err(|e| e.to_string())?;
                 if head > position {
+                    // Writers' sequences go on from wherever the head is now.
                     position = head;
+                    writers.next.clear();
                     continue;
                 }
                 uncommitted = tail - position;
@@ -575,6 +577,10 @@ mod tests {
         assert_eq!((w.next.len(), w.out_of_order), (2, 0));
         w.saw(&payload(7, 4, 16));
         w.saw(&payload(9, 2, 40));
+        assert_eq!(w.out_of_order, 2);
+        // A writer first seen mid-sequence is fine.
+        w.saw(&payload(5, 40, 16));
+        w.saw(&payload(5, 41, 16));
         assert_eq!(w.out_of_order, 2);
         let mut corrupt = payload(1, 0, 32);
         corrupt[20] ^= 0xff;

@@ -23,6 +23,9 @@ const PIECE: usize = 1 << 20;
 /// A word longer than this is cut (and counted by its first bytes).
 const MAX_WORD: usize = 64;
 
+/// Longest error text a worker sends back (the master's reply buffer is 512 bytes).
+const MAX_ERROR: usize = 500;
+
 const TASK_MAP: u8 = 1;
 const TASK_REDUCE: u8 = 2;
 const TASK_DONE: u8 = 3;
@@ -263,6 +266,14 @@ fn serve_tasks<'a>(lite: &'a Lite, published: &Published<'a>, stopping: &std::sy
         let incoming = match got {
             Ok(i) => i,
             Err(Error::Timeout | Error::NodeDown(_)) => continue,
+            Err(Error::BufferTooSmall { .. }) => {
+                // Not a task: take it off the queue and say so.
+                let mut big = vec![0u8; lite::uapi::LITE_RPC_MAX_MSG as usize];
+                if let Ok(i) = lite.recv_rpc(MR_RPC_ID, &mut big, TASK_TIMEOUT) {
+                    pending = i.reply.map(|t| (t, [&[1u8][..], b"malformed task"].concat()));
+                }
+                continue;
+            }
             Err(_) if stopping.load(std::sync::atomic::Ordering::Relaxed) => return Ok(()),
             Err(e) => return Err(format!("receive: {e}")),
         };
@@ -280,7 +291,9 @@ fn serve_tasks<'a>(lite: &'a Lite, published: &Published<'a>, stopping: &std::sy
             Ok(bytes) => [&[0u8][..], &bytes.to_le_bytes()].concat(),
             Err(e) => {
                 eprintln!("lite-mr worker: {e}");
-                [&[1u8][..], e.as_bytes()].concat()
+                // The master's reply buffer holds 512 bytes.
+                let cut = (0..=e.len().min(MAX_ERROR)).rev().find(|&i| e.is_char_boundary(i)).unwrap_or(0);
+                [&[1u8][..], &e.as_bytes()[..cut]].concat()
             }
         };
         pending = incoming.reply.map(|t| (t, reply));
