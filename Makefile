@@ -21,7 +21,7 @@ KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench test test-host test-vm clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm clean
 
 all: guest
 
@@ -77,11 +77,15 @@ demo: guest
 # LITE vs perftest/libibverbs on one 3-node cluster: ratio table, build/bench/results.json, latency.svg.
 bench: guest
 	tools/bench.py --kernel $(KERNEL)
+	tools/qos_bench.py --kernel $(KERNEL)
+
+bench-qos: guest
+	tools/qos_bench.py --kernel $(KERNEL)
 
 test-host: deps
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
-	python3 -m unittest --quiet tools/test_bench.py
+	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster.

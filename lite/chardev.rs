@@ -11,6 +11,7 @@ use crate::rpc::{FileRpc, Received};
 use crate::verbs::Atomic;
 use crate::uapi::*;
 use core::mem::size_of;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 use kernel::types::{AsBytes, FromBytes};
@@ -29,7 +30,8 @@ plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConn
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
                  LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister,
                  LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
-                 LiteRpcStat, LiteAtomic, LiteLock, LiteBarrier);
+                 LiteRpcStat, LiteAtomic, LiteLock, LiteBarrier, LiteQos, LiteClassRule, LiteClassRules,
+                 LiteClassSelf, LiteClassStat, LiteQosStat);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -37,8 +39,12 @@ const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 /// Longest wait for one ping reply that a caller may ask for.
 const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
 
+/// Identifies open files for the class choices made through them.
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
 /// State of one open file of /dev/lite.
 pub(crate) struct OpenFile {
+    id: u64,
     /// Handles of this open file and the LMRs it masters.
     lmrs: Pin<KBox<Mutex<FileLmrs>>>,
     /// The shared page, calls in flight, servers and owed replies.
@@ -52,13 +58,15 @@ impl OpenFile {
         let lmrs = KBox::pin_init(new_mutex!(FileLmrs::new(), "lite:file.lmrs"), GFP_KERNEL)?;
         let rpc = FileRpc::new()?;
         let locks = KBox::pin_init(new_mutex!(FileLocks::new(), "lite:file.locks"), GFP_KERNEL)?;
-        Ok(KBox::new(OpenFile { lmrs, rpc, locks }, GFP_KERNEL)?)
+        let id = NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(KBox::new(OpenFile { id, lmrs, rpc, locks }, GFP_KERNEL)?)
     }
 
     /// Last close: the locks it holds pass on, every handle goes, the LMRs this
-    /// file mastered are freed, the ids it served are unregistered and the replies
-    /// it owed fail.
+    /// file mastered are freed, the ids it served are unregistered, the replies
+    /// it owed fail and the class its process chose for itself lapses.
     pub(crate) fn release(&self, lite: &Lite) {
+        lite.qos.file_closed(self.id);
         lite.locks_release_file(&self.locks);
         lite.rpc_release(&self.rpc);
         lite.file_release(&self.lmrs);
@@ -218,7 +226,9 @@ impl OpenFile {
             }
             LITE_IOC_RPC_CALL => {
                 let mut req: LiteRpcCall = read_in(arg)?;
+                let class = lite.qos.current_class();
                 req.seq = lite.rpc_call(&self.rpc, &req)?;
+                lite.qos.account(class, req.input_len, None);
                 write_out(arg, &req)
             }
             LITE_IOC_WAIT => {
@@ -256,6 +266,37 @@ impl OpenFile {
                 let req: LiteLmrStat = read_in(arg)?;
                 write_out(arg, &lite.lmr_stat(&self.lmrs, req.lh)?)
             }
+            LITE_IOC_QOS_GET => write_out(arg, &lite.qos.get()),
+            LITE_IOC_QOS_SET => {
+                require_admin()?;
+                lite.qos.set(&read_in(arg)?)
+            }
+            LITE_IOC_CLASS_RULE_ADD | LITE_IOC_CLASS_RULE_DEL => {
+                require_admin()?;
+                let rule: LiteClassRule = read_in(arg)?;
+                if cmd == LITE_IOC_CLASS_RULE_ADD {
+                    lite.qos.rule_add(&rule)
+                } else {
+                    lite.qos.rule_del(&rule)
+                }
+            }
+            LITE_IOC_CLASS_RULES => {
+                let mut list: LiteClassRules = read_in(arg)?;
+                let rules = lite.qos.rules()?;
+                let shown = rules.len().min(list.capacity as usize);
+                let mut out = UserSlice::new(list.entries as usize, shown * size_of::<LiteClassRule>()).writer();
+                for rule in &rules[..shown] {
+                    out.write(rule)?;
+                }
+                list.count = rules.len() as u32;
+                write_out(arg, &list)
+            }
+            LITE_IOC_CLASS_SELF => {
+                let req: LiteClassSelf = read_in(arg)?;
+                reserved_zero(&[req.source])?;
+                write_out(arg, &lite.qos.choose(self.id, req.class)?)
+            }
+            LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat()),
             _ => Err(ENOTTY),
         }
         .map(|()| 0)

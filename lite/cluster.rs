@@ -16,6 +16,7 @@ use crate::uapi::*;
 use crate::inflight::{InFlight, MAX_INFLIGHT};
 use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::lock::LockNode;
+use crate::qos::{Admit, Qos, Ticket};
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
@@ -38,6 +39,9 @@ const WINDOW_BYTES: usize = 1 << 20;
 /// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs).
 const WR_BYTES: usize = 32 << 10;
 const INFLIGHT_BYTES: usize = 2 * WR_BYTES;
+/// Work requests in flight per transfer, in units of its largest one: while paced
+/// (small chunks), enough to keep the link busy between tokens.
+const INFLIGHT_WRS: usize = 4;
 /// Send queue credits one transfer holds: its most work requests in flight.
 const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
 /// Generous bound for control requests (allocation of large chunks, memsets) on
@@ -78,6 +82,24 @@ pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
     unsafe {
         vec.set_len(last);
         core::ptr::read(vec.as_ptr().add(last))
+    }
+}
+
+/// Removes element `i`, keeping the order of the rest (FIFO queues).
+pub(crate) fn remove_at<T>(vec: &mut KVec<T>, i: usize) -> T {
+    vec.as_mut_slice()[i..].rotate_left(1);
+    swap_remove(vec, vec.len() - 1)
+}
+
+/// Keeps the elements for which `keep` holds, in order.
+pub(crate) fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
+    let mut i = 0;
+    while i < vec.len() {
+        if keep(&vec[i]) {
+            i += 1;
+        } else {
+            drop(remove_at(vec, i));
+        }
     }
 }
 
@@ -197,13 +219,15 @@ pub(crate) struct Peer {
     credit_freed: CondVar,
     /// Spreads one-sided operations over the QPs.
     next_qp: AtomicUsize,
+    /// Classes and pacing of this node's traffic.
+    qos: Arc<Qos>,
     /// Our calls to the peer's RPC servers.
     #[pin]
     pub(crate) rpc: RpcPeer,
 }
 
 impl Peer {
-    fn new(dev: &Arc<Device>, id: u32, epoch: u64, nr_qps: u32) -> Result<Arc<Peer>> {
+    fn new(dev: &Arc<Device>, id: u32, epoch: u64, nr_qps: u32, qos: Arc<Qos>) -> Result<Arc<Peer>> {
         let (port_state, mtu) = dev.query_port()?;
         if port_state != PORT_ACTIVE {
             return Err(ENETDOWN());
@@ -231,6 +255,7 @@ impl Peer {
                 credits <- new_mutex!([DATA_CREDITS; LITE_MAX_QPS_PER_PEER as usize], "lite:peer.credits"),
                 credit_freed <- new_condvar!("lite:peer.credit_freed"),
                 next_qp: AtomicUsize::new(0),
+                qos,
                 rpc <- RpcPeer::new(),
             }),
             GFP_KERNEL,
@@ -607,20 +632,30 @@ impl Peer {
     /// Work requests carry at most `WR_BYTES`, and at most `INFLIGHT_BYTES` of them
     /// are outstanding (`InFlight`): rxe has no congestion control, and a larger burst
     /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
+    /// The caller's class decides the QP (HW-Sep) and, while paced (SW-Pri), smaller
+    /// work requests, fewer of them in flight, and when each may go (qos.rs).
     fn transfer(&self, op: &Op, write: bool, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
-        let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
+        let mut ticket = self.qos.begin(self.qos.current_class());
+        let qp_index = self.qos.qp_for(ticket.class(), nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
-        let mut inflight = InFlight::new(INFLIGHT_BYTES);
+        let mut wr_bytes = ticket.wr_limit(WR_BYTES);
+        let mut inflight = InFlight::new(INFLIGHT_BYTES.min(INFLIGHT_WRS * wr_bytes));
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
-        let mut posted = Ok(());
+        let mut posted: Result = Ok(());
+        let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
+            let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
+            *wr_bytes = limit.min(WR_BYTES);
+            inflight.set_budget(INFLIGHT_BYTES.min(INFLIGHT_WRS * *wr_bytes));
+            Ok(())
+        };
         'pieces: for (mut addr, mut len, mut remote) in pieces {
             while len > 0 {
                 if count > 0 && remote != at + batch as u64 {
-                    posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
+                    posted = post(&sges[..count], at, &mut wr_bytes);
                     if posted.is_err() {
                         break 'pieces;
                     }
@@ -629,12 +664,12 @@ impl Peer {
                 if count == 0 {
                     at = remote;
                 }
-                let take = len.min(WR_BYTES - batch);
+                let take = len.min(wr_bytes.saturating_sub(batch).max(1));
                 sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
                 (count, batch) = (count + 1, batch + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
-                if count == max_sge || batch == WR_BYTES {
-                    posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
+                if count == max_sge || batch >= wr_bytes {
+                    posted = post(&sges[..count], at, &mut wr_bytes);
                     if posted.is_err() {
                         break 'pieces;
                     }
@@ -643,7 +678,7 @@ impl Peer {
             }
         }
         if posted.is_ok() && count > 0 {
-            posted = self.post_rdma(qp_index, op, &mut inflight, write, &sges[..count], at);
+            posted = post(&sges[..count], at, &mut wr_bytes);
         }
         let completed = op.wait();
         self.return_credits(qp_index, TRANSFER_CREDITS);
@@ -659,9 +694,21 @@ impl Peer {
     }
 
     /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
-    /// flight leave room for it.
-    fn post_rdma(&self, qp_index: usize, op: &Op, inflight: &mut InFlight, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result {
+    /// flight leave room for it and the ticket lets it go; returns the largest work
+    /// request the ticket allows next.
+    #[allow(clippy::too_many_arguments)]
+    fn post_rdma(&self, qp_index: usize, op: &Op, ticket: &mut Ticket<'_>, inflight: &mut InFlight, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
+        let limit = match ticket.admit(bytes)? {
+            Admit::Go(limit) => limit,
+            Admit::ProbeFirst(limit) => {
+                // A failed probe only means no sample: the transfer's own error tells.
+                if let Ok(ns) = self.probe(qp_index) {
+                    self.qos.probed(ns);
+                }
+                limit
+            }
+        };
         op.wait_below(inflight.may_remain(bytes));
         inflight.posted(bytes);
         let link = self.link.lock();
@@ -669,7 +716,28 @@ impl Peer {
             return Err(EHOSTDOWN());
         };
         let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
-        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)
+        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)?;
+        Ok(limit)
+    }
+
+    /// SW-Pri's reference flow: the round trip (ns) of an 8-byte RDMA READ of the
+    /// peer's mailbox on QP `qp_index`, which queues behind this node's paced traffic
+    /// like a latency-class operation would.
+    fn probe(&self, qp_index: usize) -> Result<u64> {
+        let target = DmaBuf::new(&self.dev, 8)?;
+        let (dma, _) = target.range(0, 8)?;
+        let op = Op::new()?;
+        let start = Ktime::ktime_get();
+        {
+            let link = self.link.lock();
+            let (Some(remote), true, Some(qp)) = (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) else {
+                return Err(EHOSTDOWN());
+            };
+            let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
+            qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)?;
+        }
+        op.wait().map_err(|status| self.wc_error(status))?;
+        Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
@@ -705,7 +773,9 @@ impl Peer {
         let result = DmaBuf::new(&self.dev, 8)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
-        let qp_index = self.next_qp.fetch_add(1, Ordering::Relaxed) % nr_qps;
+        let class = self.qos.current_class();
+        let qp_index = self.qos.qp_for(class, nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let start = Ktime::ktime_get();
         self.take_credits(qp_index, 1)?;
         let posted = {
             let link = self.link.lock();
@@ -718,6 +788,7 @@ impl Peer {
         self.return_credits(qp_index, 1);
         posted?;
         completed.map_err(|status| self.wc_error(status))?;
+        self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
         let mut old = [0u8; 8];
         result.read(0, &mut old)?;
         // The old value arrives in host order (rxe).
@@ -818,10 +889,13 @@ pub(crate) struct Lite {
     /// Lock and barrier waiters of this node and queued at it.
     #[pin]
     pub(crate) locks: LockNode,
+    /// Priority classes, their rules and SW-Pri pacing.
+    pub(crate) qos: Arc<Qos>,
 }
 
 impl Lite {
     pub(crate) fn new(qps_per_peer: u32) -> Result<Arc<Lite>> {
+        let qos = Qos::new()?;
         Arc::pin_init(
             pin_init!(Lite {
                 state <- new_mutex!(
@@ -834,6 +908,7 @@ impl Lite {
                 qps_per_peer,
                 rpc <- RpcNode::new(),
                 locks <- LockNode::new(),
+                qos,
             }),
             GFP_KERNEL,
         )
@@ -950,7 +1025,7 @@ impl Lite {
             *replaced = true;
         }
         let dev = st.devices.first().ok_or(ENODEV)?.clone();
-        let peer = Peer::new(&dev, peer_id, epoch, self.qps_per_peer)?;
+        let peer = Peer::new(&dev, peer_id, epoch, self.qps_per_peer, self.qos.clone())?;
         let info = peer.local_info();
         st.peers.push(peer, GFP_KERNEL)?;
         st.forget_down(peer_id);
@@ -1021,7 +1096,7 @@ impl Lite {
             }
         }
         let dev = st.devices.first().ok_or(ENODEV)?.clone();
-        let peer = Peer::new(&dev, id, epoch, 1)?;
+        let peer = Peer::new(&dev, id, epoch, 1, self.qos.clone())?;
         peer.connect(&peer.local_info())?;
         st.drop_loopback();
         st.loopback = Some(peer.clone());

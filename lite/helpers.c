@@ -4,11 +4,15 @@
  * the ib_client and the /dev/lite misc device. No policy lives here.
  */
 #include <linux/capability.h>
+#include <linux/cgroup.h>
 #include <linux/completion.h>
+#include <linux/cred.h>
 #include <linux/fs.h>
+#include <linux/hrtimer.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 #include <net/ipv6.h>
@@ -58,6 +62,43 @@ unsigned int lite_param_qps_per_peer(void)
 int lite_capable_net_admin(void)
 {
 	return capable(CAP_NET_ADMIN);
+}
+
+int lite_current_lineage(unsigned int *tgids, int max, unsigned int *uid, unsigned long long *cgroup)
+{
+	struct task_struct *task;
+	int n = 0;
+
+	*uid = from_kuid_munged(&init_user_ns, current_uid());
+	rcu_read_lock();
+#ifdef CONFIG_CGROUPS
+	*cgroup = cgroup_id(task_dfl_cgroup(current));
+#else
+	*cgroup = 0;
+#endif
+	for (task = current; n < max; task = rcu_dereference(task->real_parent)) {
+		tgids[n++] = task_tgid_nr(task);
+		/* init, or the idle task that is kthreadd's parent, ends the walk. */
+		if (task_tgid_nr(task) <= 1)
+			break;
+	}
+	rcu_read_unlock();
+	return n;
+}
+
+int lite_sleep_ns(unsigned long long ns)
+{
+	ktime_t expires = ns_to_ktime(ns);
+
+	set_current_state(TASK_KILLABLE);
+	/* A little slack lets the timer coalesce; pacing needs no better. */
+	schedule_hrtimeout_range(&expires, min_t(u64, ns / 8, 50 * NSEC_PER_USEC), HRTIMER_MODE_REL);
+	return fatal_signal_pending(current) ? -EINTR : 0;
+}
+
+int lite_fatal_signal_pending(void)
+{
+	return fatal_signal_pending(current);
 }
 
 const char *lite_dev_name(const struct lite_dev *dev)

@@ -22,6 +22,13 @@ void lite_glue_exit(void);
 unsigned int lite_param_qps_per_peer(void);
 int lite_capable_net_admin(void);
 
+/* Priority classes: the current task's process and ancestors' ids (itself first,
+ * at most max; returns how many), its uid and its cgroup v2 id; a sleep on an
+ * hrtimer that a fatal signal cuts short (-EINTR). */
+int lite_current_lineage(unsigned int *tgids, int max, unsigned int *uid, unsigned long long *cgroup);
+int lite_sleep_ns(unsigned long long ns);
+int lite_fatal_signal_pending(void);
+
 /* Device: PD, one global DMA MR (local write, remote read/write/atomic), CQs. */
 const char *lite_dev_name(const struct lite_dev *dev);
 unsigned int lite_dev_port(const struct lite_dev *dev);

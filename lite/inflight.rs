@@ -40,6 +40,11 @@ impl InFlight {
         remain as u32
     }
 
+    /// Changes the budget for the requests posted from now on.
+    pub(crate) fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+    }
+
     /// Records a posted request of `bytes`.
     pub(crate) fn posted(&mut self, bytes: usize) {
         self.sizes[self.posted % MAX_INFLIGHT] = bytes;

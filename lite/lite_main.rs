@@ -13,6 +13,7 @@ use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
 
 mod chardev;
+mod classes;
 mod cluster;
 mod errno;
 mod ffi;
@@ -20,6 +21,8 @@ mod inflight;
 mod lock;
 mod lockword;
 mod memory;
+mod pacer;
+mod qos;
 mod region;
 mod rpc;
 mod rpc_ring;

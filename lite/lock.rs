@@ -8,7 +8,7 @@
 //! The owner changes the word only with RDMA atomics through its loopback QP, so
 //! its changes are atomic against the other nodes'.
 
-use crate::cluster::{swap_remove, Lite};
+use crate::cluster::{remove_at, retain, swap_remove, Lite};
 use crate::errno::{EDEADLK, EHOSTDOWN, EIDRM, ENOLCK, EOWNERDEAD, ETIMEDOUT};
 use crate::lockword::{self, WaitStep, WAITERS};
 use crate::memory::{FileLmrs, Word, WordRef};
@@ -111,6 +111,15 @@ fn outcome_code(outcome: i32) -> Result<u32> {
 }
 
 impl Lite {
+    /// Callers queued at words this node owns: (for locks, at barriers).
+    pub(crate) fn sync_queued(&self) -> (u32, u32) {
+        let queues = self.locks.queues.lock();
+        // Each queue holds at most MAX_QUEUED callers, so the lengths fit in u32.
+        queues.iter().fold((0u32, 0u32), |(locks, barriers), q| {
+            (locks.saturating_add(q.lock.len() as u32), barriers.saturating_add(q.barrier.len() as u32))
+        })
+    }
+
     // ---- caller side ----
 
     /// LT_lock: returns once this file holds the lock at `offset` of `lh`; EOWNERDEAD
@@ -483,22 +492,4 @@ fn enqueue(queues: &mut KVec<WordQueue>, word: &Word, caller: Queued) -> Result<
     }
     queue.lock.push(caller, GFP_KERNEL)?;
     Ok(LOCK_QUEUED)
-}
-
-/// Removes element `i`, keeping the order of the rest (FIFO queues).
-fn remove_at<T>(vec: &mut KVec<T>, i: usize) -> T {
-    vec.as_mut_slice()[i..].rotate_left(1);
-    swap_remove(vec, vec.len() - 1)
-}
-
-/// Keeps the elements for which `keep` holds, in order.
-fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
-    let mut i = 0;
-    while i < vec.len() {
-        if keep(&vec[i]) {
-            i += 1;
-        } else {
-            drop(remove_at(vec, i));
-        }
-    }
 }

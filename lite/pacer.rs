@@ -63,6 +63,16 @@ impl TokenBucket {
         self.rate
     }
 
+    /// Bytes banked at `now_ns` (0 while unlimited).
+    pub(crate) fn banked(&mut self, now_ns: u64) -> u64 {
+        self.refill(now_ns);
+        if self.rate == 0 {
+            0
+        } else {
+            self.bytes
+        }
+    }
+
     /// Changes the rate from `now_ns` on (what was earned so far is kept). Rates
     /// are capped at 1 TB/s, which keeps every product below in 64 bits.
     pub(crate) fn set_rate(&mut self, rate: u64, now_ns: u64) {
@@ -218,6 +228,15 @@ impl Wf2q {
         best
     }
 
+    /// Flow `flow` leaves while backlogged (its transfer ended or is not paced any
+    /// more): its chunk is withdrawn without advancing virtual time.
+    pub(crate) fn leave(&mut self, flow: &mut Flow) {
+        if flow.is_backlogged() {
+            flow.head = 0;
+            self.weights -= u64::from(flow.weight.max(1));
+        }
+    }
+
     /// Flow `i` sent its head chunk; `next` is the size of its following chunk (0:
     /// it is idle now). Virtual time advances by the chunk over the backlogged weight.
     pub(crate) fn served(&mut self, flows: &mut [Flow], i: usize, next: u64) {
@@ -253,18 +272,19 @@ pub(crate) struct LatencyWindow {
 pub(crate) const WINDOW: usize = 1024;
 
 impl LatencyWindow {
+    #[cfg(test)]
     pub(crate) fn new() -> Self {
         LatencyWindow { samples: [0; WINDOW], next: 0, len: 0 }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     pub(crate) fn add(&mut self, ns: u64) {
         self.samples[self.next] = ns.min(u64::from(u32::MAX)) as u32;
         self.next = (self.next + 1) % WINDOW;
         self.len = (self.len + 1).min(WINDOW);
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
     }
 
     /// The `per_mille`/1000 quantile of the window; `scratch` is working space.
@@ -296,7 +316,7 @@ pub(crate) struct Aimd {
 }
 
 /// Additive increase per update: this fraction of the link rate.
-const INCREASE_DIVISOR: u64 = 64;
+const INCREASE_DIVISOR: u64 = 16;
 
 impl Aimd {
     pub(crate) fn new(max_rate: u64, floor: u64, target_ns: u64) -> Self {
@@ -307,13 +327,12 @@ impl Aimd {
         self.safe
     }
 
-    pub(crate) fn set_target(&mut self, target_ns: u64) {
+    /// New bounds and target; SafeUtil stays where it was, within the bounds.
+    pub(crate) fn reconfigure(&mut self, max_rate: u64, floor: u64, target_ns: u64) {
+        self.max_rate = max_rate;
+        self.floor = floor.min(max_rate);
         self.target_ns = target_ns;
-    }
-
-    pub(crate) fn set_floor(&mut self, floor: u64) {
-        self.floor = floor.min(self.max_rate);
-        self.safe = self.safe.max(self.floor);
+        self.safe = self.safe.clamp(self.floor, self.max_rate);
     }
 
     /// One control step with the latency class's current p99, or None when no
@@ -459,6 +478,32 @@ mod tests {
         assert_eq!(sched.pick(&flows), Some(1));
         sched.served(&mut flows, 1, 0);
         assert_eq!(sched.pick(&flows), None);
+    }
+
+    #[test]
+    fn a_flow_that_leaves_while_backlogged_gives_its_share_back() {
+        let mut flows = vec![Flow::new(1), Flow::new(1)];
+        let mut sched = Wf2q::default();
+        sched.arrive(&mut flows[0], 100);
+        sched.arrive(&mut flows[1], 100);
+        sched.leave(&mut flows[1]);
+        assert_eq!(sched.pick(&flows), Some(0));
+        sched.served(&mut flows, 0, 0);
+        assert_eq!(sched.weights, 0, "no weight left behind");
+        assert_eq!(sched.pick(&flows), None);
+    }
+
+    #[test]
+    fn aimd_keeps_its_rate_across_new_settings_within_the_new_bounds() {
+        let mut a = Aimd::new(1000, 100, 50);
+        a.update(Some(60));
+        assert_eq!(a.safe_util(), 500);
+        a.reconfigure(2000, 100, 50);
+        assert_eq!(a.safe_util(), 500);
+        a.reconfigure(400, 100, 50);
+        assert_eq!(a.safe_util(), 400);
+        a.reconfigure(400, 450, 50);
+        assert_eq!(a.safe_util(), 400, "the floor never exceeds the ceiling");
     }
 
     #[test]

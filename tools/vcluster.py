@@ -18,6 +18,7 @@ Every child runs in its own process group under a hard time limit, and `down`
 """
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -33,6 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("LITE_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lite-rs")
 DEFAULT_RUN = REPO / "build" / "cluster"
+# LITE_VMTEST_TRACE=1: print how long every synchronous command took.
+TRACE = os.environ.get("LITE_VMTEST_TRACE") == "1"
 MANAGER_PORT = 18500
 
 # Programs the guests get from the host, with every library they load.
@@ -84,6 +87,13 @@ class Result:
 # perftest included). The switch and the guests therefore run in private network
 # namespaces (which also keeps them off every host interface) with a deeper queue.
 UNIX_DGRAM_QLEN = 1024
+# A datagram queued to a guest also counts against its sender's send buffer (the
+# switch sends everything through one socket): 208 KiB by default, about 90 packets
+# for all guests together, which two bulk writers overflow (the same retransmit
+# stalls). A socket takes its send buffer from net.core.wmem_default, which a
+# private namespace cannot change, when it is created: see `roomy_send_buffers`.
+SEND_BUFFER_BYTES = 8 << 20
+WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
 _netns_ok = None
 
 
@@ -99,6 +109,26 @@ def private_netns(argv):
     if not _netns_ok:
         return argv
     return ["unshare", "--net", "sh", "-c", f'{setup} && exec "$@"', "sh"] + argv
+
+
+@contextlib.contextmanager
+def roomy_send_buffers():
+    """Sockets created inside (the switch's and the guests' ends of the segment) get
+    `SEND_BUFFER_BYTES` of send buffer. The host-wide default is raised only while
+    they start and restored right after; nothing happens without the permission."""
+    try:
+        old = int(WMEM_DEFAULT.read_text())
+        if old < SEND_BUFFER_BYTES:
+            WMEM_DEFAULT.write_text(str(SEND_BUFFER_BYTES))
+        else:
+            old = None
+    except (OSError, ValueError):
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            WMEM_DEFAULT.write_text(str(old))
 
 
 def ldd(path):
@@ -260,7 +290,11 @@ class Cluster:
         self._save()
         return proc
 
-    def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180):
+    def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180, cache_guest=True):
+        """Boots `nodes` guests. `cache_guest`: the guests keep the programs and lite.ko
+        they read from build/VARIANT/guest in their page cache (9p cache=loose): an
+        exec costs milliseconds instead of seconds on the debug kernel, but files
+        rebuilt while the cluster runs are not seen (`make cluster` turns it off)."""
         if self.meta_path.exists():
             Cluster(self.run).down(quiet=True)
         shutil.rmtree(self.run, ignore_errors=True)
@@ -273,17 +307,19 @@ class Cluster:
         build_initramfs(kdir, guest, initramfs)
         accel = choose_accel(kdir, initramfs, self.run)
         self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
-                     "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": []}
+                     "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": [],
+                     "cache_guest": cache_guest}
         self._save()
         # vde_switch exits when its stdin closes: feed it from a pipe that lives as long as the cluster.
         switch = self.run / "switch"
-        self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch", lifetime)
-        deadline = time.time() + 10
-        while not (switch / "ctl").exists():
-            if time.time() > deadline:
-                self.down()
-                raise SystemExit("vcluster: vde_switch did not start (see switch.stderr)")
-            time.sleep(0.05)
+        with roomy_send_buffers():
+            self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch", lifetime)
+            deadline = time.time() + 10
+            while not (switch / "ctl").exists():
+                if time.time() > deadline:
+                    self.down()
+                    raise SystemExit("vcluster: vde_switch did not start (see switch.stderr)")
+                time.sleep(0.05)
         log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
         for n in range(nodes):
             self.start_node(n)
@@ -301,7 +337,7 @@ class Cluster:
         (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
         (run / f"node{n}.ready").unlink(missing_ok=True)
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
-                  f"lite_node={n}")
+                  f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}")
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"],
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
@@ -319,7 +355,14 @@ class Cluster:
                 "-fsdev", f"local,id=guest,path={m['guest']},security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=guest,mount_tag=guest"]
         remaining = int(m["lifetime"] - (time.time() - m["started"]))
-        self._spawn(argv, f"node{n}", max(remaining, 60))
+        with roomy_send_buffers():
+            self._spawn(argv, f"node{n}", max(remaining, 60))
+            # qemu connects to the switch before the guest runs: once the guest
+            # prints, its socket exists.
+            console = run / f"node{n}.console"
+            deadline = time.time() + 30
+            while time.time() < deadline and self.alive(n) and not (console.exists() and console.stat().st_size):
+                time.sleep(0.05)
         if n not in m["nodes"]:
             m["nodes"].append(n)
         self._save()
@@ -436,7 +479,10 @@ class Cluster:
         return Job(self, n, self.submit(n, script, timeout), timeout)
 
     def exec(self, n, script, timeout=120, check=True):
+        start = time.time()
         res = self.collect(n, self.submit(n, script, timeout), timeout)
+        if TRACE:
+            print(f"    [{time.time() - start:6.1f} s] node {n}: {' '.join(script.split())[:100]}", flush=True)
         if check and res.rc != 0:
             raise CommandFailed(f"node {n}: `{script.strip()}` exited {res.rc}:\n{res.out}")
         return res
@@ -503,7 +549,8 @@ def main():
 
     c = Cluster(args.run_dir)
     if args.cmd == "up":
-        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime)
+        # A developer's cluster sees programs and modules rebuilt while it runs.
+        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime, cache_guest=False)
         if args.join:
             for n in range(args.nodes):
                 c.load_module(n)

@@ -259,6 +259,25 @@ int lite_compare_swap(const lite_t *lite,
 int lite_lock(const lite_t *lite, uint64_t lh, uint64_t offset);
 
 /*
+ The priority class of this process's operations: 0 latency, 1 default, 2 bulk;
+ or a negative errno.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_class(const lite_t *lite);
+
+/*
+ Lowers this process (and the children it starts) to `class` (0 latency,
+ 1 default, 2 bulk) while `lite` stays open. Returns the class now in effect, or
+ -EPERM when `class` is higher than the current one, -EINVAL for an unknown one.
+
+ # Safety
+ `lite` is a live handle.
+ */
+int lite_lower_class(const lite_t *lite, uint32_t class_);
+
+/*
  Releases a lock taken with `lite_lock`. Returns 0 or a negative errno (-EPERM:
  not held by this thread; -ENOLCK: taken from it, its node was taken for dead).
 

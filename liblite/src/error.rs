@@ -71,6 +71,8 @@ pub enum Error {
     LockLost,
     /// Too many callers wait at one lock or barrier word; try again later.
     TooManyWaiters,
+    /// A process asked for a higher priority class than it has.
+    ClassRaise { current: &'static str, wanted: &'static str },
     /// Any other system error, with the operation that hit it.
     Sys { op: &'static str, errno: Errno },
 }
@@ -136,6 +138,7 @@ impl Error {
             Error::NotLocked => Errno::EPERM,
             Error::LockLost => Errno::ENOLCK,
             Error::TooManyWaiters => Errno::EAGAIN,
+            Error::ClassRaise { .. } => Errno::EPERM,
             Error::Sys { errno, .. } => *errno,
         }
     }
@@ -304,6 +307,11 @@ impl fmt::Display for Error {
                  changed meanwhile"
             ),
             Error::TooManyWaiters => write!(f, "too many callers wait at this lock or barrier word: try again later"),
+            Error::ClassRaise { current, wanted } => write!(
+                f,
+                "a process may lower its priority class, never raise it: it is in class {current}, \
+                 {wanted} would be higher (ask the operator: lite-admin class set)"
+            ),
             Error::Sys { op, errno } => write!(f, "{op} failed: {}", errno.desc()),
         }
     }

@@ -8,11 +8,13 @@
 pub mod capi;
 mod error;
 mod lmr;
+mod qos;
 mod rpc;
 
 pub use error::{Error, Result};
 pub use lite_uapi as uapi;
 pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
+pub use qos::{Class, ClassRule, ClassSource, ClassStat, QosChange, QosMode, QosSettings, QosStat, RuleTarget};
 pub use rpc::{Incoming, ReplyToken, RpcStat};
 
 use lite_uapi::*;
@@ -41,6 +43,10 @@ pub struct MemStat {
     pub held_bytes: u64,
     /// Most bytes this node holds for LMRs.
     pub held_limit: u64,
+    /// Callers of any node queued for locks whose words this node holds.
+    pub lock_queued: u32,
+    /// Callers of any node waiting at barriers whose counters this node holds.
+    pub barrier_queued: u32,
 }
 
 /// State of a peer node as this node's kernel sees it.
@@ -225,6 +231,8 @@ impl Lite {
             mappings: stat.mappings,
             held_bytes: stat.held_bytes,
             held_limit: stat.held_limit,
+            lock_queued: stat.lock_queued,
+            barrier_queued: stat.barrier_queued,
         })
     }
 

@@ -14,3 +14,9 @@ mod rpc_ring;
 mod lockword;
 #[path = "../pacer.rs"]
 mod pacer;
+#[path = "../classes.rs"]
+mod classes;
+// The ABI, which classes.rs takes its constants from.
+#[allow(unreachable_pub, dead_code)]
+#[path = "../../uapi/src/abi.rs"]
+mod uapi;

@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 6
+#define LITE_ABI_VERSION 7
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -230,7 +230,7 @@
 /*
  `_IOR('L', 19, LiteMemStat)`
  */
-#define LITE_IOC_MEM_STAT 2149075987
+#define LITE_IOC_MEM_STAT 2149600275
 
 /*
  `_IOWR('L', 20, LiteRegister)`
@@ -344,5 +344,123 @@
  `_IOW('L', 32, LiteBarrier)`
  */
 #define LITE_IOC_BARRIER 1075334176
+
+/*
+ Highest priority: never chunked, never delayed.
+ */
+#define LITE_CLASS_LATENCY 0
+
+/*
+ Processes no rule names.
+ */
+#define LITE_CLASS_DEFAULT 1
+
+/*
+ Lowest priority.
+ */
+#define LITE_CLASS_BULK 2
+
+#define LITE_NR_CLASSES 3
+
+#define LITE_QOS_NONE 0
+
+#define LITE_QOS_HW_SEP 1
+
+/*
+ The default mode (it only acts while latency-class traffic is active).
+ */
+#define LITE_QOS_SW_PRI 2
+
+/*
+ Largest weight of a class.
+ */
+#define LITE_QOS_MAX_WEIGHT 1000
+
+/*
+ `LiteQos::set` bits: which fields `LITE_IOC_QOS_SET` changes.
+ */
+#define LITE_QOS_SET_MODE 1
+
+#define LITE_QOS_SET_TARGET 2
+
+#define LITE_QOS_SET_WEIGHTS 4
+
+#define LITE_QOS_SET_LINK_RATE 8
+
+/*
+ `LiteClassRule::kind`: `id` is a process id (the rule covers its descendants).
+ */
+#define LITE_RULE_PID 1
+
+/*
+ `id` is a user id.
+ */
+#define LITE_RULE_UID 2
+
+/*
+ `id` is a cgroup (v2) id: the inode number of its directory.
+ */
+#define LITE_RULE_CGROUP 3
+
+/*
+ Rules a node keeps at most (ENOSPC beyond).
+ */
+#define LITE_MAX_RULES 64
+
+/*
+ `LiteClassSelf::class` to only ask for the caller's class.
+ */
+#define LITE_CLASS_QUERY UINT32_MAX
+
+/*
+ `LiteClassSelf::source`: no rule applies.
+ */
+#define LITE_CLASS_FROM_DEFAULT 0
+
+#define LITE_CLASS_FROM_PID 1
+
+#define LITE_CLASS_FROM_CGROUP 2
+
+#define LITE_CLASS_FROM_UID 3
+
+/*
+ The process (or an ancestor) lowered its own class.
+ */
+#define LITE_CLASS_FROM_SELF 4
+
+/*
+ `_IOR('L', 33, LiteQos)`
+ */
+#define LITE_IOC_QOS_GET 2150124577
+
+/*
+ `_IOW('L', 34, LiteQos)`
+ */
+#define LITE_IOC_QOS_SET 1076382754
+
+/*
+ `_IOW('L', 35, LiteClassRule)`
+ */
+#define LITE_IOC_CLASS_RULE_ADD 1074809891
+
+/*
+ `_IOW('L', 36, LiteClassRule)`
+ */
+#define LITE_IOC_CLASS_RULE_DEL 1074809892
+
+/*
+ `_IOWR('L', 37, LiteClassRules)`
+ */
+#define LITE_IOC_CLASS_RULES 3222293541
+
+/*
+ `_IOWR('L', 38, LiteClassSelf)`
+ */
+#define LITE_IOC_CLASS_SELF 3221769254
+
+/*
+ `_IOR('L', 39, LiteQosStat)`
+ */
+#define LITE_IOC_QOS_STAT 2162707495
 
 #endif  /* LITE_UAPI_H */

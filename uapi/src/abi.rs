@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 6;
+pub const LITE_ABI_VERSION: u32 = 7;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -411,6 +411,10 @@ pub struct LiteMemStat {
     pub held_bytes: u64,
     /// Bytes this node may hold at most.
     pub held_limit: u64,
+    /// Callers (of any node) queued for locks whose words this node holds.
+    pub lock_queued: u32,
+    /// Callers (of any node) waiting at barriers whose counters this node holds.
+    pub barrier_queued: u32,
 }
 
 /// Ioctl type byte ('L').
@@ -454,7 +458,7 @@ pub const LITE_IOC_MEMCPY: u32 = 0x4028_4C11;
 pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
 
 /// `_IOR('L', 19, LiteMemStat)`
-pub const LITE_IOC_MEM_STAT: u32 = 0x8018_4C13;
+pub const LITE_IOC_MEM_STAT: u32 = 0x8020_4C13;
 
 /// `_IOWR('L', 20, LiteRegister)`
 pub const LITE_IOC_REGISTER: u32 = 0xC060_4C14;
@@ -714,6 +718,170 @@ pub const LITE_BARRIER_MAX_TIMEOUT_MS: u32 = 3_600_000;
 /// `_IOW('L', 32, LiteBarrier)`
 pub const LITE_IOC_BARRIER: u32 = 0x4018_4C20;
 
+// ---- Priority classes and their enforcement (SW-Pri, HW-Sep) ----
+//
+// Every operation of a process (read, write, atomics, RPC, messages) is accounted
+// to the process's class. The operator assigns classes by process (inherited by
+// its descendants), user or cgroup; a process may lower its own class, never raise
+// it. In `LITE_QOS_SW_PRI` mode, while latency-class traffic is active, other
+// classes' transfers go in 5 KiB work requests paced by tokens at
+// SafeUtil, shared by weight (WF2Q+); SafeUtil follows AIMD on the latency class's
+// p99 against Target99. `LITE_QOS_HW_SEP` reserves QP 0 for the other classes and
+// QPs 1..K-1 for the latency class. `LITE_QOS_NONE` only accounts.
+
+/// Highest priority: never chunked, never delayed.
+pub const LITE_CLASS_LATENCY: u32 = 0;
+/// Processes no rule names.
+pub const LITE_CLASS_DEFAULT: u32 = 1;
+/// Lowest priority.
+pub const LITE_CLASS_BULK: u32 = 2;
+pub const LITE_NR_CLASSES: u32 = 3;
+
+pub const LITE_QOS_NONE: u32 = 0;
+pub const LITE_QOS_HW_SEP: u32 = 1;
+/// The default mode (it only acts while latency-class traffic is active).
+pub const LITE_QOS_SW_PRI: u32 = 2;
+
+/// Largest weight of a class.
+pub const LITE_QOS_MAX_WEIGHT: u32 = 1000;
+
+/// `LiteQos::set` bits: which fields `LITE_IOC_QOS_SET` changes.
+pub const LITE_QOS_SET_MODE: u32 = 1;
+pub const LITE_QOS_SET_TARGET: u32 = 2;
+pub const LITE_QOS_SET_WEIGHTS: u32 = 4;
+pub const LITE_QOS_SET_LINK_RATE: u32 = 8;
+
+/// The node's enforcement settings (`LITE_IOC_QOS_GET`, `LITE_IOC_QOS_SET`; setting
+/// needs CAP_NET_ADMIN).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteQos {
+    /// In (set only): `LITE_QOS_SET_*` bits.
+    pub set: u32,
+    /// `LITE_QOS_*`.
+    pub mode: u32,
+    /// Target99: the latency class's p99 that SafeUtil steers to (ns, > 0).
+    pub target99_ns: u64,
+    /// Weights of the classes (1 to `LITE_QOS_MAX_WEIGHT`); the latency class's
+    /// weight sets the other classes' floor: their share of the link.
+    pub weights: [u32; 3],
+    pub reserved: u32,
+    /// The link's rate in bytes/s, SafeUtil's ceiling; 0: measured (the highest
+    /// rate this node's transfers reached).
+    pub link_rate: u64,
+}
+
+/// `LiteClassRule::kind`: `id` is a process id (the rule covers its descendants).
+pub const LITE_RULE_PID: u32 = 1;
+/// `id` is a user id.
+pub const LITE_RULE_UID: u32 = 2;
+/// `id` is a cgroup (v2) id: the inode number of its directory.
+pub const LITE_RULE_CGROUP: u32 = 3;
+/// Rules a node keeps at most (ENOSPC beyond).
+pub const LITE_MAX_RULES: u32 = 64;
+
+/// An operator rule (`LITE_IOC_CLASS_RULE_ADD`, `..._DEL`; CAP_NET_ADMIN). Adding
+/// a rule for a kind and id that has one replaces its class; deleting an unknown
+/// rule is ENOENT.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteClassRule {
+    /// `LITE_RULE_*`.
+    pub kind: u32,
+    /// `LITE_CLASS_*` (ignored by delete).
+    pub class: u32,
+    pub id: u64,
+}
+
+/// List the rules (`LITE_IOC_CLASS_RULES`): fills up to `capacity` at `entries`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteClassRules {
+    /// User pointer to `capacity` `LiteClassRule`.
+    pub entries: u64,
+    pub capacity: u32,
+    /// Out: number of rules.
+    pub count: u32,
+}
+
+/// `LiteClassSelf::class` to only ask for the caller's class.
+pub const LITE_CLASS_QUERY: u32 = u32::MAX;
+/// `LiteClassSelf::source`: no rule applies.
+pub const LITE_CLASS_FROM_DEFAULT: u32 = 0;
+pub const LITE_CLASS_FROM_PID: u32 = 1;
+pub const LITE_CLASS_FROM_CGROUP: u32 = 2;
+pub const LITE_CLASS_FROM_UID: u32 = 3;
+/// The process (or an ancestor) lowered its own class.
+pub const LITE_CLASS_FROM_SELF: u32 = 4;
+
+/// The calling process's class (`LITE_IOC_CLASS_SELF`): with `class` other than
+/// `LITE_CLASS_QUERY`, the process first lowers itself (and its descendants) to
+/// it, for as long as its file of /dev/lite is open. EPERM: that would raise it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteClassSelf {
+    /// In: `LITE_CLASS_*` or `LITE_CLASS_QUERY`; out: the effective class.
+    pub class: u32,
+    /// Out: `LITE_CLASS_FROM_*`.
+    pub source: u32,
+}
+
+/// One class's traffic since the module loaded, and its recent latency.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteClassStat {
+    pub bytes: u64,
+    pub ops: u64,
+    /// Median and 99th percentile of the class's last 1024 operations' latencies
+    /// (issue to completion, ns; 0 without samples).
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    /// Transfers of the class in progress now.
+    pub active: u32,
+    /// Of them, those waiting for tokens or their turn.
+    pub queued: u32,
+    /// Chunks delayed by pacing, and the time they waited (ns).
+    pub paced_chunks: u64,
+    pub paced_ns: u64,
+}
+
+/// The enforcement engine's state (`LITE_IOC_QOS_STAT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteQosStat {
+    pub mode: u32,
+    /// 1 while latency-class traffic is active (pacing applies).
+    pub latency_active: u32,
+    /// Rate the paced classes may use now (bytes/s); 0: unlimited.
+    pub safe_util: u64,
+    /// The link rate SafeUtil is bounded by (bytes/s; set or measured).
+    pub link_rate: u64,
+    /// Bytes of tokens banked now.
+    pub tokens: u64,
+    /// Latency-class reference probes sent, and the last one's round trip (ns).
+    pub probes: u64,
+    pub last_probe_ns: u64,
+    /// AIMD steps that halved and that increased SafeUtil.
+    pub decreases: u64,
+    pub increases: u64,
+    pub classes: [LiteClassStat; 3],
+}
+
+/// `_IOR('L', 33, LiteQos)`
+pub const LITE_IOC_QOS_GET: u32 = 0x8028_4C21;
+/// `_IOW('L', 34, LiteQos)`
+pub const LITE_IOC_QOS_SET: u32 = 0x4028_4C22;
+/// `_IOW('L', 35, LiteClassRule)`
+pub const LITE_IOC_CLASS_RULE_ADD: u32 = 0x4010_4C23;
+/// `_IOW('L', 36, LiteClassRule)`
+pub const LITE_IOC_CLASS_RULE_DEL: u32 = 0x4010_4C24;
+/// `_IOWR('L', 37, LiteClassRules)`
+pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
+/// `_IOWR('L', 38, LiteClassSelf)`
+pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
+/// `_IOR('L', 39, LiteQosStat)`
+pub const LITE_IOC_QOS_STAT: u32 = 0x80E8_4C27;
+
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
 //   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
@@ -738,6 +906,9 @@ pub const LITE_IOC_BARRIER: u32 = 0x4018_4C20;
 //   token (answered already, or another process's); EHOSTDOWN the node is down.
 // LITE_IOC_ATOMIC also: EINVAL offset not a multiple of 8 (or a registered LMR's
 //   word not 8-aligned in memory), unknown op, or nonzero swap for fetch-add.
+// Class and QoS ioctls also: EPERM setting without CAP_NET_ADMIN, or a process
+//   raising its own class; EINVAL unknown mode, class, rule kind or bits, a weight
+//   or target out of range; ENOSPC `LITE_MAX_RULES` rules exist; ENOENT no such rule.
 // LITE_IOC_LOCK and LITE_IOC_BARRIER also: EINVAL offset not a multiple of 8,
 //   unknown op, participants or timeout out of range; EAGAIN too many waiters at
 //   one word; EIDRM the LMR was freed while waiting; EHOSTDOWN the word's holder

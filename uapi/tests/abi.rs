@@ -35,6 +35,13 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_MEMCPY, ioc(IOC_WRITE, 17, size_of::<LiteMemcpy>()));
     assert_eq!(LITE_IOC_LMR_STAT, ioc(IOC_READ | IOC_WRITE, 18, size_of::<LiteLmrStat>()));
     assert_eq!(LITE_IOC_MEM_STAT, ioc(IOC_READ, 19, size_of::<LiteMemStat>()));
+    assert_eq!(LITE_IOC_QOS_GET, ioc(IOC_READ, 33, size_of::<LiteQos>()));
+    assert_eq!(LITE_IOC_QOS_SET, ioc(IOC_WRITE, 34, size_of::<LiteQos>()));
+    assert_eq!(LITE_IOC_CLASS_RULE_ADD, ioc(IOC_WRITE, 35, size_of::<LiteClassRule>()));
+    assert_eq!(LITE_IOC_CLASS_RULE_DEL, ioc(IOC_WRITE, 36, size_of::<LiteClassRule>()));
+    assert_eq!(LITE_IOC_CLASS_RULES, ioc(IOC_READ | IOC_WRITE, 37, size_of::<LiteClassRules>()));
+    assert_eq!(LITE_IOC_CLASS_SELF, ioc(IOC_READ | IOC_WRITE, 38, size_of::<LiteClassSelf>()));
+    assert_eq!(LITE_IOC_QOS_STAT, ioc(IOC_READ, 39, size_of::<LiteQosStat>()));
     assert_eq!(LITE_IOC_REGISTER, ioc(IOC_READ | IOC_WRITE, 20, size_of::<LiteRegister>()));
     assert_eq!(LITE_IOC_RPC_REGISTER, ioc(IOC_WRITE, 21, size_of::<LiteRpcId>()));
     assert_eq!(LITE_IOC_RPC_UNREGISTER, ioc(IOC_WRITE, 22, size_of::<LiteRpcId>()));
@@ -85,7 +92,11 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteMemset>(), 3 * 8 + 4 + 4);
     assert_eq!(size_of::<LiteMemcpy>(), 5 * 8);
     assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
-    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8);
+    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4);
+    assert_eq!(size_of::<LiteQos>(), 4 + 4 + 8 + 3 * 4 + 4 + 8);
+    assert_eq!(size_of::<LiteClassRule>(), 4 + 4 + 8);
+    assert_eq!(size_of::<LiteClassStat>(), 4 * 8 + 4 + 4 + 2 * 8);
+    assert_eq!(size_of::<LiteQosStat>(), 4 + 4 + 7 * 8 + 3 * size_of::<LiteClassStat>());
     assert_eq!(size_of::<LiteRegister>(), 8 + 8 + 4 + 4 + 64 + 8);
     assert_eq!(align_of::<LitePeerStatus>(), 8);
 }

@@ -3,6 +3,7 @@
 mod agent;
 mod manager;
 mod membership;
+mod qos;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -17,7 +18,7 @@ const DEFAULT_PIDFILE: &str = "/run/lite-agent.pid";
 const DEFAULT_MANAGER_PIDFILE: &str = "/run/lite-manager.pid";
 
 #[derive(Parser)]
-#[command(name = "lite-admin", version, about = "Operate LITE-RS nodes: cluster membership, status and ping")]
+#[command(name = "lite-admin", version, about = "Operate LITE-RS nodes: cluster membership, status, ping and priority classes")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -94,6 +95,84 @@ enum Command {
         #[arg(long, default_value = DEFAULT_PIDFILE)]
         pidfile: PathBuf,
     },
+    /// Show or set how this node enforces priority classes: none (account only),
+    /// hw-sep (QPs reserved per class) or sw-pri (pace the other classes while
+    /// latency-class traffic is active; the default).
+    Mode {
+        /// none, hw-sep or sw-pri.
+        mode: Option<lite::QosMode>,
+    },
+    /// Priority classes of processes, users and cgroups (latency, default, bulk).
+    Class {
+        #[command(subcommand)]
+        command: ClassCommand,
+    },
+    /// Show or set Target99: the latency class's p99 that sw-pri steers to.
+    Target {
+        /// In microseconds.
+        #[arg(long)]
+        us: Option<u64>,
+    },
+    /// Show or set the classes' weights and the link rate SafeUtil is bounded by.
+    Weights {
+        /// Weights of latency, default and bulk, such as 8,4,1.
+        #[arg(long, value_delimiter = ',')]
+        set: Option<Vec<u32>>,
+        /// Link rate in MB/s (0: measure it).
+        #[arg(long)]
+        link_mbps: Option<u64>,
+    },
+    /// Per-class bytes/s, ops/s, p50/p99 latency, SafeUtil, tokens and queues, over
+    /// an interval.
+    Stats {
+        /// Measure over this many milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A live view of `stats`, refreshed every interval.
+    Top {
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Stop after this many refreshes (0: run until interrupted).
+        #[arg(long, default_value_t = 0)]
+        count: u32,
+        /// One JSON line per refresh instead of a screen.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClassCommand {
+    /// Put a process (and its future children), a user or a cgroup in CLASS.
+    Set {
+        #[command(flatten)]
+        target: qos::Target,
+        /// latency, default or bulk.
+        class: lite::Class,
+    },
+    /// Remove the rule for a process, user or cgroup.
+    Unset {
+        #[command(flatten)]
+        target: qos::Target,
+    },
+    /// List the rules.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show this process's class, or lower it and run COMMAND in the lower class.
+    Show {
+        /// Lower the class first (a process may lower its class, never raise it).
+        #[arg(long)]
+        lower: Option<lite::Class>,
+        /// Command to run in the class.
+        #[arg(trailing_var_arg = true)]
+        command: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -121,6 +200,23 @@ fn main() -> ExitCode {
             agent::run(agent::Options { manager, want_id: id, pidfile: Some(pidfile) })
         }
         Command::Leave { pidfile } => leave(&pidfile),
+        Command::Mode { mode } => qos::mode(mode),
+        Command::Class { command } => match command {
+            ClassCommand::Set { target, class } => qos::class_set(&target, class),
+            ClassCommand::Unset { target } => qos::class_unset(&target),
+            ClassCommand::List { json } => qos::class_list(json),
+            ClassCommand::Show { lower, command } => qos::class_show(lower, &command),
+        },
+        Command::Target { us } => qos::target(us.map(Duration::from_micros)),
+        Command::Weights { set, link_mbps } => match set.as_deref() {
+            Some(&[latency, default, bulk]) => {
+                qos::weights(Some([latency, default, bulk]), link_mbps.map(|m| m.saturating_mul(1_000_000)))
+            }
+            Some(other) => Err(format!("--set takes 3 weights (latency,default,bulk), not {}", other.len())),
+            None => qos::weights(None, link_mbps.map(|m| m.saturating_mul(1_000_000))),
+        },
+        Command::Stats { interval_ms, json } => qos::stats(Duration::from_millis(interval_ms.max(10)), json),
+        Command::Top { interval_ms, count, json } => qos::top(Duration::from_millis(interval_ms.max(100)), count, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -185,6 +281,8 @@ struct MemoryJson {
     mappings: u32,
     held_bytes: u64,
     held_limit: u64,
+    lock_queued: u32,
+    barrier_queued: u32,
 }
 
 fn status(json: bool) -> Result<(), String> {
@@ -219,6 +317,8 @@ fn status(json: bool) -> Result<(), String> {
             mappings: mem.mappings,
             held_bytes: mem.held_bytes,
             held_limit: mem.held_limit,
+            lock_queued: mem.lock_queued,
+            barrier_queued: mem.barrier_queued,
         },
         rpc: RpcJson {
             servers: rpc.servers,
@@ -254,6 +354,10 @@ fn status(json: bool) -> Result<(), String> {
         report.memory.mappings,
         mib(report.memory.held_bytes),
         mib(report.memory.held_limit)
+    );
+    println!(
+        "sync: {} caller(s) queued for locks held here, {} waiting at barriers held here",
+        report.memory.lock_queued, report.memory.barrier_queued
     );
     println!(
         "rpc: {} id(s) served, {} ring(s) ({:.1} MiB) for callers, {} binding(s), {} call(s) in flight, {} request(s) queued",

@@ -10,6 +10,9 @@
 //!       time of LT_malloc of BYTES over the holders plus an LT_map of it by name
 //!   lite-bench lmrs --count N --holder NODE [--size 4096] [--iters I]
 //!       LT_write 8 B latency to the first and to random ones of N LMRs
+//!   lite-bench flow --holder NODE --size BYTES --seconds S [--class bulk] [--threads T]
+//!       one traffic flow of a priority class: back-to-back LT_write/LT_read, with
+//!       throughput and latency per interval (the priority-class benchmark's flows)
 //!
 //! What the latencies mean: an LT_write is one ioctl that returns once the data is
 //! written at the holder, i.e. after the RDMA WRITE *and its acknowledgement*: a full
@@ -22,7 +25,7 @@
 mod stats;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use lite::{Lite, Lmr, MallocOptions, Perm};
+use lite::{Class, Lite, Lmr, MallocOptions, Perm};
 use serde_json::{json, Value};
 use stats::{parse_nodes, parse_size, parse_sizes, throughput, Summary, XorShift};
 use std::io::Write;
@@ -147,6 +150,30 @@ enum Command {
         #[arg(long, value_parser = parse_size, default_value = "8")]
         write_size: u64,
     },
+    /// One flow of a priority class: back-to-back LT_write (or LT_read) of SIZE bytes
+    /// to an LMR on NODE from each of THREADS threads for SECONDS, after lowering this
+    /// process to CLASS if given; throughput and latency overall and per interval.
+    Flow {
+        /// Node that holds the LMRs.
+        #[arg(long)]
+        holder: u32,
+        /// Bytes per operation.
+        #[arg(long, value_parser = parse_size, default_value = "16")]
+        size: u64,
+        #[arg(long, value_enum, default_value = "write")]
+        op: Op,
+        /// How long the flow runs.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Lower this process to this class first (latency, default, bulk).
+        #[arg(long)]
+        class: Option<Class>,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Width of the timeline's intervals.
+        #[arg(long, default_value_t = 250)]
+        interval_ms: u64,
+    },
 }
 
 type Res<T> = Result<T, String>;
@@ -180,6 +207,9 @@ fn main() -> ExitCode {
         }
         Command::Malloc { size, ref holders, repeat } => {
             malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
+        }
+        Command::Flow { holder, size, op, seconds, class, threads, interval_ms } => {
+            flow(&progress, cli.namespace, holder, size, op, seconds, class, threads, interval_ms)
         }
         Command::Lmrs { count, holder, size, iters, warmup, seed, write_size } => {
             // Prints its result and exits itself: see `lmrs`.
@@ -442,6 +472,140 @@ fn write_loop(
         writes += 1;
     }
     Ok((Run { start, end: last, writes }, samples))
+}
+
+/// Completion time (since the flow's start) and latency of every operation.
+type Samples = Vec<(u64, u64)>;
+
+#[allow(clippy::too_many_arguments)]
+fn flow(
+    progress: &Progress,
+    namespace: u32,
+    holder: u32,
+    size: u64,
+    op: Op,
+    seconds: f64,
+    class: Option<Class>,
+    threads: u32,
+    interval_ms: u64,
+) -> Res<Value> {
+    if threads == 0 || size == 0 || interval_ms == 0 {
+        return Err("--threads, --size and --interval-ms must be at least 1".into());
+    }
+    if !(seconds > 0.0 && seconds.is_finite()) {
+        return Err("--seconds must be positive".into());
+    }
+    let (lite, me) = open(progress, Some(holder))?;
+    // The class holds while this handle is open: it outlives the threads' handles.
+    if let Some(class) = class {
+        lite.lower_my_class(class).map_err(err("lower the class"))?;
+    }
+    let (class_now, source) = lite.my_class().map_err(err("read the class"))?;
+    progress.say(&format!(
+        "{} flow: {} {size} B to node {holder}, {threads} thread(s), {seconds} s, class {class_now} (from {})",
+        if class_now == Class::Latency { "latency" } else { "paced" },
+        op.name(),
+        source.as_str()
+    ));
+    let limit = Duration::from_secs_f64(seconds);
+    let barrier = Barrier::new(threads as usize);
+    // When the first thread started, also by the wall clock: flows of several
+    // processes are lined up by it.
+    let start = Mutex::new(None::<(Instant, std::time::SystemTime)>);
+    let samples: Mutex<Samples> = Mutex::new(Vec::new());
+    let failure: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (barrier, start, samples, failure) = (&barrier, &start, &samples, &failure);
+            scope.spawn(move || {
+                // Every thread passes the barrier, set up or not, so none waits forever.
+                let setup = Lite::open().map_err(err("open /dev/lite")).and_then(|lite| Ok((lite, buffer(size)?)));
+                let name = format!("bench-{}-flow-{t}", std::process::id());
+                let lmr = match &setup {
+                    Ok((lite, _)) => lite.malloc(size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
+                    Err(e) => Err(e.clone()),
+                };
+                barrier.wait();
+                let run = || -> Res<Samples> {
+                    let lmr = lmr.as_ref().map_err(|e| e.clone())?;
+                    let mut buf = setup.as_ref().map_err(|e| e.clone())?.1.clone();
+                    let t0 = start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
+                    let mut mine = Vec::new();
+                    let mut last = Instant::now();
+                    while last - t0 < limit {
+                        rw(lmr, op, &mut buf).map_err(err("LT_write/LT_read"))?;
+                        let now = Instant::now();
+                        mine.push((nanos(now - t0), nanos(now - last)));
+                        last = now;
+                    }
+                    Ok(mine)
+                };
+                match run() {
+                    Ok(mut mine) => samples.lock().unwrap().append(&mut mine),
+                    Err(e) => {
+                        failure.lock().unwrap().get_or_insert(e);
+                    }
+                }
+                if let Ok(lmr) = lmr {
+                    let _ = lmr.free();
+                }
+            });
+        }
+    });
+    if let Some(e) = failure.into_inner().unwrap() {
+        return Err(e);
+    }
+    let started_unix_ms = start
+        .into_inner()
+        .unwrap()
+        .and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    let mut samples = samples.into_inner().unwrap();
+    samples.sort_unstable();
+    let interval = interval_ms * 1_000_000;
+    let mut timeline = Vec::new();
+    let mut i = 0;
+    while i < samples.len() {
+        let bucket = samples[i].0 / interval;
+        let mut lats = Vec::new();
+        while i < samples.len() && samples[i].0 / interval == bucket {
+            lats.push(samples[i].1);
+            i += 1;
+        }
+        let ops = lats.len() as u64;
+        let summary = Summary::of(&mut lats).expect("a bucket has samples");
+        timeline.push(json!({
+            "t": (bucket * interval) as f64 / 1e9,
+            "ops": ops,
+            "mb_s": (ops * size) as f64 / (interval as f64 / 1e9) / 1e6,
+            "p50_ns": summary.median_ns,
+            "p99_ns": summary.p99_ns,
+        }));
+    }
+    let ops = samples.len() as u64;
+    let elapsed = samples.last().map_or(0, |s| s.0);
+    let mut lats: Vec<u64> = samples.iter().map(|s| s.1).collect();
+    let latency = Summary::of(&mut lats).map(|s| s.to_json()).unwrap_or(Value::Null);
+    let (mib_s, mb_s) = throughput(ops * size, elapsed.max(1));
+    progress.say(&format!("  {ops} ops, {mb_s:.2} MB/s"));
+    Ok(json!({
+        "bench": "flow",
+        "op": op.name(),
+        "node": me,
+        "holder": holder,
+        "class": class_now.as_str(),
+        "size": size,
+        "threads": threads,
+        "seconds": elapsed as f64 / 1e9,
+        "ops": ops,
+        "bytes": ops * size,
+        "mib_s": mib_s,
+        "mb_s": mb_s,
+        "latency": latency,
+        "interval_ms": interval_ms,
+        "started_unix_ms": started_unix_ms,
+        "timeline": timeline,
+    }))
 }
 
 fn malloc(progress: &Progress, namespace: u32, size: u64, holders: &[u32], repeat: u32) -> Res<Value> {

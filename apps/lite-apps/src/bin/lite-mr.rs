@@ -564,10 +564,10 @@ mod tests {
     fn words_are_normalized_and_counted() {
         let mut c = HashMap::new();
         count_words(b"The cat, the CAT. don't-stop\n", &mut c);
-        assert_eq!(c.get(&b"the"[..].to_vec()), Some(&2));
-        assert_eq!(c.get(&b"cat"[..].to_vec()), Some(&2));
-        assert_eq!(c.get(&b"don't"[..].to_vec()), Some(&1));
-        assert_eq!(c.get(&b"stop"[..].to_vec()), Some(&1));
+        assert_eq!(c.get(&b"the"[..]), Some(&2));
+        assert_eq!(c.get(&b"cat"[..]), Some(&2));
+        assert_eq!(c.get(&b"don't"[..]), Some(&1));
+        assert_eq!(c.get(&b"stop"[..]), Some(&1));
     }
 
     #[test]

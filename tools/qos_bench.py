@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""LITE-RS priority-class benchmark (`make bench-qos`; part of `make bench`): LITE's
+Fig. 16 and Justitia's Fig. 9 on the virtual cluster.
+
+Boots 3 nodes; node 0 sends to LMRs held by node 1. In each mode (none, hw-sep,
+sw-pri), after a latency flow alone (one latency-class process, 16 B LT_writes back
+to back), two bulk-class processes write 1 MiB LT_writes for 3 phases; the latency
+flow runs again during the middle one:
+
+    bulk alone | bulk + latency | bulk alone
+
+Reported per mode: the latency class's p50/p99 alone and beside bulk, the bulk
+bandwidth alone and beside latency, and the aggregate bandwidth beside latency
+against the `none` mode's. Targets (issue 6): with sw-pri, p99 beside bulk <= 1.5 x
+p99 alone, and aggregate bandwidth >= 0.90 x none's.
+
+Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the p99 the
+latency flow reaches alone in `none` mode, measured first: emulated guests have
+millisecond latencies, so a fixed microsecond target would mean nothing.
+
+Writes build/bench/qos.json and build/bench/qos.svg (a time plot per mode: the
+latency class's p99 and each class's bandwidth per interval).
+"""
+
+import argparse
+import json
+import shlex
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vcluster import Cluster, CommandFailed, REPO  # noqa: E402
+
+NODES = 3
+SENDER, HOLDER = 0, 1
+OUT_DIR = REPO / "build" / "bench"
+MODES = ["none", "hw-sep", "sw-pri"]
+BULK_FLOWS = 2
+LATENCY_SIZE = 16
+BULK_SIZE = 1 << 20
+INTERVAL_MS = 250
+TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
+
+
+def latency_flow(seconds, interval_ms=INTERVAL_MS):
+    """A latency-class flow: a shell that the operator puts in class latency (a process
+    rule covers its children), which then runs the flow."""
+    flow = (f"lite-bench --quiet flow --holder {HOLDER} --size {LATENCY_SIZE} --seconds {seconds} "
+            f"--interval-ms {interval_ms}")
+    return f"sh -c {shlex.quote('lite-admin class set --pid $$ latency >/dev/null && exec ' + flow)}"
+
+
+def bulk_flow(seconds, interval_ms=INTERVAL_MS):
+    return (f"lite-bench --quiet flow --holder {HOLDER} --size {BULK_SIZE} --seconds {seconds} --class bulk "
+            f"--interval-ms {interval_ms}")
+
+
+def last_json(text):
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def in_window(flow, lo_ms, hi_ms):
+    """The timeline buckets of `flow` that lie within [lo_ms, hi_ms) of wall-clock time."""
+    start = flow["started_unix_ms"]
+    return [b for b in flow["timeline"] if lo_ms <= start + b["t"] * 1000 < hi_ms]
+
+
+def bandwidth(flows, lo_ms, hi_ms):
+    """MB/s of `flows` together: the bytes of the operations that completed within
+    [lo_ms, hi_ms) over its length (buckets without completions have no entry)."""
+    if hi_ms <= lo_ms:
+        return 0.0
+    done = sum(b["ops"] * f["size"] for f in flows for b in in_window(f, lo_ms, hi_ms))
+    return done / ((hi_ms - lo_ms) / 1000) / 1e6
+
+
+def summarize_mode(alone, both, bulks):
+    """One mode's figures from its flows' JSON: the latency flow alone, the latency
+    flow beside bulk, and the bulk flows (which ran before, during and after it)."""
+    lat_lo = both["started_unix_ms"]
+    lat_hi = lat_lo + both["seconds"] * 1000
+    first = min(f["started_unix_ms"] for f in bulks)
+    last = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in bulks)
+    bulk_alone = (bandwidth(bulks, first, lat_lo) + bandwidth(bulks, lat_hi, last)) / 2
+    bulk_beside = bandwidth(bulks, lat_lo, lat_hi)
+    return {
+        "latency_alone": {"p50_ns": alone["latency"]["median_ns"], "p99_ns": alone["latency"]["p99_ns"],
+                          "ops": alone["ops"]},
+        "latency_beside_bulk": {"p50_ns": both["latency"]["median_ns"], "p99_ns": both["latency"]["p99_ns"],
+                                "ops": both["ops"]},
+        "p99_ratio": both["latency"]["p99_ns"] / max(1, alone["latency"]["p99_ns"]),
+        "bulk_alone_mb_s": bulk_alone,
+        "bulk_beside_latency_mb_s": bulk_beside,
+        "aggregate_beside_latency_mb_s": bulk_beside + both["mb_s"],
+    }
+
+
+def add_ratios(summary):
+    """Aggregate bandwidth of each mode against the `none` mode's, and target checks."""
+    base = summary.get("none", {}).get("aggregate_beside_latency_mb_s")
+    for mode, s in summary.items():
+        s["aggregate_ratio"] = s["aggregate_beside_latency_mb_s"] / base if base else None
+        s["work_conserving_ratio"] = (s["bulk_alone_mb_s"] / summary["none"]["bulk_alone_mb_s"]
+                                      if base and summary["none"]["bulk_alone_mb_s"] else None)
+        s["met"] = {k: (None if s.get(k) is None else (s[k] <= t if op == "<=" else s[k] >= t))
+                    for k, (op, t) in TARGETS.items()}
+    return summary
+
+
+def table(summary):
+    head = ["mode", "lat p50 alone", "lat p99 alone", "lat p50 +bulk", "lat p99 +bulk", "p99 ratio",
+            "bulk MB/s alone", "bulk MB/s +lat", "aggregate vs none"]
+    rows = [head]
+    for mode, s in summary.items():
+        rows.append([mode, f"{s['latency_alone']['p50_ns'] / 1e6:.2f} ms", f"{s['latency_alone']['p99_ns'] / 1e6:.2f} ms",
+                     f"{s['latency_beside_bulk']['p50_ns'] / 1e6:.2f} ms",
+                     f"{s['latency_beside_bulk']['p99_ns'] / 1e6:.2f} ms", f"{s['p99_ratio']:.2f}",
+                     f"{s['bulk_alone_mb_s']:.2f}", f"{s['bulk_beside_latency_mb_s']:.2f}",
+                     "-" if s["aggregate_ratio"] is None else f"{s['aggregate_ratio']:.2f}"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def _esc(s):
+    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def svg_timeline(title, modes):
+    """Per mode, two stacked panels over time: the latency class's p99 per interval
+    (ms), and each class's bandwidth (MB/s). `modes`: [(name, {"latency": [flow...],
+    "bulk": [flow...]})]; flows carry started_unix_ms and timeline buckets."""
+    pw, ph, ml, mt = 380, 170, 56, 26
+    w, h = pw * len(modes), 2 * ph + 60
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             f'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{_esc(title)}</text>']
+    for i, (name, flows) in enumerate(modes):
+        everything = flows["latency"] + flows["bulk"]
+        if not everything:
+            continue
+        t0 = min(f["started_unix_ms"] for f in everything)
+        t1 = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in everything)
+        span = max(1.0, (t1 - t0) / 1000)
+
+        def series(flow, key, scale=1.0):
+            return [((flow["started_unix_ms"] - t0) / 1000 + b["t"], b[key] * scale) for b in flow["timeline"]]
+
+        panels = [("latency class p99 (ms)", [(series(f, "p99_ns", 1e-6), "#d62728") for f in flows["latency"]]),
+                  ("MB/s: bulk (blue), latency (red)",
+                   [(series(f, "mb_s"), "#1f77b4") for f in flows["bulk"]]
+                   + [(series(f, "mb_s"), "#d62728") for f in flows["latency"]])]
+        for j, (label, lines) in enumerate(panels):
+            x0, y0 = i * pw + ml, 30 + j * (ph + 10) + mt
+            iw, ih = pw - ml - 14, ph - mt - 20
+            ymax = max([y for pts, _ in lines for _, y in pts] + [1e-9]) * 1.1
+            parts.append(f'<text x="{i * pw + pw / 2}" y="{y0 - 8}" text-anchor="middle" font-weight="bold">'
+                         f'{_esc(name)}: {_esc(label)}</text>')
+            parts.append(f'<rect x="{x0}" y="{y0}" width="{iw}" height="{ih}" fill="none" stroke="#444"/>')
+            for k in range(5):
+                v = ymax * k / 4
+                y = y0 + ih - ih * k / 4
+                parts.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + iw}" y2="{y:.1f}" stroke="#eee"/>')
+                parts.append(f'<text x="{x0 - 4}" y="{y + 4:.1f}" text-anchor="end">{v:.3g}</text>')
+            for k in range(int(span) + 1):
+                if span > 12 and k % 2:
+                    continue
+                x = x0 + iw * k / span
+                parts.append(f'<text x="{x:.1f}" y="{y0 + ih + 14}" text-anchor="middle">{k}</text>')
+            for pts, color in lines:
+                if pts:
+                    coords = " ".join(f"{x0 + iw * x / span:.1f},{y0 + ih - ih * y / ymax:.1f}" for x, y in pts)
+                    parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        parts.append(f'<text x="{i * pw + pw / 2}" y="{h - 6}" text-anchor="middle">seconds</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+class Runner:
+    def __init__(self, c, timeout):
+        self.c, self.timeout = c, timeout
+
+    def flow(self, job, what):
+        res = job.wait()
+        data = last_json(res.out)
+        if res.rc != 0 or data is None:
+            raise CommandFailed(f"{what} exited {res.rc}: {res.out.strip()[-1500:]}")
+        return data
+
+    def mode(self, mode, seconds):
+        """Latency alone, then bulk for 3 phases with latency in the middle one."""
+        self.c.exec(SENDER, f"lite-admin mode {mode}")
+        alone = self.flow(self.c.exec_async(SENDER, latency_flow(seconds), timeout=self.timeout), "latency flow")
+        bulks = [self.c.exec_async(SENDER, bulk_flow(3 * seconds), timeout=self.timeout) for _ in range(BULK_FLOWS)]
+        time.sleep(seconds)
+        both = self.flow(self.c.exec_async(SENDER, latency_flow(seconds), timeout=self.timeout),
+                         "latency flow beside bulk")
+        bulk = [self.flow(job, "bulk flow") for job in bulks]
+        return alone, both, bulk
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", default="release", choices=["release", "debug"])
+    ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
+    ap.add_argument("--target-us", type=int, help="Target99 (default: 1.5 x the latency flow's p99 alone)")
+    ap.add_argument("--out", default=str(OUT_DIR), help="where qos.json and qos.svg go (default build/bench)")
+    ap.add_argument("--json", action="store_true", help="also print qos.json to stdout")
+    args = ap.parse_args()
+    if args.seconds <= 0:
+        ap.error("--seconds must be positive")
+    guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
+    if not (guest_bin / "lite-bench").exists():
+        print(f"qos-bench: lite-bench missing in {guest_bin}: run `make guest KERNEL={args.kernel}`", file=sys.stderr)
+        return 2
+    out_dir = Path(args.out).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    c = Cluster(out_dir / "qos-cluster")
+    signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+    started = time.time()
+    results = {"config": {"kernel": args.kernel, "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
+                          "latency_size": LATENCY_SIZE, "bulk_size": BULK_SIZE, "bulk_flows": BULK_FLOWS,
+                          "interval_ms": INTERVAL_MS},
+               "modes": {}, "flows": {}, "errors": []}
+    try:
+        c.up(nodes=NODES, variant=args.kernel, mem=1536)
+        for n in range(NODES):
+            c.load_module(n)
+        c.start_manager(0)
+        for n in range(NODES):
+            c.start_agent(n)
+        c.wait_connected(list(range(NODES)), timeout=120)
+        results["config"]["accel"] = c.meta.get("accel")
+        runner = Runner(c, timeout=int(10 * args.seconds) + 300)
+        target_us = args.target_us
+        if target_us is None:
+            print("[0] latency flow alone, to set Target99 ...", flush=True)
+            c.exec(SENDER, "lite-admin mode none")
+            probe = runner.flow(c.exec_async(SENDER, latency_flow(args.seconds), timeout=runner.timeout),
+                                "latency flow")
+            target_us = max(1, int(probe["latency"]["p99_ns"] * 1.5 / 1000))
+        c.exec(SENDER, f"lite-admin target --us {target_us}")
+        results["config"]["target99_us"] = target_us
+        print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
+        for i, mode in enumerate(MODES, 1):
+            print(f"[{i}/{len(MODES)}] mode {mode}: latency alone {args.seconds:g} s, then 2 bulk flows for "
+                  f"{3 * args.seconds:g} s with latency in the middle ...", flush=True)
+            try:
+                alone, both, bulk = runner.mode(mode, args.seconds)
+            except CommandFailed as e:
+                print(f"      FAILED: {str(e)[-1500:]}", flush=True)
+                results["errors"].append({"step": mode, "error": str(e)[-4000:]})
+                continue
+            results["flows"][mode] = {"latency_alone": alone, "latency": [both], "bulk": bulk}
+            results["modes"][mode] = summarize_mode(alone, both, bulk)
+            s = results["modes"][mode]
+            print(f"      latency p99 alone {s['latency_alone']['p99_ns'] / 1e6:.2f} ms, beside bulk "
+                  f"{s['latency_beside_bulk']['p99_ns'] / 1e6:.2f} ms; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
+                  f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency", flush=True)
+        c.exec(SENDER, "lite-admin mode sw-pri")
+    except CommandFailed as e:
+        print(f"\nqos-bench: {e}", flush=True)
+        results["errors"].append({"step": "cluster", "error": str(e)})
+    finally:
+        results["kernel_bug_reports"] = [f"node{n}: {line}" for n, line in c.splats()]
+        c.down(quiet=True)
+    results["duration_s"] = round(time.time() - started, 1)
+    if "none" in results["modes"]:
+        add_ratios(results["modes"])
+    json_path, svg_path = out_dir / "qos.json", out_dir / "qos.svg"
+    json_path.write_text(json.dumps(results, indent=1) + "\n")
+    svg_path.write_text(svg_timeline(
+        f"Latency class beside 2 bulk flows, by mode ({args.kernel} kernel, {time.strftime('%Y-%m-%d %H:%M')})",
+        [(m, {"latency": f["latency"], "bulk": f["bulk"]}) for m, f in results["flows"].items()]))
+    rc = 0
+    if results["modes"]:
+        print("\n== latency class (16 B LT_write) beside 2 bulk flows (1 MiB LT_write) ==")
+        print(table(results["modes"]))
+        sw = results["modes"].get("sw-pri", {}).get("met", {})
+        print("sw-pri targets: " + ", ".join(f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: "
+                                             f"{'met' if v else 'missed' if v is not None else 'no data'}"
+                                             for k, v in sw.items()))
+    if results["errors"] or "none" not in results["modes"]:
+        rc = 1
+    if results["kernel_bug_reports"]:
+        print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
+        rc = 1
+    if args.json:
+        print(json.dumps(results))
+    print(f"results: {json_path}\nplot:    {svg_path}\n({results['duration_s']:.0f} s)")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
