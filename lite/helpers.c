@@ -318,10 +318,15 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 	attr.qp_state = IB_QPS_RTS;
 	attr.sq_psn = local_psn;
 	/*
-	 * 4.096 us * 2^16 = 268 ms per try. 7 retries on a NIC, without limit on
-	 * rxe: dead peers are found by the manager's heartbeats, which flush their QPs.
+	 * 4.096 us * 2^19 = 2.1 s per try: emulated guests stall for over a second
+	 * (the debug kernel's clocksource watchdog reports 1.0-1.4 s), and a
+	 * retransmission that was not needed is where rxe answers multi-packet
+	 * messages with an invalid-request NAK, which fails the peer. Frames are not
+	 * lost on the virtual segment, nor on a RoCE fabric with PFC. 7 retries on a
+	 * NIC, without limit on rxe: dead peers are found by the manager's
+	 * heartbeats, which flush their QPs.
 	 */
-	attr.timeout = 16;
+	attr.timeout = 19;
 	attr.retry_cnt = 7;
 	attr.rnr_retry = 7;
 	attr.max_rd_atomic = min(dattr->max_qp_init_rd_atom, 16);
