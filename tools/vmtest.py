@@ -477,24 +477,28 @@ def rpc_payloads_up_to_4_mib_wrap_the_ring(c):
 
 @big
 def rpc_slow_server_fills_the_ring_and_nothing_is_lost(c):
-    # 24 one-way messages of 1 MiB from two nodes (24 MiB) against an 8 MiB ring and
-    # a server that takes 200 ms per message: senders block until it catches up.
-    serve = Background(c, 1, "slowring", "lite-selftest rpc-serve 21 --delay-ms 200 --limit 30")
-    serve.wait_for("ready")
-    jobs = [c.exec_async(n, "lite-selftest rpc-call 1 21 --oneway --count 6 --threads 2 --size 1M") for n in (0, 2)]
-    slowest = 0
-    for n, job in zip((0, 2), jobs):
-        out = job.wait(timeout=900).out
-        check('"failed":0' in out, f"node {n}: {out[-2000:]}")
-        slowest = max(slowest, json.loads(out.strip().splitlines()[-1])["seconds"])
-    # At most 8 messages fit the ring: 16 had to wait for 200 ms each of the server.
-    check(slowest >= 3.0, f"senders finished in {slowest:.1f} s: they never waited for ring room")
-    print(f"    senders blocked on the full ring for up to {slowest:.1f} s", flush=True)
-    # Then calls, which queue behind the messages.
-    rpc_calls(c, 0, "1 21 --count 6 --size 100K --reply 100K", timeout=900)
-    out = serve.wait_for("served", timeout=900)
-    check("6 calls, 24 messages, 0 corrupt" in out, out)
-    serve.close()
+    # 12 one-way messages of 1 MiB from each of two nodes against each node's 8 MiB
+    # ring and a server that takes 400 ms per message: at most 8 fit, so a sender
+    # finishes only after the server consumed at least 4 of its messages (1.6 s),
+    # however fast the link; without flow control it would take about 0.6 s.
+    serve = Background(c, 1, "slowring", "lite-selftest rpc-serve 21 --delay-ms 400 --limit 30")
+    try:
+        serve.wait_for("ready")
+        jobs = [c.exec_async(n, "lite-selftest rpc-call 1 21 --oneway --count 6 --threads 2 --size 1M")
+                for n in (0, 2)]
+        slowest = 0
+        for n, job in zip((0, 2), jobs):
+            out = job.wait(timeout=900).out
+            check('"failed":0' in out, f"node {n}: {out[-2000:]}")
+            slowest = max(slowest, json.loads(out.strip().splitlines()[-1])["seconds"])
+        check(slowest >= 1.5, f"senders finished in {slowest:.1f} s: they never waited for ring room")
+        print(f"    senders blocked on the full ring for up to {slowest:.1f} s", flush=True)
+        # Then calls, which queue behind the messages.
+        rpc_calls(c, 0, "1 21 --count 6 --size 100K --reply 100K", timeout=900)
+        out = serve.wait_for("served", timeout=900)
+        check("6 calls, 24 messages, 0 corrupt" in out, out)
+    finally:
+        serve.close()
     check_no_rpc_state(c)
 
 
