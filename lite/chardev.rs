@@ -226,9 +226,8 @@ impl OpenFile {
             }
             LITE_IOC_RPC_CALL => {
                 let mut req: LiteRpcCall = read_in(arg)?;
-                let class = lite.qos.current_class();
                 req.seq = lite.rpc_call(&self.rpc, &req)?;
-                lite.qos.account(class, req.input_len, None);
+                lite.qos.account_current(req.input_len);
                 write_out(arg, &req)
             }
             LITE_IOC_WAIT => {

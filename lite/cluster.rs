@@ -637,10 +637,10 @@ impl Peer {
     fn transfer(&self, op: &Op, write: bool, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
-        let mut ticket = self.qos.begin(self.qos.current_class());
-        let qp_index = self.qos.qp_for(ticket.class(), nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let mut ticket = self.qos.begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let qp_index = ticket.qp();
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
-        let mut wr_bytes = ticket.wr_limit(WR_BYTES);
+        let mut wr_bytes = ticket.first_wr_limit(WR_BYTES);
         let mut inflight = InFlight::new(INFLIGHT_BYTES.min(INFLIGHT_WRS * wr_bytes));
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
@@ -773,8 +773,7 @@ impl Peer {
         let result = DmaBuf::new(&self.dev, 8)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
-        let class = self.qos.current_class();
-        let qp_index = self.qos.qp_for(class, nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = Ktime::ktime_get();
         self.take_credits(qp_index, 1)?;
         let posted = {

@@ -276,26 +276,32 @@ impl Qos {
     }
 
     /// The class of the current task's operations.
-    pub(crate) fn current_class(&self) -> u32 {
+    /// The current task's class and the QP (of `nr_qps`; `spread` rotates) its
+    /// operation uses.
+    pub(crate) fn classify(&self, nr_qps: usize, spread: usize) -> (u32, usize) {
         let who = Who::current();
-        self.state.lock().class_of(&who).0
+        let st = self.state.lock();
+        let class = st.class_of(&who).0;
+        (class, qp_for(st.mode, class, nr_qps, spread))
     }
 
-    /// The QP (of `nr_qps`) an operation of `class` uses; `spread` rotates.
-    pub(crate) fn qp_for(&self, class: u32, nr_qps: usize, spread: usize) -> usize {
-        let hw_sep = self.state.lock().mode == LITE_QOS_HW_SEP;
-        match (hw_sep, nr_qps) {
-            (true, 2..) if class == LITE_CLASS_LATENCY => 1 + spread % (nr_qps - 1),
-            (true, 2..) => 0,
-            _ => spread % nr_qps.max(1),
-        }
+    /// A transfer of the current task starts: its class, QP and first work request
+    /// size are decided at once; pacing decisions go through the ticket.
+    pub(crate) fn begin(&self, nr_qps: usize, spread: usize) -> Ticket<'_> {
+        let who = Who::current();
+        let mut st = self.state.lock();
+        let class = st.class_of(&who).0.min(LITE_NR_CLASSES - 1);
+        st.classes[class as usize].active += 1;
+        let paced = class != LITE_CLASS_LATENCY && st.pacing(now_ns());
+        let qp = qp_for(st.mode, class, nr_qps, spread);
+        Ticket { qos: self, class, qp, paced, flow: None, start_ns: now_ns(), bytes: 0 }
     }
 
-    /// A transfer of `class` starts; pacing decisions go through the ticket.
-    pub(crate) fn begin(&self, class: u32) -> Ticket<'_> {
-        let class = class.min(LITE_NR_CLASSES - 1);
-        self.state.lock().classes[class as usize].active += 1;
-        Ticket { qos: self, class, flow: None, start_ns: now_ns(), bytes: 0 }
+    /// Accounts an RPC call or message of the current task (its class, no latency).
+    pub(crate) fn account_current(&self, bytes: u64) {
+        let who = Who::current();
+        let class = self.state.lock().class_of(&who).0;
+        self.account(class, bytes, None);
     }
 
     /// Accounts an operation that is not a paced transfer (atomics, RPC messages).
@@ -484,6 +490,9 @@ impl Qos {
 pub(crate) struct Ticket<'a> {
     qos: &'a Qos,
     class: u32,
+    qp: usize,
+    /// Paced when the transfer began (later work requests learn it from `admit`).
+    paced: bool,
     flow: Option<usize>,
     start_ns: u64,
     bytes: u64,
@@ -498,15 +507,14 @@ pub(crate) enum Admit {
 }
 
 impl Ticket<'_> {
-    pub(crate) fn class(&self) -> u32 {
-        self.class
+    pub(crate) fn qp(&self) -> usize {
+        self.qp
     }
 
-    /// Largest work request of this transfer now (at most `most`): small chunks
+    /// Largest first work request of this transfer (at most `most`): small chunks
     /// while paced.
-    pub(crate) fn wr_limit(&self, most: usize) -> usize {
-        let paced = self.class != LITE_CLASS_LATENCY && self.qos.state.lock().pacing(now_ns());
-        pacer::chunk_len(most as u64, paced) as usize
+    pub(crate) fn first_wr_limit(&self, most: usize) -> usize {
+        pacer::chunk_len(most as u64, self.paced) as usize
     }
 
     /// Waits until a work request of `bytes` may go (at once for the latency class,
@@ -633,6 +641,15 @@ impl Drop for Ticket<'_> {
             }
         }
         self.qos.turn.notify_all();
+    }
+}
+
+/// The QP (of `nr_qps`) an operation of `class` uses in `mode`; `spread` rotates.
+fn qp_for(mode: u32, class: u32, nr_qps: usize, spread: usize) -> usize {
+    match (mode == LITE_QOS_HW_SEP, nr_qps) {
+        (true, 2..) if class == LITE_CLASS_LATENCY => 1 + spread % (nr_qps - 1),
+        (true, 2..) => 0,
+        _ => spread % nr_qps.max(1),
     }
 }
 
