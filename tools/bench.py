@@ -816,12 +816,7 @@ def main():
     try:
         try:
             c.up(nodes=NODES, variant=args.kernel, mem=args.mem)
-            for n in range(NODES):
-                c.load_module(n)
-            c.start_manager(0)
-            for n in range(NODES):
-                c.start_agent(n)
-            c.wait_connected(list(range(NODES)), timeout=120)
+            c.join(range(NODES))
             results["config"]["accel"] = c.meta.get("accel")
             print(f"\n== {NODES} nodes joined ({time.time() - started:.0f} s after start); client node {CLIENT}, "
                   f"server/holder node {SERVER} ==", flush=True)

@@ -196,12 +196,7 @@ def main():
     try:
         c.up(nodes=args.nodes, variant=args.kernel)
         nodes = list(range(args.nodes))
-        for n in nodes:
-            c.load_module(n)
-        c.start_manager(0)
-        for n in nodes:
-            c.start_agent(n)
-        c.wait_connected(nodes, timeout=120)
+        c.join(nodes)
         print(f"\n== {args.nodes} nodes joined ({time.time() - started:.0f} s after start) ==", flush=True)
         results, native = [], None
         if args.apps is None:

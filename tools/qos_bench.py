@@ -232,12 +232,7 @@ def main():
                "modes": {}, "flows": {}, "errors": []}
     try:
         c.up(nodes=NODES, variant=args.kernel, mem=1536)
-        for n in range(NODES):
-            c.load_module(n)
-        c.start_manager(0)
-        for n in range(NODES):
-            c.start_agent(n)
-        c.wait_connected(list(range(NODES)), timeout=120)
+        c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
         target_us = args.target_us

@@ -518,6 +518,16 @@ class Cluster:
         self.exec(n, f"lite-admin join {guest_address(manager_node)}:{MANAGER_PORT} {want} "
                      f">>/run/lite/agent{n}.log 2>&1 &")
 
+    def join(self, nodes, timeout=120):
+        """Loads lite.ko on `nodes`, runs the manager on node 0 and an agent on each,
+        and waits until every node sees every other one connected."""
+        for n in nodes:
+            self.load_module(n)
+        self.start_manager(0)
+        for n in nodes:
+            self.start_agent(n)
+        self.wait_connected(list(nodes), timeout=timeout)
+
     def status(self, n):
         return json.loads(self.exec(n, "lite-admin status --json").out)
 
@@ -556,12 +566,7 @@ def main():
         # A developer's cluster sees programs and modules rebuilt while it runs.
         c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime, cache_guest=False)
         if args.join:
-            for n in range(args.nodes):
-                c.load_module(n)
-            c.start_manager(0)
-            for n in range(args.nodes):
-                c.start_agent(n)
-            c.wait_connected(list(range(args.nodes)))
+            c.join(range(args.nodes), timeout=60)
             log("all nodes joined")
         log(f"run a command: tools/vcluster.py exec N 'lite-admin status'   shell: tools/vcluster.py shell N")
     elif args.cmd == "exec":
