@@ -143,9 +143,9 @@ def sample_results():
             "lat_read": {"8": lat(2_200_000, 9_000_000)},
             "bw": {"65536": {"mib_s": 48.0}, "4194304": {"mib_s": 90.0}},
             "malloc": {"1": {"size": 1 << 30, "total_ns": 1e9}, "0,1,2": {"size": 1 << 30, "total_ns": 2e9}},
-            "lmrs": {"1": {"median_ns": 1000, "size": 4096, "write_size": 8},
-                     "100000": {"median_ns": 1200, "size": 4096, "write_size": 8},
-                     "1000": {"median_ns": 1050, "size": 4096, "write_size": 8}},
+            "lmrs": {"1": {"median_ns": 1000, "size": 4096, "write_size": 8, "alone": {"median_ns": 1000}},
+                     "100000": {"median_ns": 1200, "size": 4096, "write_size": 8, "alone": {"median_ns": 1000}},
+                     "1000": {"median_ns": 1050, "size": 4096, "write_size": 8, "alone": {"median_ns": 1000}}},
         },
     }
 
@@ -345,8 +345,8 @@ class FakeCluster:
                    "total_ns": 1_000_000_000}
         elif args[1] == "lmrs":
             count = int(args[args.index("--count") + 1])
-            out = {"bench": "lmrs", "count": count, "size": 4096, "write_size": 8, "setup_s": 1.0,
-                   "median_ns": 1000 + count // 1000, "p99_ns": 2000}
+            out = {"bench": "lmrs", "count": count, "size": 4096, "write_size": 8, "setup_s": 1.0, "free_s": 1.0,
+                   "median_ns": 1000 + count // 1000, "p99_ns": 2000, "alone": {"median_ns": 1000}}
         (self.run / log).write_text("lite-bench [   0.0 s] working\nlite-bench [   0.1 s] done\n")
         cid = f"job{len(self.jobs)}"
         self.jobs[cid] = Result(0, json.dumps(out) + "\n")
@@ -375,7 +375,7 @@ class Orchestration(unittest.TestCase):
                 bench.run_steps(b, results, args)
             text = printed.getvalue()
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 + 5 + 1 + 3 + 4)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
@@ -426,8 +426,9 @@ class Orchestration(unittest.TestCase):
         self.assertTrue(idle["met"])
         server = [s for n, s in c.commands if n == 1 and "rpc-serve 31" in s]
         self.assertTrue(server, "the RPC server starts on node 1")
-        self.assertIn("lite-selftest rpc-call 1 31 --count 50 --size 8 --reply 4096 --kernel-caller",
-                      [s for n, s in c.commands if n == 0 and "--kernel-caller" in s][0])
+        kernel_rounds = [s for n, s in c.commands if n == 0 and "--kernel-caller" in s]
+        self.assertEqual(len(kernel_rounds), bench.RPC_CALLER_ROUNDS, "user and kernel caller alternate in rounds")
+        self.assertIn("lite-selftest rpc-call 1 31 --count 12 --size 8 --reply 4096 --kernel-caller", kernel_rounds[0])
         ET.fromstring(bench.svg_chart("t", bench.chart_panels(results)))
 
 

@@ -325,7 +325,7 @@ class Cluster:
             self.start_node(n)
         try:
             for n in range(nodes):
-                self.wait_ready(n, boot_timeout)
+                self.wait_booted(n, boot_timeout)
         except BaseException:
             self.down()
             raise
@@ -378,6 +378,25 @@ class Cluster:
                 tail = self.console(n)[-3000:]
                 raise CommandFailed(f"node {n} did not boot within {timeout} s; console tail:\n{tail}")
             time.sleep(0.1)
+
+    def boot_node(self, n, timeout):
+        """Starts node n and waits until its guest is ready (see `wait_booted`)."""
+        self.start_node(n)
+        self.wait_booted(n, timeout)
+
+    def wait_booted(self, n, timeout):
+        """Waits for node n's guest, just started; a guest that does not come up is
+        restarted once. An emulated guest can hang early in boot, long before anything
+        of ours runs (seen in a CI run: a TCG vCPU whose timer never fired again, RCU
+        stall reports and no progress for minutes); a second boot is the cure, logged."""
+        try:
+            self.wait_ready(n, timeout)
+        except CommandFailed as first:
+            log(f"node {n} did not boot within {timeout} s (console tail below); restarting it once\n"
+                + str(first).split("console tail:\n", 1)[-1][-1500:])
+            self.kill_node(n)
+            self.start_node(n)
+            self.wait_ready(n, timeout)
 
     def kill_node(self, n):
         """Pulls the plug on node n (SIGKILL to its qemu)."""

@@ -122,8 +122,7 @@ def two_nodes_join_with_k_rc_qps_each(c):
 
 @test
 def late_third_node_boots_and_joins_everyone(c):
-    c.start_node(2)
-    c.wait_ready(2, 300)
+    c.boot_node(2, 300)
     c.load_module(2)
     c.start_agent(2)
     c.wait_connected([0, 1, 2], timeout=90)

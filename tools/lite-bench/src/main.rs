@@ -8,8 +8,9 @@
 //!       LT_write throughput: back-to-back writes of each size, T threads with an LMR each
 //!   lite-bench malloc --size BYTES [--holders 0,1,2] [--repeat R]
 //!       time of LT_malloc of BYTES over the holders plus an LT_map of it by name
-//!   lite-bench lmrs --count N --holder NODE [--size 4096] [--iters I]
-//!       LT_write 8 B latency to the first and to random ones of N LMRs
+//!   lite-bench lmrs --count N --holder NODE [--size 4096] [--iters I] [--threads 8]
+//!       LT_write 8 B latency to the first and to random ones of N LMRs (allocated
+//!       and freed from T threads)
 //!   lite-bench flow --holder NODE --size BYTES --seconds S [--class bulk] [--threads T]
 //!       one traffic flow of a priority class: back-to-back LT_write/LT_read, with
 //!       throughput and latency per interval (the priority-class benchmark's flows)
@@ -30,6 +31,7 @@ use serde_json::{json, Value};
 use stats::{parse_nodes, parse_size, parse_sizes, throughput, Summary, XorShift};
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -137,7 +139,8 @@ enum Command {
         /// Bytes per LMR.
         #[arg(long, value_parser = parse_size, default_value = "4096")]
         size: u64,
-        /// Timed writes to the first LMR, and as many to random ones.
+        /// Timed writes to the first LMR alone (before the others exist), then as many
+        /// to it alternating with as many to random ones of all COUNT.
         #[arg(long, default_value_t = 1000)]
         iters: u32,
         /// Untimed writes before each series.
@@ -149,6 +152,10 @@ enum Command {
         /// Bytes per timed write.
         #[arg(long, value_parser = parse_size, default_value = "8")]
         write_size: u64,
+        /// Threads that allocate and free the LMRs (each LT_malloc waits for round
+        /// trips to other nodes, which overlap across threads).
+        #[arg(long, default_value_t = 8)]
+        threads: u32,
     },
     /// One flow of a priority class: back-to-back LT_write (or LT_read) of SIZE bytes
     /// to an LMR on NODE from each of THREADS threads for SECONDS, after lowering this
@@ -211,9 +218,8 @@ fn main() -> ExitCode {
         Command::Flow { holder, size, op, seconds, class, threads, interval_ms } => {
             flow(&progress, cli.namespace, holder, size, op, seconds, class, threads, interval_ms)
         }
-        Command::Lmrs { count, holder, size, iters, warmup, seed, write_size } => {
-            // Prints its result and exits itself: see `lmrs`.
-            lmrs(&progress, cli.namespace, count, holder, size, iters, warmup, seed, write_size)
+        Command::Lmrs { count, holder, size, iters, warmup, seed, write_size, threads } => {
+            lmrs(&progress, cli.namespace, count, holder, size, iters, warmup, seed, write_size, threads)
         }
     };
     match result {
@@ -670,6 +676,7 @@ fn lmrs(
     warmup: u32,
     seed: Option<u64>,
     write_size: u64,
+    threads: u32,
 ) -> Res<Value> {
     if count == 0 || iters == 0 {
         return Err("--count and --iters must be at least 1".into());
@@ -680,49 +687,75 @@ fn lmrs(
     let (lite, me) = open(progress, Some(holder))?;
     let pid = std::process::id();
     let options = opts(vec![holder], namespace);
-    let mut all: Vec<Lmr<'_>> = Vec::with_capacity(count as usize);
-    progress.say(&format!("allocating {count} LMRs of {size} B on node {holder}"));
-    let setup = Instant::now();
-    for i in 0..count {
-        let lmr = lite
-            .malloc(size, &format!("bench-{pid}-lmr-{i}"), &options)
-            .map_err(|e| format!("LT_malloc of LMR {} of {count}: {e}", i + 1))?;
-        all.push(lmr);
-        let done = i + 1;
-        if done % 1000 == 0 || done == count {
-            let s = setup.elapsed().as_secs_f64();
-            progress.say(&format!("  {done}/{count} LMRs ({s:.0} s, {:.0}/s)", f64::from(done) / s.max(1e-9)));
-        }
-    }
-    let setup_s = setup.elapsed().as_secs_f64();
+    let name = |i: u32| format!("bench-{pid}-lmr-{i}");
     let buf = buffer(write_size)?;
-    let time_writes = |pick: &mut dyn FnMut() -> usize| -> Res<Summary> {
-        for _ in 0..warmup {
-            all[pick()].write(0, &buf).map_err(err("warm-up LT_write"))?;
-        }
-        let mut samples = Vec::with_capacity(iters as usize);
-        for _ in 0..iters {
-            let lmr = &all[pick()];
-            let t = Instant::now();
-            lmr.write(0, &buf).map_err(err("LT_write"))?;
-            samples.push(nanos(t.elapsed()));
-        }
-        Ok(Summary::of(&mut samples).expect("iters >= 1"))
+    let first = lite.malloc(size, &name(0), &options).map_err(err("LT_malloc of the first LMR"))?;
+    let time_write = |lmr: &Lmr<'_>| -> Res<u64> {
+        let t = Instant::now();
+        lmr.write(0, &buf).map_err(err("LT_write"))?;
+        Ok(nanos(t.elapsed()))
     };
-    progress.say(&format!("{iters} LT_writes of {write_size} B to the first LMR"));
-    let first = time_writes(&mut || 0)?;
+    // The first LMR alone, before the others exist: the same process and cluster,
+    // so that the comparison with many LMRs does not span runs.
+    progress.say(&format!("{iters} LT_writes of {write_size} B to the first LMR, alone"));
+    for _ in 0..warmup {
+        time_write(&first)?;
+    }
+    let mut alone = (0..iters).map(|_| time_write(&first)).collect::<Res<Vec<_>>>()?;
+    let alone = Summary::of(&mut alone).expect("iters >= 1");
+    progress.say(&format!("allocating {} more LMRs of {size} B on node {holder} from {threads} threads", count - 1));
+    let setup = Instant::now();
+    let next = AtomicU32::new(1);
+    let made = Mutex::new(Vec::with_capacity(count as usize));
+    let allocate = || -> Res<()> {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= count {
+                return Ok(());
+            }
+            let lmr = lite
+                .malloc(size, &name(i), &options)
+                .map_err(|e| format!("LT_malloc of LMR {} of {count}: {e}", i + 1))?;
+            let mut made = made.lock().map_err(|_| "an allocating thread panicked")?;
+            made.push(lmr);
+            let done = made.len() as u32 + 1;
+            if done.is_multiple_of(1000) || done == count {
+                let s = setup.elapsed().as_secs_f64();
+                progress.say(&format!("  {done}/{count} LMRs ({s:.0} s, {:.0}/s)", f64::from(done) / s.max(1e-9)));
+            }
+        }
+    };
+    let allocated = in_threads(threads, &allocate);
+    let mut all = made.into_inner().map_err(|_| "an allocating thread panicked")?;
+    allocated?;
+    all.push(first);
+    let setup_s = setup.elapsed().as_secs_f64();
     let seed = seed.unwrap_or((u64::from(pid) << 32) ^ nanos(progress.started.elapsed()));
     let mut rng = XorShift::new(seed);
-    progress.say(&format!("{iters} LT_writes of {write_size} B, each to a random one of the {count} LMRs"));
-    let random = time_writes(&mut || rng.below(count as usize))?;
+    // Alternating, so that both series see the same moments of a noisy cluster.
     progress.say(&format!(
-        "  first: median {:.1} us p99 {:.1} us; random: median {:.1} us p99 {:.1} us",
+        "{iters} LT_writes of {write_size} B to the first LMR, alternating with as many to random ones of the {count}"
+    ));
+    for _ in 0..warmup {
+        time_write(&all[rng.below(all.len())])?;
+    }
+    let (mut to_first, mut to_random) = (Vec::with_capacity(iters as usize), Vec::with_capacity(iters as usize));
+    for _ in 0..iters {
+        to_first.push(time_write(&all[count as usize - 1])?);
+        to_random.push(time_write(&all[rng.below(all.len())])?);
+    }
+    let first = Summary::of(&mut to_first).expect("iters >= 1");
+    let random = Summary::of(&mut to_random).expect("iters >= 1");
+    progress.say(&format!(
+        "  alone: median {:.1} us p99 {:.1} us; with {count}: first median {:.1} us p99 {:.1} us, random median {:.1} us p99 {:.1} us",
+        alone.median_ns as f64 / 1e3,
+        alone.p99_ns as f64 / 1e3,
         first.median_ns as f64 / 1e3,
         first.p99_ns as f64 / 1e3,
         random.median_ns as f64 / 1e3,
         random.p99_ns as f64 / 1e3
     ));
-    let value = json!({
+    let mut value = json!({
         "bench": "lmrs",
         "node": me,
         "holder": holder,
@@ -731,15 +764,34 @@ fn lmrs(
         "write_size": write_size,
         "iters": iters,
         "seed": seed,
+        "threads": threads,
         "setup_s": setup_s,
         "median_ns": random.median_ns,
         "p99_ns": random.p99_ns,
+        "alone": alone.to_json(),
         "first": first.to_json(),
         "random": random.to_json(),
     });
-    // Exit without `count` unmaps: the kernel releases this process's LMRs (and
-    // frees those it is master of) when /dev/lite is closed at exit.
-    emit(&value);
-    progress.say(&format!("exiting without freeing the {count} LMRs (the kernel releases them)"));
-    std::process::exit(0);
+    progress.say(&format!("freeing the {count} LMRs from {threads} threads"));
+    let freeing = Instant::now();
+    let left = Mutex::new(all);
+    let free = || -> Res<()> {
+        loop {
+            let Some(lmr) = left.lock().map_err(|_| "a freeing thread panicked")?.pop() else { return Ok(()) };
+            lmr.free().map_err(err("LT_free"))?;
+        }
+    };
+    in_threads(threads, &free)?;
+    let free_s = freeing.elapsed().as_secs_f64();
+    progress.say(&format!("  freed in {free_s:.1} s"));
+    value["free_s"] = json!(free_s);
+    Ok(value)
+}
+
+/// Runs `work` on `threads` threads at once; the first error wins.
+fn in_threads(threads: u32, work: &(dyn Fn() -> Res<()> + Sync)) -> Res<()> {
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (0..threads.max(1)).map(|_| scope.spawn(work)).collect();
+        running.into_iter().try_for_each(|t| t.join().map_err(|_| "a benchmark thread panicked".to_string())?)
+    })
 }
