@@ -82,6 +82,8 @@ RPC_ID = 31
 RPC_SERVER_THREADS = 4
 RPC_THREADS = [1, 2, 4, 8, 16]
 RPC_CALLER_ROUNDS = 4
+# Step groups, in the order they run (--only).
+SECTIONS = ["lat", "bw", "malloc", "lmrs", "rpc", "atomics"]
 RPC_IDLE_S = 5
 LOCK_THREADS = [1, 2, 4, 8]
 # The lock word (followed by the counter it guards) in the atomics' LMR.
@@ -580,6 +582,11 @@ def run_steps(b, results, args):
     a = args
     lite, native = results["lite"], results["native"]
     steps = []
+    # (section, index of its first step), for --only.
+    sections = []
+
+    def section(name):
+        sections.append((name, len(steps)))
 
     def lat_native(tool, size):
         def go():
@@ -650,17 +657,21 @@ def run_steps(b, results, args):
         return go
 
     # Native and LITE alternate per size, so both see the same cluster conditions.
+    section("lat")
     for size in a.lat_sizes:
         steps.append((f"ib_write_lat {fmt_size(size)}", lat_native("ib_write_lat", size)))
         steps.append((f"lite-bench lat write {fmt_size(size)}", lat_lite("write", size)))
         steps.append((f"ib_read_lat {fmt_size(size)}", lat_native("ib_read_lat", size)))
         steps.append((f"lite-bench lat read {fmt_size(size)}", lat_lite("read", size)))
+    section("bw")
     for size in a.bw_sizes:
         steps.append((f"ib_write_bw {fmt_size(size)}, {bw_iters(size)} writes", bw_native(size)))
         steps.append((f"lite-bench bw {fmt_size(size)}, {bw_iters(size)} writes", bw_lite(size)))
+    section("malloc")
     steps.append((f"lite-regmr (ibv_reg_mr) {fmt_size(a.malloc_size)}", regmr))
     for holders in MALLOC_HOLDERS:
         steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}", malloc(holders)))
+    section("lmrs")
     for count in a.lmr_counts:
         steps.append((f"lite-bench lmrs {count:,} LMR{'s' if count != 1 else ''}", lmrs(count)))
     def rpc_server():
@@ -689,6 +700,7 @@ def run_steps(b, results, args):
         lite["rpc_idle"] = {"seconds": RPC_IDLE_S, "cpu_s": ticks / USER_HZ}
         return f"{ticks / USER_HZ:.2f} s of CPU in {RPC_IDLE_S} s idle"
 
+    section("rpc")
     steps.append(("RPC server", rpc_server))
     for size in a.lat_sizes:
         steps.append((f"lite-selftest rpc-call 16 B -> {fmt_size(size)}",
@@ -741,14 +753,27 @@ def run_steps(b, results, args):
                     f"{d['increments_per_s']:.0f} increments/s")
         return go
 
+    section("atomics")
     steps.append(("ib_atomic_lat 8 B", lat_native("ib_atomic_lat", 8)))
     steps.append(("LMR for the atomics", atomic_lmr))
     steps.append(("lite-selftest atomic-count (fetch-and-add)", atomic_lite))
     for threads in LOCK_THREADS:
         steps.append((f"lite-selftest lock-count, {threads} thread(s)", lock_lite(threads)))
+    if a.only:
+        bounds = sections + [(None, len(steps))]
+        keep = [i for (name, start), (_, end) in zip(bounds, bounds[1:]) if name in a.only for i in range(start, end)]
+        steps = [steps[i] for i in keep]
     b.total = len(steps)
     for label, fn in steps:
         b.guarded(label, fn)
+
+
+def sections_arg(s):
+    names = [x.strip() for x in s.split(",") if x.strip()]
+    unknown = [x for x in names if x not in SECTIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"{s!r}: expected sections among {','.join(SECTIONS)}")
+    return names
 
 
 def size_arg(s):
@@ -783,6 +808,8 @@ def main():
                     help="bytes for malloc vs ibv_reg_mr (default 1 GiB)")
     ap.add_argument("--lmr-counts", type=sizes_arg, help="LMR counts (default 1,1000,100000; --quick 1,1000,10000)")
     ap.add_argument("--lmr-iters", type=int, help="timed writes per LMR-count point (default 200; --quick 50)")
+    ap.add_argument("--only", type=sections_arg,
+                    help=f"run only these sections, comma-separated ({','.join(SECTIONS)})")
     ap.add_argument("--step-timeout", type=int, default=900,
                     help="seconds per step (default 900; an LMR-count step gets at least 600 + 0.03 per LMR)")
     ap.add_argument("--out", default=str(OUT_DIR),

@@ -366,7 +366,7 @@ class Orchestration(unittest.TestCase):
             c = FakeCluster(tmp)
             args = argparse.Namespace(lat_sizes=[8, 4096], lat_iters=50, warmup=5, bw_sizes=[65536, 4194304],
                                       bw_mib=16, bw_seconds=60, bw_threads=1, malloc_size=1 << 30,
-                                      lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900)
+                                      lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900, only=None)
             results = {"config": {"lat_sizes": args.lat_sizes, "bw_sizes": args.bw_sizes, "bw_threads": 1},
                        "native": {}, "lite": {}}
             b = bench.Bench(c, args)
@@ -374,6 +374,14 @@ class Orchestration(unittest.TestCase):
             with contextlib.redirect_stdout(printed):
                 bench.run_steps(b, results, args)
             text = printed.getvalue()
+            args.only = bench.sections_arg("bw,atomics")
+            some = bench.Bench(FakeCluster(tmp), args)
+            with contextlib.redirect_stdout(io.StringIO()) as part:
+                bench.run_steps(some, {"config": results["config"], "native": {}, "lite": {}}, args)
+        self.assertEqual(some.total, 2 * 2 + 3 + 4, "--only bw,atomics: the bandwidth pairs, the atomic and lock steps")
+        self.assertIn(f"[1/{some.total}] ib_write_bw 64 KiB", part.getvalue())
+        with self.assertRaises(argparse.ArgumentTypeError):
+            bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
         self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
