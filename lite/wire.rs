@@ -153,6 +153,9 @@ pub(crate) enum MsgKind {
     /// Owner to waiter: the outcome for a queued caller ([`LockWake`]); ENOENT
     /// when that caller is gone.
     LockWake = 16,
+    /// Master to holder: free everything held for each of a list of LMRs
+    /// ([`encode_ids`]); what a process that exits with many LMRs costs in messages.
+    ReleaseMany = 17,
 }
 
 impl MsgKind {
@@ -174,6 +177,7 @@ impl MsgKind {
             14 => MsgKind::RpcHead,
             15 => MsgKind::Lock,
             16 => MsgKind::LockWake,
+            17 => MsgKind::ReleaseMany,
             _ => return None,
         })
     }
@@ -568,6 +572,37 @@ impl Body for RpcUnbind {
     }
 }
 
+/// LMR ids one `ReleaseMany` message carries at most.
+pub(crate) const IDS_PER_MSG: usize = (BODY_MAX - 8) / 8;
+
+/// Encodes up to `IDS_PER_MSG` LMR ids into `buf`; returns the body length.
+pub(crate) fn encode_ids(buf: &mut [u8], ids: &[u64]) -> Option<usize> {
+    if ids.len() > IDS_PER_MSG {
+        return None;
+    }
+    let mut w = Writer::new(buf);
+    w.u32(u32::try_from(ids.len()).ok()?)?.u32(0)?;
+    for &id in ids {
+        w.u64(id)?;
+    }
+    Some(w.len())
+}
+
+/// Decodes a list of LMR ids, each passed to `each`; None when malformed (before
+/// any id is passed on).
+pub(crate) fn decode_ids(body: &[u8], mut each: impl FnMut(u64)) -> Option<usize> {
+    let mut r = Reader::new(body);
+    let count = r.u32()? as usize;
+    r.u32()?;
+    if count > IDS_PER_MSG || body.len() != 8 + 8 * count {
+        return None;
+    }
+    for _ in 0..count {
+        each(r.u64()?);
+    }
+    Some(count)
+}
+
 /// Encodes `extents` (node, addr, len) as an `Extents` answer into `buf`;
 /// returns the body length. At most `EXTENTS_PER_MSG` fit.
 pub(crate) fn encode_extents(buf: &mut [u8], extents: &[(u32, u64, u64)]) -> Option<usize> {
@@ -679,7 +714,8 @@ mod tests {
         assert_eq!(Header { kind: 11, ..h }.msg_kind(), Some(MsgKind::Forget));
         assert_eq!(Header { kind: 14, ..h }.msg_kind(), Some(MsgKind::RpcHead));
         assert_eq!(Header { kind: 16, ..h }.msg_kind(), Some(MsgKind::LockWake));
-        assert_eq!(Header { kind: 17, ..h }.msg_kind(), None);
+        assert_eq!(Header { kind: 17, ..h }.msg_kind(), Some(MsgKind::ReleaseMany));
+        assert_eq!(Header { kind: 18, ..h }.msg_kind(), None);
     }
 
     fn round_trip<T: Body + core::fmt::Debug + PartialEq>(value: T) {
@@ -691,6 +727,27 @@ mod tests {
         for short in 0..len {
             assert_eq!(T::decode(&mut Reader::new(&buf[..short])), None, "truncated to {short}");
         }
+    }
+
+    #[test]
+    fn id_lists_round_trip_and_reject_bad_counts() {
+        let ids: Vec<u64> = (0..IDS_PER_MSG as u64).map(|i| i * 0x1_0000_0001).collect();
+        let mut buf = [0u8; BODY_MAX];
+        let len = encode_ids(&mut buf, &ids).unwrap();
+        assert!(len <= BODY_MAX);
+        let mut got = Vec::new();
+        assert_eq!(decode_ids(&buf[..len], |id| got.push(id)), Some(IDS_PER_MSG));
+        assert_eq!(got, ids);
+        assert_eq!(encode_ids(&mut buf, &vec![1; IDS_PER_MSG + 1]), None, "more than fit");
+        let len = encode_ids(&mut buf, &[7, 8]).unwrap();
+        assert_eq!(decode_ids(&buf[..len - 1], |_| panic!("nothing passed on")), None, "truncated");
+        assert_eq!(decode_ids(&buf[..len - 8], |_| panic!("nothing passed on")), None, "count says 2, 1 present");
+        let mut longer = [0u8; 32];
+        longer[..len].copy_from_slice(&buf[..len]);
+        assert_eq!(decode_ids(&longer, |_| panic!("nothing passed on")), None, "trailing bytes");
+        buf[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode_ids(&buf, |_| panic!("nothing passed on")), None, "count beyond the limit");
+        assert_eq!(decode_ids(&[], |_| ()), None);
     }
 
     #[test]

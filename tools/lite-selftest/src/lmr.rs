@@ -740,7 +740,7 @@ fn hold(lmr: &Lmr<'_>) {
 }
 
 /// `lmr-many`.
-pub fn many(lite: &Lite, count: u32, size: u64) -> ExitCode {
+pub fn many(lite: &Lite, count: u32, size: u64, holders: Vec<u32>) -> ExitCode {
     if count == 0 || size == 0 {
         eprintln!("lite-selftest: COUNT and --size must be at least 1");
         return ExitCode::from(2);
@@ -748,8 +748,9 @@ pub fn many(lite: &Lite, count: u32, size: u64) -> ExitCode {
     let pid = std::process::id();
     let start = Instant::now();
     let mut lmrs = Vec::with_capacity(count as usize);
+    let options = MallocOptions { holders, ..MallocOptions::default() };
     for i in 0..count {
-        match lite.malloc(size, &format!("many-{pid}-{i}"), &MallocOptions::default()) {
+        match lite.malloc(size, &format!("many-{pid}-{i}"), &options) {
             Ok(lmr) => lmrs.push(lmr),
             Err(e) => {
                 eprintln!("lmr-many: malloc #{i} of {size} bytes: {}", why(&e));

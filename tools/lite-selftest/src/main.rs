@@ -13,7 +13,7 @@
 //!   lite-selftest lmr-client NAME --perm PERM [--expect-error ERRNO] [--check-pattern]
 //!                                  [--write-pattern] [--hold]
 //!                                  map NAME and check the outcome
-//!   lite-selftest lmr-many COUNT --size BYTES
+//!   lite-selftest lmr-many COUNT --size BYTES [--holders LIST]
 //!                                  allocate COUNT LMRs and exit without freeing them
 //!   lite-selftest rpc-serve ID [--threads T] [--delay-ms N] [--limit N]
 //!                                  serve RPC ID, checking requests, answering patterns
@@ -131,6 +131,9 @@ enum Command {
         /// Size of each (K, M, G, T suffixes).
         #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
         size: u64,
+        /// Holder nodes, comma-separated (default: this node).
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        holders: Vec<u32>,
     },
     /// Serve RPC ID: check every request, reply with the asked-for pattern.
     RpcServe {
@@ -466,7 +469,7 @@ fn main() -> ExitCode {
         Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
         }
-        Command::LmrMany { count, size } => return lmr::many(&lite, count, size),
+        Command::LmrMany { count, size, holders } => return lmr::many(&lite, count, size, holders),
         Command::RpcServe { id, threads, delay_ms, limit } => {
             return rpc::serve(&lite, id, threads, std::time::Duration::from_millis(delay_ms), limit)
         }
