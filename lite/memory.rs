@@ -854,45 +854,34 @@ impl Lite {
     /// 100 000.
     fn free_lmrs(&self, ids: &[u64]) {
         let Ok(me) = self.me() else { return };
-        // (holder, id) for the remote holders; None: no memory for the lists.
-        let mut remote = KVec::with_capacity(ids.len(), GFP_KERNEL).ok();
-        let mut body = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL).ok();
-        if body.is_none() {
-            remote = None;
-        }
+        // (holder, id) for the remote holders, and a message body.
+        let (Ok(mut remote), Ok(mut body)) =
+            (KVec::with_capacity(ids.len(), GFP_KERNEL), KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL))
+        else {
+            // No memory for the lists: a round trip per LMR.
+            for &id in ids {
+                let _ = self.free_lmr(id);
+            }
+            return;
+        };
         for &id in ids {
             let Ok(holders) = self.retire_lmr(me, id) else { continue };
             for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0) {
                 if node == me {
                     self.release(me, id);
-                } else if let Some(remote) = remote.as_mut() {
+                } else {
                     // Within the capacity reserved above: cannot fail.
                     let _ = remote.push((node, id), GFP_KERNEL);
-                } else if let Ok(peer) = self.peer(node) {
-                    let _ = peer.request(MsgKind::Release, &wire::LmrId { id }, &mut []);
                 }
             }
         }
-        let (Some(remote), Some(body)) = (remote, body.as_mut()) else { return };
         for node in 0..LITE_MAX_NODES {
             let Ok(peer) = self.peer(node) else { continue };
-            let mut ids = remote.iter().filter(|(holder, _)| *holder == node).map(|(_, id)| *id).peekable();
-            while ids.peek().is_some() {
-                let mut batch = KVec::with_capacity(wire::IDS_PER_MSG, GFP_KERNEL).ok();
-                for id in ids.by_ref().take(wire::IDS_PER_MSG) {
-                    // Within the capacity reserved above; without it, each is told alone.
-                    let listed = match batch.as_mut() {
-                        Some(batch) => batch.push(id, GFP_KERNEL).is_ok(),
-                        None => false,
-                    };
-                    if !listed {
-                        let _ = peer.request(MsgKind::Release, &wire::LmrId { id }, &mut []);
-                    }
-                }
-                if let Some(len) = batch.and_then(|batch| wire::encode_ids(body, &batch)) {
-                    // A holder that cannot be told is dead and frees everything it held for us.
-                    let _ = peer.call(MsgKind::ReleaseMany, &body[..len], &mut [], CONTROL_TIMEOUT_MS);
-                }
+            let mut held = remote.iter().filter(|(holder, _)| *holder == node).map(|(_, id)| *id).peekable();
+            while held.peek().is_some() {
+                let Some(len) = wire::encode_ids(&mut body, &mut held) else { break };
+                // A holder that cannot be told is dead and frees everything it held for us.
+                let _ = peer.call(MsgKind::ReleaseMany, &body[..len], &mut [], CONTROL_TIMEOUT_MS);
             }
         }
     }

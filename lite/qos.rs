@@ -275,7 +275,6 @@ impl Qos {
         Ok(qos)
     }
 
-    /// The class of the current task's operations.
     /// The current task's class and the QP (of `nr_qps`; `spread` rotates) its
     /// operation uses.
     pub(crate) fn classify(&self, nr_qps: usize, spread: usize) -> (u32, usize) {
@@ -292,9 +291,10 @@ impl Qos {
         let mut st = self.state.lock();
         let class = st.class_of(&who).0.min(LITE_NR_CLASSES - 1);
         st.classes[class as usize].active += 1;
-        let paced = class != LITE_CLASS_LATENCY && st.pacing(now_ns());
+        let start_ns = now_ns();
+        let paced = class != LITE_CLASS_LATENCY && st.pacing(start_ns);
         let qp = qp_for(st.mode, class, nr_qps, spread);
-        Ticket { qos: self, class, qp, paced, flow: None, start_ns: now_ns(), bytes: 0 }
+        Ticket { qos: self, class, qp, paced, flow: None, start_ns, bytes: 0 }
     }
 
     /// Accounts an RPC call or message of the current task (its class, no latency).

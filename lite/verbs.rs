@@ -148,9 +148,8 @@ impl Qp {
     pub(crate) fn post_write_imm(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64, rkey: u32, imm: u32, op: Option<&Op>) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = op.map_or(core::ptr::null_mut(), |op| op.raw.as_ptr());
-        // SAFETY: `self.raw` is live; `dma..dma + len` lies inside `src`, which the caller
-        // keeps alive until the write completed or the QP is drained (see
-        // `Peer::shutdown`); `op`, when given, outlives its wait.
+        // SAFETY: `self.raw` is live; `dma..dma + len` is inside `src`, which the caller keeps
+        // alive until the write completes or the QP drains (`Peer::shutdown`); so is `op`.
         to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), op, dma, len, remote_addr, rkey, imm) })
     }
 }

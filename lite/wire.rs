@@ -575,17 +575,18 @@ impl Body for RpcUnbind {
 /// LMR ids one `ReleaseMany` message carries at most.
 pub(crate) const IDS_PER_MSG: usize = (BODY_MAX - 8) / 8;
 
-/// Encodes up to `IDS_PER_MSG` LMR ids into `buf`; returns the body length.
-pub(crate) fn encode_ids(buf: &mut [u8], ids: &[u64]) -> Option<usize> {
-    if ids.len() > IDS_PER_MSG {
-        return None;
+/// Encodes up to `IDS_PER_MSG` LMR ids taken from `ids` into `buf` (the rest stay in
+/// `ids`); returns the body length, None when `buf` is shorter than `BODY_MAX`.
+pub(crate) fn encode_ids(buf: &mut [u8], ids: &mut impl Iterator<Item = u64>) -> Option<usize> {
+    let slots = buf.get_mut(8..8 + 8 * IDS_PER_MSG)?;
+    let mut count = 0;
+    // `zip` asks `ids` for an id only while a slot is free.
+    for (slot, id) in slots.chunks_exact_mut(8).zip(ids) {
+        slot.copy_from_slice(&id.to_le_bytes());
+        count += 1;
     }
-    let mut w = Writer::new(buf);
-    w.u32(u32::try_from(ids.len()).ok()?)?.u32(0)?;
-    for &id in ids {
-        w.u64(id)?;
-    }
-    Some(w.len())
+    Writer::new(buf).u32(count as u32)?.u32(0)?;
+    Some(8 + 8 * count)
 }
 
 /// Decodes a list of LMR ids, each passed to `each`; None when malformed (before
@@ -731,15 +732,17 @@ mod tests {
 
     #[test]
     fn id_lists_round_trip_and_reject_bad_counts() {
-        let ids: Vec<u64> = (0..IDS_PER_MSG as u64).map(|i| i * 0x1_0000_0001).collect();
+        let ids: Vec<u64> = (0..IDS_PER_MSG as u64 + 2).map(|i| i * 0x1_0000_0001).collect();
         let mut buf = [0u8; BODY_MAX];
-        let len = encode_ids(&mut buf, &ids).unwrap();
+        let mut left = ids.iter().copied();
+        let len = encode_ids(&mut buf, &mut left).unwrap();
         assert!(len <= BODY_MAX);
         let mut got = Vec::new();
         assert_eq!(decode_ids(&buf[..len], |id| got.push(id)), Some(IDS_PER_MSG));
-        assert_eq!(got, ids);
-        assert_eq!(encode_ids(&mut buf, &vec![1; IDS_PER_MSG + 1]), None, "more than fit");
-        let len = encode_ids(&mut buf, &[7, 8]).unwrap();
+        assert_eq!(got, ids[..IDS_PER_MSG]);
+        assert_eq!(left.collect::<Vec<_>>(), ids[IDS_PER_MSG..], "more than fit stay for the next message");
+        assert_eq!(encode_ids(&mut buf[..BODY_MAX - 1], &mut [1u64].into_iter()), None, "buffer too short");
+        let len = encode_ids(&mut buf, &mut [7u64, 8].into_iter()).unwrap();
         assert_eq!(decode_ids(&buf[..len - 1], |_| panic!("nothing passed on")), None, "truncated");
         assert_eq!(decode_ids(&buf[..len - 8], |_| panic!("nothing passed on")), None, "count says 2, 1 present");
         let mut longer = [0u8; 32];

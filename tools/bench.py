@@ -34,8 +34,8 @@ import json
 import math
 import re
 import signal
-import sys
 import statistics
+import sys
 import threading
 import time
 from pathlib import Path
