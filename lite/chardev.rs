@@ -28,7 +28,7 @@ macro_rules! plain_abi_types {
 }
 plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConnect,
                  LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
-                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister,
+                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister, LiteReserve,
                  LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
                  LiteRpcStat, LiteAtomic, LiteLock, LiteBarrier, LiteQos, LiteClassRule, LiteClassRules,
                  LiteClassSelf, LiteClassStat, LiteQosStat);
@@ -36,7 +36,7 @@ plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConn
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 
-/// Longest wait for one ping reply that a caller may ask for.
+/// Longest RPC timeout a caller may ask for.
 const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
 
 /// Identifies open files for the class choices made through them.
@@ -184,6 +184,10 @@ impl OpenFile {
                 lite.lmr_memcpy(&self.lmrs, req.dst_lh, req.dst_offset, req.src_lh, req.src_offset, req.len)
             }
             LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
+            LITE_IOC_RESERVE => {
+                require_admin()?;
+                lite.set_reserve(read_in::<LiteReserve>(arg)?.bytes)
+            }
             LITE_IOC_ATOMIC => {
                 let mut req: LiteAtomic = read_in(arg)?;
                 let atomic = match req.op {
@@ -350,7 +354,7 @@ fn reserved_zero(fields: &[u32]) -> Result {
     }
 }
 
-/// Membership changes are for the cluster agent, not for applications.
+/// Membership, priority rules and the reserve are for operators, not for applications.
 fn require_admin() -> Result {
     // SAFETY: `capable()` only inspects the current task's credentials.
     if unsafe { ffi::lite_capable_net_admin() } != 0 {

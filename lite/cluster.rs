@@ -73,6 +73,13 @@ fn contiguous(runs: impl Iterator<Item = (u64, usize)>, mut remote: u64) -> impl
 /// `IB_MTU_256` ..= `IB_MTU_4096`.
 const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
 
+/// The module's workqueue, for work that may sleep.
+pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
+    // SAFETY: the C glue creates the workqueue before it registers the ib_client and
+    // /dev/lite (the only ways into the module) and destroys it after both are gone.
+    unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) }
+}
+
 /// Removes and returns element `index`, moving the last element into its place.
 pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
     let last = vec.len() - 1;
@@ -580,10 +587,7 @@ impl Peer {
     /// Serves request `kind` on the module's workqueue and answers from there.
     fn defer(peer: Arc<Peer>, lite: Arc<Lite>, qp_index: usize, slot: usize, request: Header, kind: MsgKind, body: KVec<u8>) {
         let reply_to = peer.clone();
-        // SAFETY: the C glue creates the workqueue before any device (hence any QP) and
-        // destroys it only after every device is gone.
-        let queue = unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) };
-        let spawned = queue.try_spawn(GFP_ATOMIC, move || {
+        let spawned = module_queue().try_spawn(GFP_ATOMIC, move || {
             let answer = match kind {
                 MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => lite.serve_rpc_request(&peer, kind, &body),
                 _ => lite.serve_lmr_request(&peer, kind, &body),
@@ -936,6 +940,7 @@ impl Lite {
         }
         // One device carries all LMR traffic and memory.
         self.forget_all();
+        self.drop_reserve();
     }
 
     // ---- membership (driven by the user-space agent) ----
@@ -1075,6 +1080,14 @@ impl Lite {
             out.push(status, GFP_KERNEL)?;
         }
         Ok(out)
+    }
+
+    /// The `Arc` this `Lite` lives in, for work queued beyond the caller.
+    pub(crate) fn arc(&self) -> Arc<Lite> {
+        // SAFETY: `Lite::new`, the only constructor, puts it in an `Arc`, which the module
+        // keeps until every callback and file is gone (the pointer is the one C callbacks
+        // borrow from), so the count is not zero while `&self` lives.
+        unsafe { ArcBorrow::from_raw(self as *const Lite) }.into()
     }
 
     /// This node's id; ENOTCONN before it joined.

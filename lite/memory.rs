@@ -16,7 +16,7 @@
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
-use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
+use crate::cluster::{module_queue, swap_remove, Lite, Peer, CONTROL_TIMEOUT_MS};
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
@@ -269,6 +269,14 @@ pub(crate) struct Memory {
     held_bytes: u64,
     /// Every mapping on this node.
     maps: RBTree<Key, Arc<Mapping>>,
+    /// Zeroed chunks of `CHUNK_MAX` bytes ready for `hold` (`LITE_IOC_RESERVE`).
+    reserve: KVec<DmaBuf>,
+    /// Chunks the reserve is refilled to.
+    reserve_target: usize,
+    /// Chunks taken from the reserve since the module was loaded.
+    reserve_used: u64,
+    /// A refill job is queued or running.
+    refilling: bool,
 }
 
 impl Memory {
@@ -281,6 +289,26 @@ impl Memory {
             held: RBTree::new(),
             held_bytes: 0,
             maps: RBTree::new(),
+            reserve: KVec::new(),
+            reserve_target: 0,
+            reserve_used: 0,
+            refilling: false,
+        }
+    }
+
+    fn take_reserved(&mut self) -> Option<DmaBuf> {
+        let len = self.reserve.len();
+        (len > 0).then(|| {
+            self.reserve_used += 1;
+            swap_remove(&mut self.reserve, len - 1)
+        })
+    }
+
+    /// Frees the reserved chunks beyond the target.
+    fn shrink_reserve(&mut self) {
+        while self.reserve.len() > self.reserve_target {
+            let last = self.reserve.len() - 1;
+            drop(swap_remove(&mut self.reserve, last));
         }
     }
 
@@ -412,7 +440,9 @@ impl Lite {
                 result = Err(ENOMEM);
                 break;
             };
-            match DmaBuf::try_new(&dev, len as usize) {
+            // Whole chunks come zeroed from the reserve while it lasts.
+            let reserved = if len == CHUNK_MAX { self.mem.lock().take_reserved() } else { None };
+            match reserved.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
                 Ok(chunk) => {
                     let used = len.min(left);
                     let pushed = extents.push((me, chunk.dma(), used), GFP_KERNEL);
@@ -426,6 +456,7 @@ impl Lite {
             }
         }
         let got = want - left;
+        self.refill_reserve_later();
         let mut mem = self.mem.lock();
         mem.held_bytes -= left;
         let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
@@ -445,6 +476,71 @@ impl Lite {
     fn release(&self, master: u32, id: u64) {
         self.locks_forget_lmr(master, id);
         self.mem.lock().release_held(master, Some(id));
+        // A reserve that stopped at the hold limit may grow again.
+        self.refill_reserve_later();
+    }
+
+    /// Keeps `bytes` (rounded up to whole chunks) of zeroed memory ready for `hold`,
+    /// so that allocating does not wait for zeroing; 0 releases the reserve.
+    pub(crate) fn set_reserve(&self, bytes: u64) -> Result {
+        let chunks = bytes.div_ceil(CHUNK_MAX);
+        if chunks > hold_limit() / CHUNK_MAX {
+            return Err(EINVAL);
+        }
+        self.device()?;
+        {
+            let mut mem = self.mem.lock();
+            mem.reserve_target = chunks as usize;
+            mem.shrink_reserve();
+        }
+        self.refill_reserve_later();
+        Ok(())
+    }
+
+    /// Queues a refill of the reserve unless it is full or one is queued already.
+    fn refill_reserve_later(&self) {
+        {
+            let mut mem = self.mem.lock();
+            if mem.refilling || mem.reserve.len() >= mem.reserve_target {
+                return;
+            }
+            mem.refilling = true;
+        }
+        let lite = self.arc();
+        if module_queue().try_spawn(GFP_KERNEL, move || while lite.refill_reserve_chunk() {}).is_err() {
+            self.mem.lock().refilling = false;
+        }
+    }
+
+    /// Adds one zeroed chunk to the reserve; false once it is full, the node holds
+    /// its limit (LMR memory and reserve together), or memory or the device is gone.
+    /// One chunk per call, so that `hold` waits for at most one chunk's zeroing.
+    fn refill_reserve_chunk(&self) -> bool {
+        // Serialized with device removal, which empties the reserve.
+        let _serial = self.alloc_lock.lock();
+        let dev = self.device();
+        {
+            let mut mem = self.mem.lock();
+            let bytes = mem.held_bytes + (mem.reserve.len() as u64 + 1) * CHUNK_MAX;
+            mem.refilling = dev.is_ok() && mem.reserve.len() < mem.reserve_target && bytes <= hold_limit();
+            if !mem.refilling {
+                return false;
+            }
+        }
+        let chunk = dev.and_then(|dev| DmaBuf::try_new(&dev, CHUNK_MAX as usize));
+        let mut mem = self.mem.lock();
+        let added = chunk.and_then(|chunk| Ok(mem.reserve.push(chunk, GFP_KERNEL)?));
+        mem.refilling = added.is_ok();
+        mem.refilling
+    }
+
+    /// The device is going away: its reserved chunks are freed and the target is
+    /// forgotten (an operator sets it again for the next device).
+    pub(crate) fn drop_reserve(&self) {
+        let _serial = self.alloc_lock.lock();
+        let mut mem = self.mem.lock();
+        mem.reserve_target = 0;
+        mem.shrink_reserve();
     }
 
     /// Node `node` is gone (or this node left): what it mastered is unreachable, so
@@ -1140,6 +1236,9 @@ impl Lite {
             held_limit: hold_limit(),
             lock_queued,
             barrier_queued,
+            reserve_bytes: mem.reserve.len() as u64 * CHUNK_MAX,
+            reserve_target: mem.reserve_target as u64 * CHUNK_MAX,
+            reserve_used: mem.reserve_used * CHUNK_MAX,
         }
     }
 

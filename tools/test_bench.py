@@ -340,6 +340,9 @@ class FakeCluster:
             size = int(args[args.index("--sizes") + 1])
             out = {"bench": "bw", "threads": 1, "results": [{"size": size, "mib_s": 97.0, "writes": 16,
                                                               "seconds": 1.0}]}
+        elif args[0] == "lite-admin" and args[1] == "reserve":
+            out = {"reserve_bytes": int(args[2]), "reserve_target": int(args[2]), "reserve_used": 0,
+                   "held_bytes": 0, "held_limit": 1 << 40, "waited_s": 1.5}
         elif args[1] == "malloc":
             out = {"bench": "malloc", "size": 1 << 30, "malloc_ns": 900_000_000, "map_ns": 100_000_000,
                    "total_ns": 1_000_000_000}
@@ -383,7 +386,7 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
@@ -405,6 +408,14 @@ class Orchestration(unittest.TestCase):
         self.assertFalse(rows[("LT_read median vs ib_read_lat", 8)]["met"])  # 205 vs 150
         self.assertAlmostEqual(rows[("LT_write bw (1 thread) vs ib_write_bw", 65536)]["ratio"], 0.97)
         self.assertAlmostEqual(rows[("LT_malloc+map (holders 0,1,2) vs ibv_reg_mr: speedup", 1 << 30)]["ratio"], 40)
+        reserved = rows[("LT_malloc+map from the zeroed reserve (holders 0,1,2) vs ibv_reg_mr: speedup", 1 << 30)]
+        self.assertAlmostEqual(reserved["ratio"], 40)
+        # Every holder's share is reserved before the timed call and released after it.
+        reserves = [(n, s.split(" 2>")[0]) for n, s in c.commands if s.startswith("lite-admin reserve")]
+        share = -(-(1 << 30) // 3)
+        self.assertEqual(reserves, [(1, f"lite-admin reserve {1 << 30} --wait --json"), (1, "lite-admin reserve 0")]
+                         + [(n, f"lite-admin reserve {share} --wait --json") for n in (0, 1, 2)]
+                         + [(n, "lite-admin reserve 0") for n in (0, 1, 2)])
         self.assertAlmostEqual(rows[("LT_write median, 100,000 LMRs of 4 KiB vs 1 LMR", 8)]["ratio"], 1.1)
         # RPC: 16 B request + reply vs ib_write_lat 8 B + ib_write_lat reply size (100 us each).
         rpc = rows[("LT_RPC median, 16 B request, vs ib_write_lat 8 B + reply", 4096)]

@@ -83,12 +83,15 @@ def kmemleak(c, n):
 @test
 def device_removed_and_readded_while_loaded(c):
     c.load_module(0)
+    # A zeroed reserve goes with its device (and with the module, on rmmod).
+    c.exec(0, "lite-admin reserve 8M --wait", timeout=300)
     c.exec(0, "rdma link delete rxe0")
     out = c.exec(0, "lite-admin status").out
-    check("no RDMA device" in out, f"status after rdma link delete:\n{out}")
+    check("no RDMA device" in out and "reserve 0 of 0 MiB" in out, f"status after rdma link delete:\n{out}")
     c.exec(0, "rdma link add rxe0 type rxe netdev eth0")
     out = c.exec(0, "lite-admin status").out
     check("device rxe0" in out, f"status after rdma link add:\n{out}")
+    c.exec(0, "lite-admin reserve 8M --wait", timeout=300)
     c.exec(0, "rmmod lite")
 
 
@@ -265,6 +268,37 @@ def lmr_killed_processes_release_everything(c):
     mapper.wait_for("EIDRM")
     mapper.kill()
     check_no_lmr_state(c)
+
+
+def reserve(c, node, args=""):
+    return json.loads(c.exec(node, f"lite-admin reserve {args} --json", timeout=600).out.strip().splitlines()[-1])
+
+
+@test
+def lmr_zeroed_reserve_feeds_allocations(c):
+    # Node 1 zeroes 12 MiB ahead; an 8 MiB LMR held there takes two whole chunks from it.
+    filled = reserve(c, 1, "12M --wait --timeout-s 500")
+    check(filled["reserve_bytes"] == filled["reserve_target"] == 12 << 20, f"reserve not filled: {filled}")
+    c.exec(0, "lite-selftest lmr-many 1 --size 8M --holders 1", timeout=600)
+    used = reserve(c, 1, "--wait --timeout-s 500")
+    check(used["reserve_used"] - filled["reserve_used"] == 8 << 20, f"not taken from the reserve: {filled} -> {used}")
+    check(used["reserve_bytes"] == 12 << 20, f"reserve not refilled: {used}")
+    res = c.exec(1, "lite-admin reserve 1T", check=False)
+    check(res.rc != 0 and "beyond this node's LMR memory limit" in res.out, f"oversized reserve: {res.out}")
+    released = reserve(c, 1, "0")
+    check(released["reserve_bytes"] == released["reserve_target"] == 0, f"reserve not released: {released}")
+    check_no_lmr_state(c)
+
+
+@big
+def lmr_from_the_reserve_reads_zero_after_other_data(c):
+    # The first run leaves its random data in freed pages that the reserve refills from;
+    # the second LMR takes three whole chunks from the reserve and must read zero.
+    integrity(c, 1, 16 << 20, "1", 11, 600)
+    before = reserve(c, 1, "16M --wait --timeout-s 500")
+    integrity(c, 1, (12 << 20) + 100, "1", 13, 600)
+    after = reserve(c, 1, "0")
+    check(after["reserve_used"] - before["reserve_used"] == 12 << 20, f"not taken from the reserve: {before} -> {after}")
 
 
 def wait_lock_queued(c, owner, count, timeout=120):

@@ -795,7 +795,7 @@ pub extern "C" fn lite_strerror(code: c_int) -> *const c_char {
     let msg: &'static CStr = match Errno::from_raw(-code) {
         Errno::ENODEV => c"no RDMA device, or /dev/lite missing: load lite.ko and create an RDMA device",
         Errno::EPERM => {
-            c"permission denied: cluster membership changes need CAP_NET_ADMIN; \
+            c"permission denied: operator commands (membership, classes, reserve) need CAP_NET_ADMIN; \
                          only an LMR's master may grant or free it"
         }
         Errno::EPROTO => c"module and liblite ABI versions differ: rebuild both from one tree",

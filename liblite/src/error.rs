@@ -10,7 +10,7 @@ use std::fmt;
 pub enum Error {
     /// /dev/lite does not exist: the module is not loaded.
     NotLoaded,
-    /// The caller may not do this (membership changes need CAP_NET_ADMIN).
+    /// The caller may not do this (operator commands need CAP_NET_ADMIN).
     PermissionDenied { op: &'static str },
     /// The module and this library were built from different ABI versions.
     AbiMismatch { kernel: u32, library: u32 },
@@ -210,7 +210,7 @@ impl fmt::Display for Error {
         match self {
             Error::NotLoaded => write!(f, "/dev/lite not found: load the LITE-RS module first (insmod lite.ko)"),
             Error::PermissionDenied { op } => {
-                write!(f, "{op}: permission denied: cluster membership changes need CAP_NET_ADMIN (run as root)")
+                write!(f, "{op}: permission denied: operator commands need CAP_NET_ADMIN (run as root)")
             }
             Error::AbiMismatch { kernel, library } => write!(
                 f,

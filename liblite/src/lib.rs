@@ -10,12 +10,14 @@ mod error;
 mod lmr;
 mod qos;
 mod rpc;
+mod size;
 
 pub use error::{Error, Result};
 pub use lite_uapi as uapi;
 pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
 pub use qos::{Class, ClassRule, ClassSource, ClassStat, QosChange, QosMode, QosSettings, QosStat, RuleTarget};
 pub use rpc::{Incoming, ReplyToken, RpcStat};
+pub use size::parse_size;
 
 use lite_uapi::*;
 use nix::errno::Errno;
@@ -47,6 +49,12 @@ pub struct MemStat {
     pub lock_queued: u32,
     /// Callers of any node waiting at barriers whose counters this node holds.
     pub barrier_queued: u32,
+    /// Bytes of zeroed memory ready for allocations (`Lite::set_reserve`).
+    pub reserve_bytes: u64,
+    /// Bytes the reserve is refilled to.
+    pub reserve_target: u64,
+    /// Bytes allocations took from the reserve since the module was loaded.
+    pub reserve_used: u64,
 }
 
 /// State of a peer node as this node's kernel sees it.
@@ -233,7 +241,26 @@ impl Lite {
             held_limit: stat.held_limit,
             lock_queued: stat.lock_queued,
             barrier_queued: stat.barrier_queued,
+            reserve_bytes: stat.reserve_bytes,
+            reserve_target: stat.reserve_target,
+            reserve_used: stat.reserve_used,
         })
+    }
+
+    /// Keeps `bytes` (rounded up to whole chunks of `LITE_CHUNK_SIZE`) of zeroed memory
+    /// ready on this node, so that allocations held here do not wait for zeroing; the
+    /// module refills it in the background. 0 releases it. Needs CAP_NET_ADMIN.
+    pub fn set_reserve(&self, bytes: u64) -> Result<()> {
+        let limit = self.mem_stat()?.held_limit;
+        let rounded = bytes.div_ceil(LITE_CHUNK_SIZE).saturating_mul(LITE_CHUNK_SIZE);
+        if rounded > limit {
+            return Err(Error::InvalidArgument(format!(
+                "a reserve of {} MiB is beyond this node's LMR memory limit of {} MiB (3/4 of its RAM)",
+                rounded >> 20,
+                limit >> 20
+            )));
+        }
+        self.ioctl("set the zeroed reserve", None, LITE_IOC_RESERVE, &mut LiteReserve { bytes })
     }
 
     /// This node's id, or `Error::NotJoined`.

@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 7
+#define LITE_ABI_VERSION 8
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -230,7 +230,7 @@
 /*
  `_IOR('L', 19, LiteMemStat)`
  */
-#define LITE_IOC_MEM_STAT 2149600275
+#define LITE_IOC_MEM_STAT 2151173139
 
 /*
  `_IOWR('L', 20, LiteRegister)`
@@ -462,5 +462,10 @@
  `_IOR('L', 39, LiteQosStat)`
  */
 #define LITE_IOC_QOS_STAT 2162707495
+
+/*
+ `_IOW('L', 40, LiteReserve)`
+ */
+#define LITE_IOC_RESERVE 1074285608
 
 #endif  /* LITE_UAPI_H */

@@ -8,7 +8,7 @@
 //! whose `_IOC` encoding is checked by this crate's tests.
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 7;
+pub const LITE_ABI_VERSION: u32 = 8;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -415,6 +415,23 @@ pub struct LiteMemStat {
     pub lock_queued: u32,
     /// Callers (of any node) waiting at barriers whose counters this node holds.
     pub barrier_queued: u32,
+    /// Bytes of zeroed memory ready for allocations (`LITE_IOC_RESERVE`).
+    pub reserve_bytes: u64,
+    /// Bytes the reserve is refilled to.
+    pub reserve_target: u64,
+    /// Bytes allocations took from the reserve since the module was loaded.
+    pub reserve_used: u64,
+}
+
+/// Keep `bytes` (rounded up to whole chunks of `LITE_CHUNK_SIZE`) of zeroed memory
+/// ready on this node (`LITE_IOC_RESERVE`; CAP_NET_ADMIN). Allocations held here take
+/// chunks from the reserve instead of zeroing memory while the caller waits; the
+/// module refills it in the background while the node holds less than its limit.
+/// 0 releases the reserve. EINVAL beyond `held_limit`, ENODEV without an RDMA device.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteReserve {
+    pub bytes: u64,
 }
 
 /// Ioctl type byte ('L').
@@ -458,7 +475,7 @@ pub const LITE_IOC_MEMCPY: u32 = 0x4028_4C11;
 pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
 
 /// `_IOR('L', 19, LiteMemStat)`
-pub const LITE_IOC_MEM_STAT: u32 = 0x8020_4C13;
+pub const LITE_IOC_MEM_STAT: u32 = 0x8038_4C13;
 
 /// `_IOWR('L', 20, LiteRegister)`
 pub const LITE_IOC_REGISTER: u32 = 0xC060_4C14;
@@ -881,11 +898,13 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
 pub const LITE_IOC_QOS_STAT: u32 = 0x80E8_4C27;
+/// `_IOW('L', 40, LiteReserve)`
+pub const LITE_IOC_RESERVE: u32 = 0x4008_4C28;
 
 // Errors: every ioctl returns 0 or -1 with errno set:
 //   ENOTTY unknown ioctl; EFAULT bad user pointer; EINVAL malformed argument
 //   (reserved fields must be 0, counts and ids in range); EPERM the caller lacks
-//   CAP_NET_ADMIN for a membership ioctl; ENODEV no RDMA device; EADDRNOTAVAIL the
+//   CAP_NET_ADMIN for a membership ioctl or LITE_IOC_RESERVE; ENODEV no RDMA device; EADDRNOTAVAIL the
 //   port has no RoCE address yet; ENOTCONN this node has not joined; EBUSY joined
 //   already under another id; ENOENT unknown peer or stale epoch; EHOSTDOWN peer
 //   down or failed; ETIMEDOUT no answer in time; EINTR interrupted by a signal;

@@ -42,6 +42,7 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_CLASS_RULES, ioc(IOC_READ | IOC_WRITE, 37, size_of::<LiteClassRules>()));
     assert_eq!(LITE_IOC_CLASS_SELF, ioc(IOC_READ | IOC_WRITE, 38, size_of::<LiteClassSelf>()));
     assert_eq!(LITE_IOC_QOS_STAT, ioc(IOC_READ, 39, size_of::<LiteQosStat>()));
+    assert_eq!(LITE_IOC_RESERVE, ioc(IOC_WRITE, 40, size_of::<LiteReserve>()));
     assert_eq!(LITE_IOC_REGISTER, ioc(IOC_READ | IOC_WRITE, 20, size_of::<LiteRegister>()));
     assert_eq!(LITE_IOC_RPC_REGISTER, ioc(IOC_WRITE, 21, size_of::<LiteRpcId>()));
     assert_eq!(LITE_IOC_RPC_UNREGISTER, ioc(IOC_WRITE, 22, size_of::<LiteRpcId>()));
@@ -92,7 +93,8 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteMemset>(), 3 * 8 + 4 + 4);
     assert_eq!(size_of::<LiteMemcpy>(), 5 * 8);
     assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
-    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4);
+    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4 + 3 * 8);
+    assert_eq!(size_of::<LiteReserve>(), 8);
     assert_eq!(size_of::<LiteQos>(), 4 + 4 + 8 + 3 * 4 + 4 + 8);
     assert_eq!(size_of::<LiteClassRule>(), 4 + 4 + 8);
     assert_eq!(size_of::<LiteClassStat>(), 4 * 8 + 4 + 4 + 2 * 8);

@@ -4,19 +4,6 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// Bytes, with an optional K, M or G suffix (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let shift = match s.as_bytes().last().map(u8::to_ascii_uppercase) {
-        Some(b'K') => 10,
-        Some(b'M') => 20,
-        Some(b'G') => 30,
-        _ => 0,
-    };
-    let digits = if shift == 0 { s } else { &s[..s.len() - 1] };
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size: bytes, or with a K, M or G suffix"))?;
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
-}
-
 /// FNV-1a, 64 bit: cheap, and enough to tell a torn or stale record from a whole one.
 pub fn fnv1a(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -141,14 +128,6 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("3"), Ok(3));
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("99999999999999G").is_err());
-    }
 
     #[test]
     fn checksum_sees_every_byte_and_the_split() {

@@ -107,6 +107,22 @@ enum Command {
         #[command(subcommand)]
         command: ClassCommand,
     },
+    /// Show or set the zeroed reserve: memory this node zeroes ahead of time, so that
+    /// LMRs allocated here do not wait for zeroing (refilled in the background).
+    Reserve {
+        /// Bytes to keep ready (K, M, G suffixes; rounded up to 4 MiB chunks); 0 releases it.
+        #[arg(value_parser = lite::parse_size)]
+        size: Option<u64>,
+        /// Wait until the reserve is full, showing progress.
+        #[arg(long)]
+        wait: bool,
+        /// Give up waiting after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        timeout_s: u64,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show or set Target99: the latency class's p99 that sw-pri steers to.
     Target {
         /// In microseconds.
@@ -207,6 +223,7 @@ fn main() -> ExitCode {
             ClassCommand::List { json } => qos::class_list(json),
             ClassCommand::Show { lower, command } => qos::class_show(lower, &command),
         },
+        Command::Reserve { size, wait, timeout_s, json } => reserve(size, wait, Duration::from_secs(timeout_s), json),
         Command::Target { us } => qos::target(us.map(Duration::from_micros)),
         Command::Weights { set, link_mbps } => match set.as_deref() {
             Some(&[latency, default, bulk]) => {
@@ -283,6 +300,75 @@ struct MemoryJson {
     held_limit: u64,
     lock_queued: u32,
     barrier_queued: u32,
+    /// Zeroed bytes ready for allocations, and what the reserve is refilled to.
+    reserve_bytes: u64,
+    reserve_target: u64,
+    /// Bytes allocations took from the reserve since the module was loaded.
+    reserve_used: u64,
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+#[derive(Serialize)]
+struct ReserveJson {
+    reserve_bytes: u64,
+    reserve_target: u64,
+    reserve_used: u64,
+    held_bytes: u64,
+    held_limit: u64,
+    waited_s: f64,
+}
+
+fn reserve(size: Option<u64>, wait: bool, timeout: Duration, json: bool) -> Result<(), String> {
+    let lite = open()?;
+    if let Some(bytes) = size {
+        lite.set_reserve(bytes).map_err(|e| format!("reserve: {e}"))?;
+    }
+    let start = std::time::Instant::now();
+    let progress = !json && std::io::stderr().is_terminal();
+    let mut mem = lite.mem_stat().map_err(|e| e.to_string())?;
+    while wait && mem.reserve_bytes < mem.reserve_target {
+        if start.elapsed() >= timeout {
+            return Err(format!(
+                "the reserve holds {:.0} of {:.0} MiB after {} s: this node holds {:.0} of its {:.0} MiB for LMRs, or is short of free memory",
+                mib(mem.reserve_bytes),
+                mib(mem.reserve_target),
+                timeout.as_secs(),
+                mib(mem.held_bytes),
+                mib(mem.held_limit)
+            ));
+        }
+        if progress {
+            eprint!("\rzeroing: {:.0} of {:.0} MiB", mib(mem.reserve_bytes), mib(mem.reserve_target));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        mem = lite.mem_stat().map_err(|e| e.to_string())?;
+    }
+    if progress && wait {
+        eprintln!();
+    }
+    let waited_s = start.elapsed().as_secs_f64();
+    if json {
+        let report = ReserveJson {
+            reserve_bytes: mem.reserve_bytes,
+            reserve_target: mem.reserve_target,
+            reserve_used: mem.reserve_used,
+            held_bytes: mem.held_bytes,
+            held_limit: mem.held_limit,
+            waited_s,
+        };
+        println!("{}", serde_json::to_string(&report).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "reserve: {:.0} of {:.0} MiB zeroed and ready{}",
+            mib(mem.reserve_bytes),
+            mib(mem.reserve_target),
+            if wait { format!(" (waited {waited_s:.1} s)") } else { String::new() }
+        );
+    }
+    Ok(())
 }
 
 fn status(json: bool) -> Result<(), String> {
@@ -319,6 +405,9 @@ fn status(json: bool) -> Result<(), String> {
             held_limit: mem.held_limit,
             lock_queued: mem.lock_queued,
             barrier_queued: mem.barrier_queued,
+            reserve_bytes: mem.reserve_bytes,
+            reserve_target: mem.reserve_target,
+            reserve_used: mem.reserve_used,
         },
         rpc: RpcJson {
             servers: rpc.servers,
@@ -347,13 +436,14 @@ fn status(json: bool) -> Result<(), String> {
         ),
         None => println!("no RDMA device (create one: rdma link add rxe0 type rxe netdev eth0)"),
     }
-    let mib = |bytes: u64| bytes as f64 / (1 << 20) as f64;
     println!(
-        "memory: master of {} LMR(s), {} handle(s), {:.1} MiB held of {:.0} MiB",
+        "memory: master of {} LMR(s), {} handle(s), {:.1} MiB held of {:.0} MiB, reserve {:.0} of {:.0} MiB zeroed",
         report.memory.mastered,
         report.memory.mappings,
         mib(report.memory.held_bytes),
-        mib(report.memory.held_limit)
+        mib(report.memory.held_limit),
+        mib(report.memory.reserve_bytes),
+        mib(report.memory.reserve_target)
     );
     println!(
         "sync: {} caller(s) queued for locks held here, {} waiting at barriers held here",

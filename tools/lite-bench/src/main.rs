@@ -26,9 +26,9 @@
 mod stats;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use lite::{Class, Lite, Lmr, MallocOptions, Perm};
+use lite::{parse_size, Class, Lite, Lmr, MallocOptions, Perm};
 use serde_json::{json, Value};
-use stats::{parse_nodes, parse_size, parse_sizes, throughput, Summary, XorShift};
+use stats::{parse_nodes, parse_sizes, throughput, Summary, XorShift};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -1,6 +1,7 @@
 //! Pure helpers of lite-bench: latency summaries, size parsing, a small PRNG and
 //! throughput arithmetic. Everything here is host-testable (no /dev/lite).
 
+use lite::parse_size;
 use serde_json::{json, Value};
 
 /// Summary of a set of latency samples (nanoseconds).
@@ -56,23 +57,6 @@ pub fn percentile_sorted(sorted: &[u64], p: f64) -> u64 {
     let exact = p / 100.0 * n as f64;
     let rank = ((exact * 1e9).round() / 1e9).ceil() as usize;
     sorted[rank.clamp(1, n) - 1]
-}
-
-/// Bytes, optionally with a K, M, G or T suffix (powers of 1024; `KiB`, `MB`, ... too).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let body = lower.trim_end_matches('b').trim_end_matches('i');
-    let (digits, shift) = match body.as_bytes().last() {
-        Some(b'k') => (&body[..body.len() - 1], 10),
-        Some(b'm') => (&body[..body.len() - 1], 20),
-        Some(b'g') => (&body[..body.len() - 1], 30),
-        Some(b't') => (&body[..body.len() - 1], 40),
-        _ if body.len() == lower.len() => (body, 0),
-        _ => return Err(format!("{s:?} is not a size: bytes, or with a K, M, G or T suffix")),
-    };
-    let n: u64 = digits.parse().map_err(|_| format!("{s:?} is not a size: bytes, or with a K, M, G or T suffix"))?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| format!("{s:?} is too large"))
 }
 
 /// A comma-separated list of sizes (`8,64,4K`), each at least 1 byte.
@@ -188,17 +172,7 @@ mod tests {
     }
 
     #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("64KiB"), Ok(65536));
-        assert_eq!(parse_size("4m"), Ok(4 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert_eq!(parse_size("1GB"), Ok(1 << 30));
-        assert!(parse_size("").is_err());
-        assert!(parse_size("x").is_err());
-        assert!(parse_size("12b").is_err());
-        assert!(parse_size("99999999999T").is_err());
+    fn size_and_node_lists_parse() {
         assert_eq!(parse_sizes("8,64,512,4096,65536").unwrap(), vec![8, 64, 512, 4096, 65536]);
         assert_eq!(parse_sizes("4K, 1M").unwrap(), vec![4096, 1 << 20]);
         assert!(parse_sizes("8,0").unwrap_err().contains("#2"));

@@ -61,7 +61,7 @@ enum Command {
     /// then straddle chunk boundaries, memset, memcpy between holders and memmove.
     LmrIntegrity {
         /// LMR size (K, M, G, T suffixes).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size)]
         size: u64,
         /// Holder nodes, comma-separated (default: this node).
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -71,7 +71,7 @@ enum Command {
         seed: u64,
         /// Bytes per write/read (default 3 MiB + 4099: unaligned, so pieces cross chunk
         /// and node boundaries).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = lmr::DEFAULT_PIECE)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = lmr::DEFAULT_PIECE)]
         piece: u64,
         /// Print a JSON object instead of the summary line.
         #[arg(long)]
@@ -84,7 +84,7 @@ enum Command {
     LmrServe {
         name: String,
         /// LMR size (K, M, G, T suffixes).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size)]
         size: u64,
         /// Holder nodes, comma-separated (default: this node).
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -129,7 +129,7 @@ enum Command {
     LmrMany {
         count: u32,
         /// Size of each (K, M, G, T suffixes).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size)]
         size: u64,
         /// Holder nodes, comma-separated (default: this node).
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
@@ -158,10 +158,10 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         threads: u32,
         /// Request bytes (at least 16).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = 64)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = 64)]
         size: u64,
         /// Reply bytes asked for (and output buffer size).
-        #[arg(long, value_name = "BYTES", value_parser = lmr::parse_size, default_value_t = 64)]
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = 64)]
         reply: u64,
         /// One-way messages (LT_send) instead of calls.
         #[arg(long)]
@@ -356,6 +356,9 @@ fn hostile(lite: &Lite, peer: u32) -> Checks {
     c.expect("down an unknown peer", io(LITE_IOC_PEER_DOWN, addr(&mut down)), Err(Errno::ENOENT));
     down.reserved = 1;
     c.expect("down with reserved field set", io(LITE_IOC_PEER_DOWN, addr(&mut down)), Err(Errno::EINVAL));
+    let mut reserve = LiteReserve { bytes: u64::MAX };
+    c.expect("reserve beyond the hold limit", io(LITE_IOC_RESERVE, addr(&mut reserve)), Err(Errno::EINVAL));
+    c.expect("reserve from NULL", io(LITE_IOC_RESERVE, 0), Err(Errno::EFAULT));
 
     mmap_checks(&mut c);
     unprivileged_checks(&mut c);
@@ -383,7 +386,7 @@ fn mmap_checks(c: &mut Checks) {
     c.expect("mmap the shared page", map(page, rw, 0), Ok(()));
 }
 
-/// Membership ioctls need CAP_NET_ADMIN: check from a child that dropped root.
+/// Membership and reserve ioctls need CAP_NET_ADMIN: check from a child that dropped root.
 fn unprivileged_checks(c: &mut Checks) {
     use nix::sys::wait::{waitpid, WaitStatus};
     use nix::unistd::{fork, setuid, ForkResult, Uid};
@@ -396,14 +399,16 @@ fn unprivileged_checks(c: &mut Checks) {
                 let mut join = LiteJoin { node_id: 1, reserved: 0, epoch: 1 };
                 let r = lite.raw_ioctl(LITE_IOC_JOIN, &mut join as *mut LiteJoin as usize);
                 let leave = lite.raw_ioctl(LITE_IOC_LEAVE, 0);
+                let mut reserve = LiteReserve { bytes: 4 << 20 };
+                let reserve = lite.raw_ioctl(LITE_IOC_RESERVE, &mut reserve as *mut LiteReserve as usize);
                 let status = lite.peers().is_ok();
-                Some(r == Err(Errno::EPERM) && leave == Err(Errno::EPERM) && status)
+                Some(r == Err(Errno::EPERM) && leave == Err(Errno::EPERM) && reserve == Err(Errno::EPERM) && status)
             })();
             std::process::exit(if code == Some(true) { 0 } else { 1 });
         }
         Ok(ForkResult::Parent { child }) => {
             let ok = matches!(waitpid(child, None), Ok(WaitStatus::Exited(_, 0)));
-            c.expect("membership ioctls as nobody give EPERM", if ok { Ok(0) } else { Err(Errno::EACCES) }, Ok(()));
+            c.expect("membership and reserve ioctls as nobody give EPERM", if ok { Ok(0) } else { Err(Errno::EACCES) }, Ok(()));
         }
         Err(e) => c.expect("fork", Err(e), Ok(())),
     }

@@ -14,8 +14,8 @@
 //! cleaner cannot step over (it does not know the hole's size): it reports the stall.
 
 use clap::{Parser, Subcommand};
-use lite::{Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{fnv1a, parse_size, percentile, Progress};
+use lite::{parse_size, Lite, Lmr, MallocOptions, Perm};
+use lite_apps::{fnv1a, percentile, Progress};
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -8,8 +8,8 @@
 //! until the master says the job is over. Nothing but liblite moves data.
 
 use clap::{Parser, Subcommand};
-use lite::{Error, Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{fnv1a, parse_size, Progress, Rng};
+use lite::{parse_size, Error, Lite, Lmr, MallocOptions, Perm};
+use lite_apps::{fnv1a, Progress, Rng};
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
