@@ -882,6 +882,10 @@ pub(crate) struct Lite {
     /// Serializes allocation of LMR memory with device removal.
     #[pin]
     pub(crate) alloc_lock: Mutex<()>,
+    /// The reserve's refill sleeps here, releasing `mem`, until allocations pause
+    /// (a timed wait: nothing signals it).
+    #[pin]
+    pub(crate) reserve_quiet: CondVar,
     /// Next LMR handle: unique across processes, so another process's handle is
     /// never valid by accident.
     pub(crate) next_handle: AtomicU64,
@@ -907,6 +911,7 @@ impl Lite {
                 ),
                 mem <- new_mutex!(Memory::new(), "lite:mem"),
                 alloc_lock <- new_mutex!((), "lite:alloc"),
+                reserve_quiet <- new_condvar!("lite:reserve_quiet"),
                 next_handle: AtomicU64::new(0x1000),
                 qps_per_peer,
                 rpc <- RpcNode::new(),

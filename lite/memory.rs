@@ -25,6 +25,7 @@ use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::time::{msecs_to_jiffies, Ktime};
 use kernel::uaccess::UserSlice;
 
 const _: () = assert!(PERM_READ == LITE_PERM_READ && PERM_WRITE == LITE_PERM_WRITE && PERM_MASTER == LITE_PERM_MASTER);
@@ -46,6 +47,9 @@ fn range_error(err: RangeError) -> Error {
 /// A peer may not make this node hold more than this share of its RAM.
 const HOLD_SHARE_NUM: u64 = 3;
 const HOLD_SHARE_DEN: u64 = 4;
+
+/// Milliseconds without allocations from the reserve before it is refilled.
+const RESERVE_QUIET_MS: i64 = 100;
 
 /// Bytes of LMR memory this node may hold.
 fn hold_limit() -> u64 {
@@ -275,6 +279,8 @@ pub(crate) struct Memory {
     reserve_target: usize,
     /// Chunks taken from the reserve since the module was loaded.
     reserve_used: u64,
+    /// When the last one was taken.
+    reserve_taken_at: Ktime,
     /// A refill job is queued or running.
     refilling: bool,
 }
@@ -292,6 +298,7 @@ impl Memory {
             reserve: KVec::new(),
             reserve_target: 0,
             reserve_used: 0,
+            reserve_taken_at: Ktime::ktime_get(),
             refilling: false,
         }
     }
@@ -300,6 +307,7 @@ impl Memory {
         let len = self.reserve.len();
         (len > 0).then(|| {
             self.reserve_used += 1;
+            self.reserve_taken_at = Ktime::ktime_get();
             swap_remove(&mut self.reserve, len - 1)
         })
     }
@@ -516,6 +524,14 @@ impl Lite {
     /// its limit (LMR memory and reserve together), or memory or the device is gone.
     /// One chunk per call, so that `hold` waits for at most one chunk's zeroing.
     fn refill_reserve_chunk(&self) -> bool {
+        // Zeroing competes for the CPU with an allocation still taking chunks (and its
+        // requests to other holders): start once takes have paused.
+        {
+            let mut mem = self.mem.lock();
+            while (Ktime::ktime_get() - mem.reserve_taken_at).to_ms() < RESERVE_QUIET_MS {
+                let _ = self.reserve_quiet.wait_interruptible_timeout(&mut mem, msecs_to_jiffies(RESERVE_QUIET_MS as u32));
+            }
+        }
         // Serialized with device removal, which empties the reserve.
         let _serial = self.alloc_lock.lock();
         let dev = self.device();

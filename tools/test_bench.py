@@ -386,7 +386,7 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 1 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
+        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
