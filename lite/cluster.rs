@@ -1089,9 +1089,8 @@ impl Lite {
 
     /// The `Arc` this `Lite` lives in, for work queued beyond the caller.
     pub(crate) fn arc(&self) -> Arc<Lite> {
-        // SAFETY: `Lite::new`, the only constructor, puts it in an `Arc`, which the module
-        // keeps until every callback and file is gone (the pointer is the one C callbacks
-        // borrow from), so the count is not zero while `&self` lives.
+        // SAFETY: `Lite::new` (the only constructor) puts it in an `Arc` the module keeps
+        // until every callback and file is gone, so the count is not zero while `&self` lives.
         unsafe { ArcBorrow::from_raw(self as *const Lite) }.into()
     }
 

@@ -661,8 +661,9 @@ def run_steps(b, results, args):
             try:
                 d = b.tool_json(CLIENT, f"lite-bench malloc --size {a.malloc_size} --holders {holders}", a.step_timeout)
             finally:
-                for n in nodes if reserved else []:
-                    b.c.exec(n, "lite-admin reserve 0", check=False)
+                if reserved:
+                    for n in nodes:
+                        b.c.exec(n, "lite-admin reserve 0", check=False)
             lite.setdefault("malloc_reserved" if reserved else "malloc", {})[holders] = d
             return f"malloc {fmt_ns(d['malloc_ns'])} + map {fmt_ns(d['map_ns'])} = {fmt_ns(d['total_ns'])}{filled}"
         return go
