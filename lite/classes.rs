@@ -10,7 +10,10 @@
 //! effective class is the lower of the operator's class and its own choice.
 //! Classes are ordered by their number: 0 (latency) is the highest priority.
 
-use crate::uapi::{LITE_CLASS_DEFAULT, LITE_NR_CLASSES, LITE_RULE_CGROUP, LITE_RULE_PID, LITE_RULE_UID};
+use crate::uapi::{
+    LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY, LITE_NR_CLASSES, LITE_QOS_HW_SEP, LITE_QOS_SW_PRI, LITE_RULE_CGROUP,
+    LITE_RULE_PID, LITE_RULE_UID,
+};
 
 /// Rules a node keeps at most.
 pub(crate) const MAX_RULES: usize = 64;
@@ -98,10 +101,23 @@ pub(crate) fn may_choose(current: u32, wanted: u32) -> bool {
     wanted < LITE_NR_CLASSES && wanted >= current
 }
 
+/// The QP (of `nr_qps`) an operation of `class` uses in `mode`; `spread` rotates.
+/// The latency class keeps QPs 1.. to itself in HW-Sep, and in SW-Pri too: behind
+/// paced chunks in one send queue it would wait however well they are paced. Paced
+/// transfers share QP 0; with no latency traffic, everything spreads over all QPs.
+pub(crate) fn qp_for(mode: u32, class: u32, paced: bool, nr_qps: usize, spread: usize) -> usize {
+    let separate = mode == LITE_QOS_HW_SEP || mode == LITE_QOS_SW_PRI;
+    match (separate, nr_qps) {
+        (true, 2..) if class == LITE_CLASS_LATENCY => 1 + spread % (nr_qps - 1),
+        (true, 2..) if mode == LITE_QOS_HW_SEP || paced => 0,
+        _ => spread % nr_qps.max(1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::uapi::{LITE_CLASS_BULK, LITE_CLASS_LATENCY};
+    use crate::uapi::{LITE_CLASS_BULK, LITE_QOS_NONE};
 
     fn who<'a>(tgids: &'a [u32], uid: u32, cgroup: u64) -> Lineage<'a> {
         Lineage { tgids, uid, cgroup }
@@ -149,5 +165,23 @@ mod tests {
         assert!(!rule_valid(&Rule { kind: LITE_RULE_UID, id: 1 << 40, class: LITE_CLASS_BULK }));
         assert!(!rule_valid(&Rule { kind: 9, id: 1, class: LITE_CLASS_BULK }));
         assert!(!rule_valid(&Rule { kind: LITE_RULE_UID, id: 0, class: LITE_NR_CLASSES }));
+    }
+
+    #[test]
+    fn the_latency_class_keeps_its_qps_to_itself_when_classes_are_enforced() {
+        let (lat, bulk) = (LITE_CLASS_LATENCY, LITE_CLASS_BULK);
+        for spread in 0..8 {
+            for mode in [LITE_QOS_HW_SEP, LITE_QOS_SW_PRI] {
+                assert!((1..4).contains(&qp_for(mode, lat, false, 4, spread)));
+            }
+            assert_eq!(qp_for(LITE_QOS_HW_SEP, bulk, false, 4, spread), 0);
+            assert_eq!(qp_for(LITE_QOS_SW_PRI, bulk, true, 4, spread), 0);
+            // Unpaced (no latency traffic) and in `none` mode, every class spreads.
+            assert_eq!(qp_for(LITE_QOS_SW_PRI, bulk, false, 4, spread), spread % 4);
+            assert_eq!(qp_for(LITE_QOS_NONE, lat, false, 4, spread), spread % 4);
+            // One QP: nothing to separate.
+            assert_eq!(qp_for(LITE_QOS_SW_PRI, lat, false, 1, spread), 0);
+            assert_eq!(qp_for(LITE_QOS_HW_SEP, bulk, false, 1, spread), 0);
+        }
     }
 }

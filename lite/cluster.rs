@@ -707,7 +707,7 @@ impl Peer {
             Admit::Go(limit) => limit,
             Admit::ProbeFirst(limit) => {
                 // A failed probe only means no sample: the transfer's own error tells.
-                if let Ok(ns) = self.probe(qp_index) {
+                if let Ok(ns) = self.probe(ticket.probe_qp()) {
                     self.qos.probed(ns);
                 }
                 limit
@@ -725,22 +725,28 @@ impl Peer {
     }
 
     /// SW-Pri's reference flow: the round trip (ns) of an 8-byte RDMA READ of the
-    /// peer's mailbox on QP `qp_index`, which queues behind this node's paced traffic
-    /// like a latency-class operation would.
+    /// peer's mailbox on QP `qp_index`, one latency-class operations use, which queues
+    /// behind this node's paced traffic wherever a latency-class operation would.
     fn probe(&self, qp_index: usize) -> Result<u64> {
         let target = DmaBuf::new(&self.dev, 8)?;
         let (dma, _) = target.range(0, 8)?;
         let op = Op::new()?;
+        self.take_credits(qp_index, 1)?;
         let start = Ktime::ktime_get();
-        {
+        let posted = {
             let link = self.link.lock();
-            let (Some(remote), true, Some(qp)) = (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) else {
-                return Err(EHOSTDOWN());
-            };
-            let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
-            qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)?;
-        }
-        op.wait().map_err(|status| self.wc_error(status))?;
+            match (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
+                (Some(remote), true, Some(qp)) => {
+                    let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
+                    qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
+                }
+                _ => Err(EHOSTDOWN()),
+            }
+        };
+        let completed = op.wait();
+        self.return_credits(qp_index, 1);
+        posted?;
+        completed.map_err(|status| self.wc_error(status))?;
         Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 

@@ -3,7 +3,8 @@
 //! HW-Sep): every one-sided transfer, atomic and RPC message of a process is
 //! accounted to its class (classes.rs decides which), and in SW-Pri mode, while
 //! latency-class traffic is active, the other classes' transfers go in small
-//! chunks paced by the token bucket at SafeUtil, shared by weight (pacer.rs).
+//! chunks paced by the token bucket at SafeUtil, shared by weight (pacer.rs), on
+//! QPs the latency class does not use (classes::qp_for).
 //!
 //! Pacing happens in the calling task, which owns its transfer: it waits for its
 //! turn on a condition variable and for tokens on an hrtimer, never spinning. Only
@@ -16,7 +17,7 @@
 //! that measures the queueing bulk traffic causes even when latency traffic is
 //! sparse.
 
-use crate::classes::{self, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES};
+use crate::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES};
 use crate::cluster::{remove_at, retain, swap_remove};
 use crate::ffi;
 use crate::pacer::{self, Aimd, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW};
@@ -45,10 +46,10 @@ const INITIAL_LINK_RATE: u64 = 100 << 20;
 /// The measured link rate is the best rate at which this node posted work
 /// requests over an interval of this length (in-flight limits keep posting close
 /// to delivery).
-const RATE_INTERVAL_NS: u64 = 50_000_000;
-/// A waiter not picked rechecks at least this often (the chunk let through wakes
-/// it earlier).
-const TURN_WAIT_MS: u32 = 2;
+const RATE_INTERVAL_NS: u64 = 500_000_000;
+/// A waiter not picked rechecks at least this often, to notice that pacing ended
+/// (the chunk let through and a paced transfer's end wake it earlier).
+const TURN_WAIT_MS: u32 = 20;
 
 fn now_ns() -> u64 {
     Ktime::ktime_get().to_ns() as u64
@@ -281,7 +282,8 @@ impl Qos {
         let who = Who::current();
         let st = self.state.lock();
         let class = st.class_of(&who).0;
-        (class, qp_for(st.mode, class, nr_qps, spread))
+        let paced = class != LITE_CLASS_LATENCY && st.pacing(now_ns());
+        (class, qp_for(st.mode, class, paced, nr_qps, spread))
     }
 
     /// A transfer of the current task starts: its class, QP and first work request
@@ -293,8 +295,9 @@ impl Qos {
         st.classes[class as usize].active += 1;
         let start_ns = now_ns();
         let paced = class != LITE_CLASS_LATENCY && st.pacing(start_ns);
-        let qp = qp_for(st.mode, class, nr_qps, spread);
-        Ticket { qos: self, class, qp, paced, flow: None, start_ns, bytes: 0 }
+        let qp = qp_for(st.mode, class, paced, nr_qps, spread);
+        let probe_qp = qp_for(st.mode, LITE_CLASS_LATENCY, false, nr_qps, spread);
+        Ticket { qos: self, class, qp, probe_qp, paced, flow: None, start_ns, bytes: 0 }
     }
 
     /// Accounts an RPC call or message of the current task (its class, no latency).
@@ -491,6 +494,8 @@ pub(crate) struct Ticket<'a> {
     qos: &'a Qos,
     class: u32,
     qp: usize,
+    /// Where a reference probe goes: where latency-class operations would.
+    probe_qp: usize,
     /// Paced when the transfer began (later work requests learn it from `admit`).
     paced: bool,
     flow: Option<usize>,
@@ -509,6 +514,10 @@ pub(crate) enum Admit {
 impl Ticket<'_> {
     pub(crate) fn qp(&self) -> usize {
         self.qp
+    }
+
+    pub(crate) fn probe_qp(&self) -> usize {
+        self.probe_qp
     }
 
     /// Largest first work request of this transfer (at most `most`): small chunks
@@ -625,6 +634,7 @@ impl Ticket<'_> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let now = now_ns();
+        let was_paced = self.flow.is_some();
         {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
@@ -640,16 +650,11 @@ impl Drop for Ticket<'_> {
                 st.last_latency_ns = now;
             }
         }
-        self.qos.turn.notify_all();
-    }
-}
-
-/// The QP (of `nr_qps`) an operation of `class` uses in `mode`; `spread` rotates.
-fn qp_for(mode: u32, class: u32, nr_qps: usize, spread: usize) -> usize {
-    match (mode == LITE_QOS_HW_SEP, nr_qps) {
-        (true, 2..) if class == LITE_CLASS_LATENCY => 1 + spread % (nr_qps - 1),
-        (true, 2..) => 0,
-        _ => spread % nr_qps.max(1),
+        // Only a paced transfer's end changes whose turn it is; waking the waiters
+        // after every latency-class operation would only make them compete with it.
+        if was_paced {
+            self.qos.turn.notify_all();
+        }
     }
 }
 

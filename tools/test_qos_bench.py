@@ -47,6 +47,12 @@ class QosBenchTest(unittest.TestCase):
         self.assertEqual(modes["sw-pri"]["met"], {"p99_ratio": True, "aggregate_ratio": True})
         self.assertEqual(modes["none"]["met"], {"p99_ratio": False, "aggregate_ratio": True})
 
+    def test_without_the_none_mode_only_the_latency_target_is_judged(self):
+        sw = {"aggregate_beside_latency_mb_s": 9.5, "bulk_alone_mb_s": 9.0, "p99_ratio": 1.4}
+        modes = q.add_ratios({"sw-pri": dict(sw)})
+        self.assertIsNone(modes["sw-pri"]["aggregate_ratio"])
+        self.assertEqual(modes["sw-pri"]["met"], {"p99_ratio": True, "aggregate_ratio": None})
+
     def test_the_latency_flow_runs_in_the_latency_class(self):
         cmd = q.latency_flow(3)
         self.assertIn("lite-admin class set --pid $$ latency", cmd)

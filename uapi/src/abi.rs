@@ -743,8 +743,9 @@ pub const LITE_IOC_BARRIER: u32 = 0x4018_4C20;
 // it. In `LITE_QOS_SW_PRI` mode, while latency-class traffic is active, other
 // classes' transfers go in 5 KiB work requests paced by tokens at
 // SafeUtil, shared by weight (WF2Q+); SafeUtil follows AIMD on the latency class's
-// p99 against Target99. `LITE_QOS_HW_SEP` reserves QP 0 for the other classes and
-// QPs 1..K-1 for the latency class. `LITE_QOS_NONE` only accounts.
+// p99 against Target99; the latency class keeps QPs 1..K-1 to itself and paced
+// transfers use QP 0. `LITE_QOS_HW_SEP` reserves QP 0 for the other classes and
+// QPs 1..K-1 for the latency class, without pacing. `LITE_QOS_NONE` only accounts.
 
 /// Highest priority: never chunked, never delayed.
 pub const LITE_CLASS_LATENCY: u32 = 0;
