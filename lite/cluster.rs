@@ -38,7 +38,7 @@ const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 
 const WINDOW_BYTES: usize = 1 << 20;
 /// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs).
 const WR_BYTES: usize = 32 << 10;
-const INFLIGHT_BYTES: usize = 2 * WR_BYTES;
+const INFLIGHT_BYTES: usize = 4 * WR_BYTES;
 /// Work requests in flight per transfer, in units of its largest one: while paced
 /// (small chunks), enough to keep the link busy between tokens.
 const INFLIGHT_WRS: usize = 4;
