@@ -170,9 +170,9 @@ impl QosState {
         self.bucket.set_rate(rate, now);
     }
 
-    /// One AIMD step when due: on the p99 of the latency samples since the last
-    /// step, once `STEP_SAMPLES` arrived (or `UPDATE_NS` passed with a few); with no
-    /// latency traffic active, no limit.
+    /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
+    /// since the last step, once `STEP_SAMPLES` arrived (or `UPDATE_NS` passed with a
+    /// few); with no latency traffic active, no limit.
     fn control(&mut self, now: u64) {
         let samples = self.windows.control.len();
         let active = self.latency_active(now);
@@ -181,6 +181,11 @@ impl QosState {
             return;
         }
         self.next_update_ns = now + UPDATE_NS;
+        if self.mode != LITE_QOS_SW_PRI {
+            // Nothing is paced: no AIMD steps, and the next mode starts from fresh samples.
+            self.windows.control.clear();
+            return;
+        }
         let p99 = if active {
             if samples < MIN_STEP_SAMPLES {
                 // Too few samples to judge: keep SafeUtil.

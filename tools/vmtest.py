@@ -631,6 +631,10 @@ def qos_stats(c, n):
     return json.loads(c.exec(n, "lite-admin stats --json --interval-ms 10").out)
 
 
+def aimd_steps(stats):
+    return stats["decreases"] + stats["increases"]
+
+
 def class_ops(c, n):
     return {k["class"]: k for k in qos_stats(c, n)["classes"]}
 
@@ -688,7 +692,9 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     seen = {}
     for mode in ("none", "sw-pri"):
         c.exec(0, f"lite-admin mode {mode}")
-        paced_before = class_ops(c, 0)["bulk"]["paced_chunks"]
+        stats = qos_stats(c, 0)
+        paced_before = {k["class"]: k for k in stats["classes"]}["bulk"]["paced_chunks"]
+        steps_before = aimd_steps(stats)
         bulks = [c.exec_async(0, bulk, timeout=600) for _ in range(2)]
         time.sleep(3)
         lat = flow_json(0, c.exec(0, latency, timeout=600), f"{mode} latency flow")
@@ -701,12 +707,14 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
             "during_mb_s": sum(in_window(f, lo, hi) for f in flows) / (hi - lo) / 1e3,
             "after_mb_s": sum(in_window(f, hi + 500, end) for f in flows) / max(1, end - hi - 500) / 1e3,
             "paced": class_ops(c, 0)["bulk"]["paced_chunks"] - paced_before,
+            "aimd_steps": aimd_steps(qos_stats(c, 0)) - steps_before,
         }
     none, sw = seen["none"], seen["sw-pri"]
     print(f"    latency p50 beside bulk: none {none['p50_ms']:.1f} ms, sw-pri {sw['p50_ms']:.1f} ms; bulk MB/s "
           f"during/after: none {none['during_mb_s']:.1f}/{none['after_mb_s']:.1f}, "
           f"sw-pri {sw['during_mb_s']:.1f}/{sw['after_mb_s']:.1f}; paced chunks {sw['paced']}", flush=True)
     check(none["paced"] == 0 and sw["paced"] > 0, f"paced chunks: {seen}")
+    check(none["aimd_steps"] == 0 and sw["aimd_steps"] > 0, f"AIMD steps outside sw-pri mode: {seen}")
     check(sw["p50_ms"] <= 1.1 * none["p50_ms"], f"sw-pri did not shield the latency flow: {seen}")
     check(sw["after_mb_s"] >= 1.2 * sw["during_mb_s"], f"bulk not faster once latency traffic stopped: {seen}")
 
