@@ -730,24 +730,30 @@ impl Peer {
     fn probe(&self, qp_index: usize) -> Result<u64> {
         let target = DmaBuf::new(&self.dev, 8)?;
         let (dma, _) = target.range(0, 8)?;
+        let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
         let op = Op::new()?;
-        self.take_credits(qp_index, 1)?;
         let start = Ktime::ktime_get();
+        self.single_request(qp_index, &op, |qp, remote| {
+            qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
+        })?;
+        Ok((Ktime::ktime_get() - start).to_ns() as u64)
+    }
+
+    /// Posts one work request of `op` with `post` on QP `qp_index` of the connected
+    /// peer, holding a send credit, and waits for its completion.
+    fn single_request(&self, qp_index: usize, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
+        self.take_credits(qp_index, 1)?;
         let posted = {
             let link = self.link.lock();
-            match (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
-                (Some(remote), true, Some(qp)) => {
-                    let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
-                    qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
-                }
+            match (&link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
+                (Some(remote), true, Some(qp)) => post(qp, remote),
                 _ => Err(EHOSTDOWN()),
             }
         };
         let completed = op.wait();
         self.return_credits(qp_index, 1);
         posted?;
-        completed.map_err(|status| self.wc_error(status))?;
-        Ok((Ktime::ktime_get() - start).to_ns() as u64)
+        completed.map_err(|status| self.wc_error(status))
     }
 
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
@@ -785,18 +791,9 @@ impl Peer {
         let nr_qps = self.link.lock().qps.len().max(1);
         let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = Ktime::ktime_get();
-        self.take_credits(qp_index, 1)?;
-        let posted = {
-            let link = self.link.lock();
-            match (link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
-                (Some(remote), true, Some(qp)) => qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey),
-                _ => Err(EHOSTDOWN()),
-            }
-        };
-        let completed = op.wait();
-        self.return_credits(qp_index, 1);
-        posted?;
-        completed.map_err(|status| self.wc_error(status))?;
+        self.single_request(qp_index, &op, |qp, remote| {
+            qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
+        })?;
         self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
         let mut old = [0u8; 8];
         result.read(0, &mut old)?;

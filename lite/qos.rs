@@ -146,6 +146,13 @@ impl QosState {
         self.mode == LITE_QOS_SW_PRI && self.latency_active(now)
     }
 
+    /// The QP (of `nr_qps`; `spread` rotates) an operation of `class` starting now
+    /// uses, and whether it is paced: only the latency class never is.
+    fn route(&self, class: u32, now: u64, nr_qps: usize, spread: usize) -> (usize, bool) {
+        let paced = class != LITE_CLASS_LATENCY && self.pacing(now);
+        (qp_for(self.mode, class, paced, nr_qps, spread), paced)
+    }
+
     fn ceiling(&self) -> u64 {
         if self.link_rate != 0 {
             self.link_rate
@@ -287,8 +294,7 @@ impl Qos {
         let who = Who::current();
         let st = self.state.lock();
         let class = st.class_of(&who).0;
-        let paced = class != LITE_CLASS_LATENCY && st.pacing(now_ns());
-        (class, qp_for(st.mode, class, paced, nr_qps, spread))
+        (class, st.route(class, now_ns(), nr_qps, spread).0)
     }
 
     /// A transfer of the current task starts: its class, QP and first work request
@@ -299,8 +305,7 @@ impl Qos {
         let class = st.class_of(&who).0.min(LITE_NR_CLASSES - 1);
         st.classes[class as usize].active += 1;
         let start_ns = now_ns();
-        let paced = class != LITE_CLASS_LATENCY && st.pacing(start_ns);
-        let qp = qp_for(st.mode, class, paced, nr_qps, spread);
+        let (qp, paced) = st.route(class, start_ns, nr_qps, spread);
         let probe_qp = qp_for(st.mode, LITE_CLASS_LATENCY, false, nr_qps, spread);
         Ticket { qos: self, class, qp, probe_qp, paced, flow: None, start_ns, bytes: 0 }
     }

@@ -14,6 +14,11 @@ bandwidth alone and beside latency, and the aggregate bandwidth beside latency
 against the `none` mode's. Targets (issue 6): with sw-pri, p99 beside bulk <= 1.5 x
 p99 alone, and aggregate bandwidth >= 0.90 x none's.
 
+Then the frontier (`--frontier`): the same protocol in sw-pri with SafeUtil held at
+fixed rates (the link rate set to each, AIMD kept from halving by the largest
+Target99), which shows what any SafeUtil could trade between the two targets on
+this cluster, whatever AIMD would choose.
+
 Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the p99 the
 latency flow reaches alone in `none` mode, measured first: emulated guests have
 millisecond latencies, so a fixed microsecond target would mean nothing.
@@ -42,6 +47,9 @@ LATENCY_SIZE = 16
 BULK_SIZE = 1 << 20
 INTERVAL_MS = 250
 TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
+FRONTIER_MB_S = [1, 2, 4, 8]
+# The largest Target99 the module takes (10 s): AIMD never halves below it.
+UNREACHABLE_TARGET_US = 10_000_000
 
 
 def latency_flow(seconds, interval_ms=INTERVAL_MS):
@@ -104,20 +112,22 @@ def summarize_mode(alone, both, bulks):
     }
 
 
-def add_ratios(summary):
-    """Aggregate bandwidth of each mode against the `none` mode's, and target checks."""
-    base = summary.get("none", {}).get("aggregate_beside_latency_mb_s")
+def add_ratios(summary, modes=None):
+    """Aggregate bandwidth of each entry of `summary` against the `none` mode's (in
+    `modes`, by default `summary` itself), and target checks."""
+    none = (summary if modes is None else modes).get("none", {})
+    base = none.get("aggregate_beside_latency_mb_s")
     for mode, s in summary.items():
         s["aggregate_ratio"] = s["aggregate_beside_latency_mb_s"] / base if base else None
-        s["work_conserving_ratio"] = (s["bulk_alone_mb_s"] / summary["none"]["bulk_alone_mb_s"]
-                                      if base and summary["none"]["bulk_alone_mb_s"] else None)
+        s["work_conserving_ratio"] = (s["bulk_alone_mb_s"] / none["bulk_alone_mb_s"]
+                                      if base and none["bulk_alone_mb_s"] else None)
         s["met"] = {k: (None if s.get(k) is None else (s[k] <= t if op == "<=" else s[k] >= t))
                     for k, (op, t) in TARGETS.items()}
     return summary
 
 
-def table(summary):
-    head = ["mode", "lat p50 alone", "lat p99 alone", "lat p50 +bulk", "lat p99 +bulk", "p99 ratio",
+def table(summary, first="mode"):
+    head = [first, "lat p50 alone", "lat p99 alone", "lat p50 +bulk", "lat p99 +bulk", "p99 ratio",
             "bulk MB/s alone", "bulk MB/s +lat", "aggregate vs none"]
     rows = [head]
     for mode, s in summary.items():
@@ -192,6 +202,46 @@ def svg_timeline(title, modes):
     return "\n".join(parts) + "\n"
 
 
+def svg_frontier(title, modes, frontier):
+    """The latency class's p99 ratio against the aggregate bandwidth (vs none): one
+    point per mode and per fixed SafeUtil of the frontier, and the target region."""
+    w, h, ml, mr, mt, mb = 680, 420, 60, 20, 40, 50
+    iw, ih = w - ml - mr, h - mt - mb
+    points = [(name, s, "#1f77b4") for name, s in modes.items()] + \
+             [(f"{mb_s} MB/s", s, "#ff7f0e") for mb_s, s in frontier.items()]
+    points = [(n, s["aggregate_ratio"], s["p99_ratio"], c) for n, s, c in points if s.get("aggregate_ratio") is not None]
+    xmax = max([1.1] + [x * 1.1 for _, x, _, _ in points])
+    ymax = max([2 * TARGETS["p99_ratio"][1]] + [y * 1.1 for _, _, y, _ in points])
+
+    def at(x, y):
+        return ml + iw * x / xmax, mt + ih - ih * y / ymax
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             f'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>']
+    # The target region: aggregate >= 0.90 of none, p99 ratio <= 1.5.
+    (x0, y0), (x1, y1) = at(TARGETS["aggregate_ratio"][1], TARGETS["p99_ratio"][1]), at(xmax, 0)
+    parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="#dff0d8"/>')
+    parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y1 - 6:.1f}" text-anchor="middle" fill="#3c763d">targets</text>')
+    parts.append(f'<rect x="{ml}" y="{mt}" width="{iw}" height="{ih}" fill="none" stroke="#444"/>')
+    for k in range(6):
+        gx, gy = at(xmax * k / 5, ymax * k / 5)
+        parts.append(f'<text x="{gx:.1f}" y="{mt + ih + 14}" text-anchor="middle">{xmax * k / 5:.2f}</text>')
+        parts.append(f'<text x="{ml - 4}" y="{gy + 4:.1f}" text-anchor="end">{ymax * k / 5:.2f}</text>')
+    parts.append(f'<text x="{ml + iw / 2}" y="{h - 12}" text-anchor="middle">aggregate bandwidth beside latency '
+                 f'(vs none)</text>')
+    parts.append(f'<text x="14" y="{mt + ih / 2}" text-anchor="middle" transform="rotate(-90 14 {mt + ih / 2})">'
+                 f'latency p99 beside bulk / alone</text>')
+    for name, x, y, color in points:
+        px, py = at(x, y)
+        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{color}"/>')
+        parts.append(f'<text x="{px + 6:.1f}" y="{py - 6:.1f}" fill="{color}">{_esc(name)}</text>')
+    parts.append(f'<text x="{ml + 6}" y="{mt + 14}"><tspan fill="#1f77b4">modes</tspan>, '
+                 f'<tspan fill="#ff7f0e">sw-pri with SafeUtil held at a rate</tspan></text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
 class Runner:
     def __init__(self, c, timeout):
         self.c, self.timeout = c, timeout
@@ -223,15 +273,24 @@ def main():
     ap.add_argument("--kernel", default="release", choices=["release", "debug"])
     ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
     ap.add_argument("--target-us", type=int, help="Target99 (default: 1.5 x the latency flow's p99 alone)")
-    ap.add_argument("--out", default=str(OUT_DIR), help="where qos.json and qos.svg go (default build/bench)")
+    ap.add_argument("--out", default=str(OUT_DIR), help="where qos.json, qos.svg and qos-frontier.svg go (default build/bench)")
     ap.add_argument("--link-mbps", type=int, help="link rate SW-Pri assumes (default: measured)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated modes to run (default {','.join(MODES)}; ratios need none)")
+    ap.add_argument("--frontier", default=",".join(map(str, FRONTIER_MB_S)),
+                    help="comma-separated MB/s to hold sw-pri's SafeUtil at after the modes "
+                         f"(default {','.join(map(str, FRONTIER_MB_S))}; empty: none)")
     ap.add_argument("--json", action="store_true", help="also print qos.json to stdout")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--modes: choose from {', '.join(MODES)}")
+    try:
+        frontier = [int(r) for r in args.frontier.split(",") if r]
+    except ValueError:
+        ap.error("--frontier: whole MB/s, such as 1,2,4,8")
+    if any(r < 1 for r in frontier):
+        ap.error("--frontier: rates of at least 1 MB/s")
     if args.seconds <= 0:
         ap.error("--seconds must be positive")
     guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
@@ -246,7 +305,7 @@ def main():
     results = {"config": {"kernel": args.kernel, "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
                           "latency_size": LATENCY_SIZE, "bulk_size": BULK_SIZE, "bulk_flows": BULK_FLOWS,
                           "interval_ms": INTERVAL_MS},
-               "modes": {}, "flows": {}, "errors": []}
+               "modes": {}, "flows": {}, "frontier": {}, "errors": []}
     try:
         c.up(nodes=NODES, variant=args.kernel, mem=1536)
         c.join(range(NODES))
@@ -280,6 +339,24 @@ def main():
             print(f"      latency p99 alone {s['latency_alone']['p99_ns'] / 1e6:.2f} ms, beside bulk "
                   f"{s['latency_beside_bulk']['p99_ns'] / 1e6:.2f} ms; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
                   f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency{pacing_note(pacing)}", flush=True)
+        if frontier:
+            c.exec(SENDER, f"lite-admin target --us {UNREACHABLE_TARGET_US}")
+        for i, mb_s in enumerate(frontier, 1):
+            print(f"[frontier {i}/{len(frontier)}] sw-pri with SafeUtil held at {mb_s} MB/s ...", flush=True)
+            c.exec(SENDER, f"lite-admin weights --link-mbps {mb_s}")
+            try:
+                alone, both, bulk, pacing = runner.mode("sw-pri", args.seconds)
+            except CommandFailed as e:
+                print(f"      FAILED: {str(e)[-1500:]}", flush=True)
+                results["errors"].append({"step": f"frontier {mb_s} MB/s", "error": str(e)[-4000:]})
+                continue
+            results["flows"][f"sw-pri at {mb_s} MB/s"] = {"latency_alone": alone, "latency": [both], "bulk": bulk,
+                                                         "pacing": pacing}
+            s = results["frontier"][str(mb_s)] = summarize_mode(alone, both, bulk)
+            print(f"      latency p99 ratio {s['p99_ratio']:.2f}; bulk {s['bulk_beside_latency_mb_s']:.2f} MB/s "
+                  f"beside latency{pacing_note(pacing)}", flush=True)
+        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0}")
+        c.exec(SENDER, f"lite-admin target --us {target_us}")
         c.exec(SENDER, "lite-admin mode sw-pri")
     except CommandFailed as e:
         print(f"\nqos-bench: {e}", flush=True)
@@ -289,11 +366,16 @@ def main():
         c.down(quiet=True)
     results["duration_s"] = round(time.time() - started, 1)
     add_ratios(results["modes"])
+    add_ratios(results["frontier"], results["modes"])
     json_path, svg_path = out_dir / "qos.json", out_dir / "qos.svg"
+    frontier_path = out_dir / "qos-frontier.svg"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
+    when = f"{args.kernel} kernel, {time.strftime('%Y-%m-%d %H:%M')}"
     svg_path.write_text(svg_timeline(
-        f"Latency class beside 2 bulk flows, by mode ({args.kernel} kernel, {time.strftime('%Y-%m-%d %H:%M')})",
-        [(m, {"latency": f["latency"], "bulk": f["bulk"]}) for m, f in results["flows"].items()]))
+        f"Latency class beside 2 bulk flows, by mode ({when})",
+        [(m, {"latency": f["latency"], "bulk": f["bulk"]}) for m, f in results["flows"].items() if m in MODES]))
+    frontier_path.write_text(svg_frontier(f"Latency p99 ratio against aggregate bandwidth ({when})",
+                                          results["modes"], results["frontier"]))
     rc = 0
     if results["modes"]:
         print("\n== latency class (16 B LT_write) beside 2 bulk flows (1 MiB LT_write) ==")
@@ -302,14 +384,19 @@ def main():
         print("sw-pri targets: " + ", ".join(f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: "
                                              f"{'met' if v else 'missed' if v is not None else 'no data'}"
                                              for k, v in sw.items()))
-    if results["errors"] or len(results["modes"]) < len(modes):
+    if results["frontier"]:
+        print("\n== frontier: sw-pri with SafeUtil held at a rate (no AIMD) ==")
+        print(table({f"{r} MB/s": s for r, s in results["frontier"].items()}, first="SafeUtil"))
+        met = [r for r, s in results["frontier"].items() if all(s["met"].values())]
+        print(f"rates meeting both targets: {', '.join(met) + ' MB/s' if met else 'none'}")
+    if results["errors"] or len(results["modes"]) < len(modes) or len(results["frontier"]) < len(frontier):
         rc = 1
     if results["kernel_bug_reports"]:
         print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
         rc = 1
     if args.json:
         print(json.dumps(results))
-    print(f"results: {json_path}\nplot:    {svg_path}\n({results['duration_s']:.0f} s)")
+    print(f"results: {json_path}\nplots:   {svg_path}, {frontier_path}\n({results['duration_s']:.0f} s)")
     return rc
 
 

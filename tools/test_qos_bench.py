@@ -53,6 +53,27 @@ class QosBenchTest(unittest.TestCase):
         self.assertIsNone(modes["sw-pri"]["aggregate_ratio"])
         self.assertEqual(modes["sw-pri"]["met"], {"p99_ratio": True, "aggregate_ratio": None})
 
+    def test_frontier_points_are_judged_against_the_none_mode(self):
+        modes = q.add_ratios({"none": {"aggregate_beside_latency_mb_s": 10.0, "bulk_alone_mb_s": 10.0,
+                                       "p99_ratio": 3.0}})
+        frontier = q.add_ratios({"1": {"aggregate_beside_latency_mb_s": 1.5, "bulk_alone_mb_s": 10.0, "p99_ratio": 1.4},
+                                 "8": {"aggregate_beside_latency_mb_s": 9.2, "bulk_alone_mb_s": 9.5, "p99_ratio": 2.9}},
+                                modes)
+        self.assertAlmostEqual(frontier["1"]["aggregate_ratio"], 0.15)
+        self.assertEqual(frontier["1"]["met"], {"p99_ratio": True, "aggregate_ratio": False})
+        self.assertEqual(frontier["8"]["met"], {"p99_ratio": False, "aggregate_ratio": True})
+        self.assertAlmostEqual(frontier["8"]["work_conserving_ratio"], 0.95)
+
+    def test_the_frontier_plot_marks_every_point_and_the_target_region(self):
+        def point(agg, p99):
+            return {"aggregate_ratio": agg, "p99_ratio": p99}
+        svg = q.svg_frontier("t", {"none": point(1.0, 3.4), "sw-pri": point(0.4, 1.8)},
+                             {"1": point(0.1, 1.6), "8": point(0.9, 3.0), "lost": point(None, 2.0)})
+        self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
+        self.assertEqual(svg.count("<circle"), 4, "a point per mode and rate with data")
+        for label in (">none<", ">sw-pri<", ">1 MB/s<", ">8 MB/s<", ">targets<"):
+            self.assertIn(label, svg)
+
     def test_the_latency_flow_runs_in_the_latency_class(self):
         cmd = q.latency_flow(3)
         self.assertIn("lite-admin class set --pid $$ latency", cmd)
