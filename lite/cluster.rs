@@ -55,6 +55,8 @@ const WC_RNR_RETRY_EXC_ERR: i32 = 13;
 // way, and a few head reports are in flight between two nodes, so even if all of
 // them use one QP its receive queue never runs dry (no RNR retries).
 const _: () = assert!(2 * SLOTS as u32 + 2 * CALL_SLOTS as u32 + HEAD_REPORTS <= RECV_DEPTH);
+// A paced chunk is one work request.
+const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
 
 /// An error as the `status` of a message answer (a positive errno).
 fn wire_status(err: Error) -> u16 {

@@ -18,8 +18,8 @@
 //! Everything is in nanoseconds, bytes and bytes per second; nothing allocates, and
 //! nothing divides a 128-bit number (the kernel's Rust has no such division).
 
-/// Chunk size of bulk messages while latency traffic is active (Justitia's 5 KB,
-/// rounded to whole 1 KiB MTUs).
+/// Chunk size of bulk messages while latency traffic is active, unless the operator
+/// chose another (Justitia's 5 KB, rounded to whole 1 KiB MTUs).
 pub(crate) const CHUNK_WITH_LATENCY: u64 = 5 * 1024;
 /// Chunk size when no latency traffic is active (Justitia: 1 MB).
 pub(crate) const CHUNK_ALONE: u64 = 1 << 20;
@@ -31,9 +31,10 @@ pub(crate) const TOKEN_OPS: u64 = 1800;
 
 const NS_PER_S: u64 = 1_000_000_000;
 
-/// The length of the next chunk of a bulk message with `remaining` bytes.
-pub(crate) fn chunk_len(remaining: u64, latency_active: bool) -> u64 {
-    remaining.min(if latency_active { CHUNK_WITH_LATENCY } else { CHUNK_ALONE })
+/// The length of the next chunk of a bulk message with `remaining` bytes, given
+/// the chunk size while latency traffic is active (None: it is not).
+pub(crate) fn chunk_len(remaining: u64, with_latency: Option<u64>) -> u64 {
+    remaining.min(with_latency.unwrap_or(CHUNK_ALONE))
 }
 
 /// Bytes and operations issued at a rate, with a bounded bank.
@@ -539,9 +540,10 @@ mod tests {
 
     #[test]
     fn chunks_are_small_only_beside_latency_traffic() {
-        assert_eq!(chunk_len(1 << 22, true), CHUNK_WITH_LATENCY);
-        assert_eq!(chunk_len(1 << 22, false), CHUNK_ALONE);
-        assert_eq!(chunk_len(100, true), 100);
+        assert_eq!(chunk_len(1 << 22, Some(CHUNK_WITH_LATENCY)), CHUNK_WITH_LATENCY);
+        assert_eq!(chunk_len(1 << 22, Some(16 << 10)), 16 << 10);
+        assert_eq!(chunk_len(1 << 22, None), CHUNK_ALONE);
+        assert_eq!(chunk_len(100, Some(CHUNK_WITH_LATENCY)), 100);
     }
 
     #[test]

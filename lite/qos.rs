@@ -41,6 +41,7 @@ const PROBE_BELOW_SAMPLES: usize = 4;
 const DEFAULT_TARGET_NS: u64 = 2_000_000;
 /// Default weights: latency, default, bulk.
 const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
+const _: () = assert!(LITE_QOS_CHUNK_DEFAULT as u64 == pacer::CHUNK_WITH_LATENCY);
 /// Until transfers were measured, SafeUtil is bounded by this link rate (bytes/s).
 const INITIAL_LINK_RATE: u64 = 100 << 20;
 /// The measured link rate is the best rate at which this node posted work
@@ -115,6 +116,8 @@ struct QosState {
     target_ns: u64,
     /// Set by the operator; 0: `measured_rate`.
     link_rate: u64,
+    /// Work request bytes of paced transfers.
+    chunk_bytes: u32,
     measured_rate: u64,
     rate_from_ns: u64,
     rate_bytes: u64,
@@ -257,6 +260,7 @@ impl Qos {
             weights: DEFAULT_WEIGHTS,
             target_ns: DEFAULT_TARGET_NS,
             link_rate: 0,
+            chunk_bytes: LITE_QOS_CHUNK_DEFAULT,
             measured_rate: 0,
             rate_from_ns: now,
             rate_bytes: 0,
@@ -307,7 +311,8 @@ impl Qos {
         let start_ns = now_ns();
         let (qp, paced) = st.route(class, start_ns, nr_qps, spread);
         let probe_qp = qp_for(st.mode, LITE_CLASS_LATENCY, false, nr_qps, spread);
-        Ticket { qos: self, class, qp, probe_qp, paced, flow: None, start_ns, bytes: 0 }
+        let chunk = u64::from(st.chunk_bytes);
+        Ticket { qos: self, class, qp, probe_qp, paced, chunk, flow: None, start_ns, bytes: 0 }
     }
 
     /// Accounts an RPC call or message of the current task (its class, no latency).
@@ -350,12 +355,22 @@ impl Qos {
 
     pub(crate) fn get(&self) -> LiteQos {
         let st = self.state.lock();
-        LiteQos { set: 0, mode: st.mode, target99_ns: st.target_ns, weights: st.weights, reserved: 0, link_rate: st.link_rate }
+        LiteQos {
+            set: 0,
+            mode: st.mode,
+            target99_ns: st.target_ns,
+            weights: st.weights,
+            chunk_bytes: st.chunk_bytes,
+            link_rate: st.link_rate,
+        }
     }
 
     pub(crate) fn set(&self, req: &LiteQos) -> Result {
-        let known = LITE_QOS_SET_MODE | LITE_QOS_SET_TARGET | LITE_QOS_SET_WEIGHTS | LITE_QOS_SET_LINK_RATE;
-        if req.set & !known != 0 || req.reserved != 0 {
+        let known = LITE_QOS_SET_MODE | LITE_QOS_SET_TARGET | LITE_QOS_SET_WEIGHTS | LITE_QOS_SET_LINK_RATE | LITE_QOS_SET_CHUNK;
+        if req.set & !known != 0 {
+            return Err(EINVAL);
+        }
+        if req.set & LITE_QOS_SET_CHUNK != 0 && !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&req.chunk_bytes) {
             return Err(EINVAL);
         }
         if req.set & LITE_QOS_SET_MODE != 0 && req.mode > LITE_QOS_SW_PRI {
@@ -384,6 +399,9 @@ impl Qos {
             }
             if req.set & LITE_QOS_SET_LINK_RATE != 0 {
                 st.link_rate = req.link_rate;
+            }
+            if req.set & LITE_QOS_SET_CHUNK != 0 {
+                st.chunk_bytes = req.chunk_bytes;
             }
             st.reconfigure(now);
         }
@@ -508,6 +526,8 @@ pub(crate) struct Ticket<'a> {
     probe_qp: usize,
     /// Paced when the transfer began (later work requests learn it from `admit`).
     paced: bool,
+    /// Work request bytes while paced.
+    chunk: u64,
     flow: Option<usize>,
     start_ns: u64,
     bytes: u64,
@@ -533,7 +553,7 @@ impl Ticket<'_> {
     /// Largest first work request of this transfer (at most `most`): small chunks
     /// while paced.
     pub(crate) fn first_wr_limit(&self, most: usize) -> usize {
-        pacer::chunk_len(most as u64, self.paced) as usize
+        pacer::chunk_len(most as u64, self.paced.then_some(self.chunk)) as usize
     }
 
     /// Waits until a work request of `bytes` may go (at once for the latency class,
@@ -594,9 +614,10 @@ impl Ticket<'_> {
                         if probe {
                             st_ref.next_probe_ns = now + PROBE_NS;
                         }
+                        self.chunk = u64::from(st_ref.chunk_bytes);
                         drop(st);
                         self.qos.turn.notify_all();
-                        let limit = pacer::chunk_len(u64::MAX, true) as usize;
+                        let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
                         return Ok(if probe { Admit::ProbeFirst(limit) } else { Admit::Go(limit) });
                     }
                     Err(wake_ns) => {

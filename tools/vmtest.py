@@ -660,6 +660,12 @@ def priority_classes_are_set_inherited_and_never_raised(c):
           f"lowering its own class: {out}")
     res = c.exec(1, "lite-admin mode turbo; lite-admin class unset --uid 4242", check=False)
     check(res.rc != 0 and "unknown mode" in res.out and "no class rule for uid 4242" in res.out, res.out)
+    # The chunk size of paced transfers: bounded, and shown.
+    res = c.exec(1, "lite-admin weights --chunk-kib 64", check=False)
+    check(res.rc != 0 and "chunk size must be 1024 to 32768 bytes" in res.out, res.out)
+    out = c.exec(1, "lite-admin weights --chunk-kib 16").out
+    check("paced chunks of 16 KiB" in out, out)
+    check("paced chunks of 5 KiB" in c.exec(1, "lite-admin weights --chunk-kib 5").out, "chunk size not restored")
     # Operations count to the class of the process that issues them.
     before = class_ops(c, 0)
     c.exec(0, "lite-bench --quiet flow --holder 1 --size 4K --seconds 1 --class bulk")

@@ -118,6 +118,9 @@ pub struct QosSettings {
     pub weights: [u32; 3],
     /// The link rate in bytes/s; `None`: measured by the node.
     pub link_rate: Option<u64>,
+    /// Bytes per work request of paced transfers: what a latency-class operation
+    /// may wait behind.
+    pub chunk_bytes: u32,
 }
 
 /// Changes to the settings; `None` fields stay as they are.
@@ -128,6 +131,8 @@ pub struct QosChange {
     pub weights: Option<[u32; 3]>,
     /// `Some(0)`: measure the link rate again.
     pub link_rate: Option<u64>,
+    /// `LITE_QOS_CHUNK_MIN` to `LITE_QOS_CHUNK_MAX` bytes (1 to 32 KiB).
+    pub chunk_bytes: Option<u32>,
 }
 
 /// Whom a rule covers.
@@ -249,6 +254,7 @@ impl Lite {
             target99: Duration::from_nanos(arg.target99_ns),
             weights: arg.weights,
             link_rate: (arg.link_rate != 0).then_some(arg.link_rate),
+            chunk_bytes: arg.chunk_bytes,
         })
     }
 
@@ -279,6 +285,15 @@ impl Lite {
         if let Some(rate) = change.link_rate {
             arg.set |= LITE_QOS_SET_LINK_RATE;
             arg.link_rate = rate;
+        }
+        if let Some(bytes) = change.chunk_bytes {
+            if !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&bytes) {
+                return Err(Error::InvalidArgument(format!(
+                    "the chunk size must be {LITE_QOS_CHUNK_MIN} to {LITE_QOS_CHUNK_MAX} bytes, not {bytes}"
+                )));
+            }
+            arg.set |= LITE_QOS_SET_CHUNK;
+            arg.chunk_bytes = bytes;
         }
         self.ioctl("change the QoS settings", None, LITE_IOC_QOS_SET, &mut arg)
     }

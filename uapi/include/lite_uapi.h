@@ -387,6 +387,21 @@
 
 #define LITE_QOS_SET_LINK_RATE 8
 
+#define LITE_QOS_SET_CHUNK 16
+
+/*
+ Bounds of `LiteQos::chunk_bytes`: from one 1 KiB MTU to the largest work request
+ of a transfer.
+ */
+#define LITE_QOS_CHUNK_MIN 1024
+
+#define LITE_QOS_CHUNK_MAX (32 << 10)
+
+/*
+ The default chunk: Justitia's 5 KB, in whole 1 KiB MTUs.
+ */
+#define LITE_QOS_CHUNK_DEFAULT (5 << 10)
+
 /*
  `LiteClassRule::kind`: `id` is a process id (the rule covers its descendants).
  */

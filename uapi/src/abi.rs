@@ -768,6 +768,14 @@ pub const LITE_QOS_SET_MODE: u32 = 1;
 pub const LITE_QOS_SET_TARGET: u32 = 2;
 pub const LITE_QOS_SET_WEIGHTS: u32 = 4;
 pub const LITE_QOS_SET_LINK_RATE: u32 = 8;
+pub const LITE_QOS_SET_CHUNK: u32 = 16;
+
+/// Bounds of `LiteQos::chunk_bytes`: from one 1 KiB MTU to the largest work request
+/// of a transfer.
+pub const LITE_QOS_CHUNK_MIN: u32 = 1024;
+pub const LITE_QOS_CHUNK_MAX: u32 = 32 << 10;
+/// The default chunk: Justitia's 5 KB, in whole 1 KiB MTUs.
+pub const LITE_QOS_CHUNK_DEFAULT: u32 = 5 << 10;
 
 /// The node's enforcement settings (`LITE_IOC_QOS_GET`, `LITE_IOC_QOS_SET`; setting
 /// needs CAP_NET_ADMIN).
@@ -783,7 +791,9 @@ pub struct LiteQos {
     /// Weights of the classes (1 to `LITE_QOS_MAX_WEIGHT`); the latency class's
     /// weight sets the other classes' floor: their share of the link.
     pub weights: [u32; 3],
-    pub reserved: u32,
+    /// Bytes per work request of paced transfers (`LITE_QOS_CHUNK_MIN` to
+    /// `LITE_QOS_CHUNK_MAX`): what a latency-class operation may wait behind.
+    pub chunk_bytes: u32,
     /// The link's rate in bytes/s, SafeUtil's ceiling; 0: measured (the highest
     /// rate this node's transfers reached).
     pub link_rate: u64,

@@ -129,7 +129,8 @@ enum Command {
         #[arg(long)]
         us: Option<u64>,
     },
-    /// Show or set the classes' weights and the link rate SafeUtil is bounded by.
+    /// Show or set the classes' weights, the link rate SafeUtil is bounded by, and
+    /// the size of paced chunks.
     Weights {
         /// Weights of latency, default and bulk, such as 8,4,1.
         #[arg(long, value_delimiter = ',')]
@@ -137,6 +138,10 @@ enum Command {
         /// Link rate in MB/s (0: measure it).
         #[arg(long)]
         link_mbps: Option<u64>,
+        /// Bytes per work request of paced transfers, in KiB (1 to 32; default 5):
+        /// what a latency-class operation may wait behind.
+        #[arg(long)]
+        chunk_kib: Option<u32>,
     },
     /// Per-class bytes/s, ops/s, p50/p99 latency, SafeUtil, tokens and queues, over
     /// an interval.
@@ -225,13 +230,15 @@ fn main() -> ExitCode {
         },
         Command::Reserve { size, wait, timeout_s, json } => reserve(size, wait, Duration::from_secs(timeout_s), json),
         Command::Target { us } => qos::target(us.map(Duration::from_micros)),
-        Command::Weights { set, link_mbps } => match set.as_deref() {
-            Some(&[latency, default, bulk]) => {
-                qos::weights(Some([latency, default, bulk]), link_mbps.map(|m| m.saturating_mul(1_000_000)))
+        Command::Weights { set, link_mbps, chunk_kib } => {
+            let link_rate = link_mbps.map(|m| m.saturating_mul(1_000_000));
+            let chunk_bytes = chunk_kib.map(|k| k.saturating_mul(1024));
+            match set.as_deref() {
+                Some(&[latency, default, bulk]) => qos::weights(Some([latency, default, bulk]), link_rate, chunk_bytes),
+                Some(other) => Err(format!("--set takes 3 weights (latency,default,bulk), not {}", other.len())),
+                None => qos::weights(None, link_rate, chunk_bytes),
             }
-            Some(other) => Err(format!("--set takes 3 weights (latency,default,bulk), not {}", other.len())),
-            None => qos::weights(None, link_mbps.map(|m| m.saturating_mul(1_000_000))),
-        },
+        }
         Command::Stats { interval_ms, json } => qos::stats(Duration::from_millis(interval_ms.max(10)), json),
         Command::Top { interval_ms, count, json } => qos::top(Duration::from_millis(interval_ms.max(100)), count, json),
     };

@@ -72,18 +72,19 @@ pub fn target(target: Option<Duration>) -> Result<(), String> {
     Ok(())
 }
 
-pub fn weights(weights: Option<[u32; 3]>, link_rate: Option<u64>) -> Result<(), String> {
+pub fn weights(weights: Option<[u32; 3]>, link_rate: Option<u64>, chunk_bytes: Option<u32>) -> Result<(), String> {
     let lite = open()?;
-    if weights.is_some() || link_rate.is_some() {
-        lite.set_qos(&QosChange { weights, link_rate, ..Default::default() }).map_err(|e| e.to_string())?;
+    if weights.is_some() || link_rate.is_some() || chunk_bytes.is_some() {
+        lite.set_qos(&QosChange { weights, link_rate, chunk_bytes, ..Default::default() }).map_err(|e| e.to_string())?;
     }
     let s = lite.qos().map_err(|e| e.to_string())?;
     println!(
-        "weights latency {} default {} bulk {}, link rate {}",
+        "weights latency {} default {} bulk {}, link rate {}, paced chunks of {} KiB",
         s.weights[0],
         s.weights[1],
         s.weights[2],
-        s.link_rate.map_or("measured".to_string(), rate)
+        s.link_rate.map_or("measured".to_string(), rate),
+        f64::from(s.chunk_bytes) / 1024.0
     );
     Ok(())
 }
