@@ -14,10 +14,11 @@ bandwidth alone and beside latency, and the aggregate bandwidth beside latency
 against the `none` mode's. Targets (issue 6): with sw-pri, p99 beside bulk <= 1.5 x
 p99 alone, and aggregate bandwidth >= 0.90 x none's.
 
-Then the frontier (`--frontier`): the same protocol in sw-pri with SafeUtil held at
-fixed rates (the link rate set to each, AIMD kept from halving by the largest
-Target99), which shows what any SafeUtil could trade between the two targets on
-this cluster, whatever AIMD would choose.
+Then the frontier (`--frontier`, `--frontier-chunks`): the same protocol in sw-pri
+with SafeUtil held at fixed rates (the link rate set to each, AIMD kept from halving
+by the largest Target99) and paced chunks of each size, which shows what any
+SafeUtil and chunk size could trade between the two targets on this cluster,
+whatever AIMD would choose.
 
 Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the p99 the
 latency flow reaches alone in `none` mode, measured first: emulated guests have
@@ -47,7 +48,9 @@ LATENCY_SIZE = 16
 BULK_SIZE = 1 << 20
 INTERVAL_MS = 250
 TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
-FRONTIER_MB_S = [1, 2, 4, 8]
+FRONTIER_MB_S = [1, 4, 16]
+FRONTIER_CHUNK_KIB = [5, 16]
+DEFAULT_CHUNK_KIB = 5
 # The largest Target99 the module takes (10 s): AIMD never halves below it.
 UNREACHABLE_TARGET_US = 10_000_000
 
@@ -208,7 +211,7 @@ def svg_frontier(title, modes, frontier):
     w, h, ml, mr, mt, mb = 680, 420, 60, 20, 40, 50
     iw, ih = w - ml - mr, h - mt - mb
     points = [(name, s, "#1f77b4") for name, s in modes.items()] + \
-             [(f"{mb_s} MB/s", s, "#ff7f0e") for mb_s, s in frontier.items()]
+             [(name, s, "#ff7f0e") for name, s in frontier.items()]
     points = [(n, s["aggregate_ratio"], s["p99_ratio"], c) for n, s, c in points if s.get("aggregate_ratio") is not None]
     xmax = max([1.1] + [x * 1.1 for _, x, _, _ in points])
     ymax = max([2 * TARGETS["p99_ratio"][1]] + [y * 1.1 for _, _, y, _ in points])
@@ -232,12 +235,23 @@ def svg_frontier(title, modes, frontier):
                  f'(vs none)</text>')
     parts.append(f'<text x="14" y="{mt + ih / 2}" text-anchor="middle" transform="rotate(-90 14 {mt + ih / 2})">'
                  f'latency p99 beside bulk / alone</text>')
+    placed = []  # label boxes (x0, y0, x1, y1), so that close points' labels do not overlap
     for name, x, y, color in points:
         px, py = at(x, y)
+        width = 6.2 * len(name)
+        for dy in (-6, 14, -18, 26, -30, 38):
+            box = (px + 6, py + dy - 10, px + 6 + width, py + dy + 2)
+            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
+                break
+        placed.append(box)
+        if dy != -6:
+            # A label moved away from its point keeps a line to it.
+            parts.append(f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{px + 6:.1f}" y2="{py + dy - 4:.1f}" '
+                         f'stroke="{color}" stroke-width="0.8"/>')
         parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{color}"/>')
-        parts.append(f'<text x="{px + 6:.1f}" y="{py - 6:.1f}" fill="{color}">{_esc(name)}</text>')
+        parts.append(f'<text x="{px + 6:.1f}" y="{py + dy:.1f}" fill="{color}">{_esc(name)}</text>')
     parts.append(f'<text x="{ml + 6}" y="{mt + 14}"><tspan fill="#1f77b4">modes</tspan>, '
-                 f'<tspan fill="#ff7f0e">sw-pri with SafeUtil held at a rate</tspan></text>')
+                 f'<tspan fill="#ff7f0e">sw-pri with SafeUtil held at a rate, chunks of a size</tspan></text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -280,17 +294,24 @@ def main():
     ap.add_argument("--frontier", default=",".join(map(str, FRONTIER_MB_S)),
                     help="comma-separated MB/s to hold sw-pri's SafeUtil at after the modes "
                          f"(default {','.join(map(str, FRONTIER_MB_S))}; empty: none)")
+    ap.add_argument("--frontier-chunks", default=",".join(map(str, FRONTIER_CHUNK_KIB)),
+                    help="comma-separated KiB of paced chunks, each with every --frontier rate "
+                         f"(default {','.join(map(str, FRONTIER_CHUNK_KIB))}; 1 to 32)")
     ap.add_argument("--json", action="store_true", help="also print qos.json to stdout")
     args = ap.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--modes: choose from {', '.join(MODES)}")
     try:
-        frontier = [int(r) for r in args.frontier.split(",") if r]
+        rates = [int(r) for r in args.frontier.split(",") if r]
+        chunks = [int(k) for k in args.frontier_chunks.split(",") if k]
     except ValueError:
-        ap.error("--frontier: whole MB/s, such as 1,2,4,8")
-    if any(r < 1 for r in frontier):
+        ap.error("--frontier and --frontier-chunks take whole numbers, such as 1,4,16")
+    if any(r < 1 for r in rates):
         ap.error("--frontier: rates of at least 1 MB/s")
+    if any(not 1 <= k <= 32 for k in chunks) or (rates and not chunks):
+        ap.error("--frontier-chunks: sizes of 1 to 32 KiB")
+    frontier = [(kib, mb_s) for kib in chunks for mb_s in rates]
     if args.seconds <= 0:
         ap.error("--seconds must be positive")
     guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
@@ -341,21 +362,23 @@ def main():
                   f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency{pacing_note(pacing)}", flush=True)
         if frontier:
             c.exec(SENDER, f"lite-admin target --us {UNREACHABLE_TARGET_US}")
-        for i, mb_s in enumerate(frontier, 1):
-            print(f"[frontier {i}/{len(frontier)}] sw-pri with SafeUtil held at {mb_s} MB/s ...", flush=True)
-            c.exec(SENDER, f"lite-admin weights --link-mbps {mb_s}")
+        for i, (kib, mb_s) in enumerate(frontier, 1):
+            point = f"{mb_s} MB/s, {kib} KiB"
+            print(f"[frontier {i}/{len(frontier)}] sw-pri with SafeUtil held at {mb_s} MB/s, {kib} KiB chunks ...",
+                  flush=True)
+            c.exec(SENDER, f"lite-admin weights --link-mbps {mb_s} --chunk-kib {kib}")
             try:
                 alone, both, bulk, pacing = runner.mode("sw-pri", args.seconds)
             except CommandFailed as e:
                 print(f"      FAILED: {str(e)[-1500:]}", flush=True)
-                results["errors"].append({"step": f"frontier {mb_s} MB/s", "error": str(e)[-4000:]})
+                results["errors"].append({"step": f"frontier {point}", "error": str(e)[-4000:]})
                 continue
-            results["flows"][f"sw-pri at {mb_s} MB/s"] = {"latency_alone": alone, "latency": [both], "bulk": bulk,
-                                                         "pacing": pacing}
-            s = results["frontier"][str(mb_s)] = summarize_mode(alone, both, bulk)
+            results["flows"][f"sw-pri at {point}"] = {"latency_alone": alone, "latency": [both], "bulk": bulk,
+                                                     "pacing": pacing}
+            s = results["frontier"][point] = summarize_mode(alone, both, bulk)
             print(f"      latency p99 ratio {s['p99_ratio']:.2f}; bulk {s['bulk_beside_latency_mb_s']:.2f} MB/s "
                   f"beside latency{pacing_note(pacing)}", flush=True)
-        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0}")
+        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0} --chunk-kib {DEFAULT_CHUNK_KIB}")
         c.exec(SENDER, f"lite-admin target --us {target_us}")
         c.exec(SENDER, "lite-admin mode sw-pri")
     except CommandFailed as e:
@@ -385,10 +408,10 @@ def main():
                                              f"{'met' if v else 'missed' if v is not None else 'no data'}"
                                              for k, v in sw.items()))
     if results["frontier"]:
-        print("\n== frontier: sw-pri with SafeUtil held at a rate (no AIMD) ==")
-        print(table({f"{r} MB/s": s for r, s in results["frontier"].items()}, first="SafeUtil"))
-        met = [r for r, s in results["frontier"].items() if all(s["met"].values())]
-        print(f"rates meeting both targets: {', '.join(met) + ' MB/s' if met else 'none'}")
+        print("\n== frontier: sw-pri with SafeUtil held at a rate and chunks of a size (no AIMD) ==")
+        print(table(results["frontier"], first="SafeUtil, chunk"))
+        met = [p for p, s in results["frontier"].items() if all(s["met"].values())]
+        print(f"settings meeting both targets: {'; '.join(met) if met else 'none'}")
     if results["errors"] or len(results["modes"]) < len(modes) or len(results["frontier"]) < len(frontier):
         rc = 1
     if results["kernel_bug_reports"]:

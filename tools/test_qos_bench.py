@@ -68,10 +68,11 @@ class QosBenchTest(unittest.TestCase):
         def point(agg, p99):
             return {"aggregate_ratio": agg, "p99_ratio": p99}
         svg = q.svg_frontier("t", {"none": point(1.0, 3.4), "sw-pri": point(0.4, 1.8)},
-                             {"1": point(0.1, 1.6), "8": point(0.9, 3.0), "lost": point(None, 2.0)})
+                             {"1 MB/s, 5 KiB": point(0.1, 1.6), "8 MB/s, 16 KiB": point(0.9, 3.0),
+                              "lost": point(None, 2.0)})
         self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
-        self.assertEqual(svg.count("<circle"), 4, "a point per mode and rate with data")
-        for label in (">none<", ">sw-pri<", ">1 MB/s<", ">8 MB/s<", ">targets<"):
+        self.assertEqual(svg.count("<circle"), 4, "a point per mode and setting with data")
+        for label in (">none<", ">sw-pri<", ">1 MB/s, 5 KiB<", ">8 MB/s, 16 KiB<", ">targets<"):
             self.assertIn(label, svg)
 
     def test_the_latency_flow_runs_in_the_latency_class(self):
