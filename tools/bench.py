@@ -437,12 +437,12 @@ def comparisons(results):
             rows.append(compare(f"LT_malloc+map{how} (holders {holders}) vs ibv_reg_mr: speedup", r and r.get("size"),
                                 lt, rn, "ns", "malloc_speedup", ratio=ratio))
     for count, r in sorted(lite.get("lmrs", {}).items(), key=lambda kv: int(kv[0])):
-        if count == "1":
-            continue
         # Against the first LMR alone, timed by the same process before it made the others.
+        # With one LMR, the same LMR timed again later: what the procedure itself varies.
         alone = r.get("alone", {}).get("median_ns")
-        rows.append(compare(f"LT_write median, {int(count):,} LMRs of {fmt_size(r.get('size', 4096))} vs 1 LMR",
-                            r.get("write_size"), r.get("median_ns"), alone, "ns", "lmrs"))
+        metric = (f"LT_write median, the same 1 LMR later vs before (control)" if count == "1" else
+                  f"LT_write median, {int(count):,} LMRs of {fmt_size(r.get('size', 4096))} vs 1 LMR")
+        rows.append(compare(metric, r.get("write_size"), r.get("median_ns"), alone, "ns", "lmrs"))
     for size, r in sorted(lite.get("rpc_lat", {}).items(), key=lambda kv: int(kv[0])):
         rows.append(compare("LT_RPC median, 16 B request, vs ib_write_lat 8 B + reply", int(size),
                             r.get("p50_ns"), two_writes_ns(native, int(size)), "ns", "rpc_median"))
@@ -592,12 +592,24 @@ def run_steps(b, results, args):
     def section(name):
         sections.append((name, len(steps)))
 
+    # Each latency point is measured in rounds, native and LITE alternating, and
+    # reported as the median of the rounds' medians (and p99s): the emulated cluster
+    # drifts by tens of percent within a minute, which one long series per side
+    # would attribute to whichever ran in the slower moment.
+    lat_per_round = max(20, a.lat_iters // a.lat_rounds)
+
+    def add_lat_round(into, r, keys):
+        point = into.setdefault("rounds", [])
+        point.append(r)
+        for k in keys:
+            into[k] = statistics.median(x[k] for x in point if x.get(k) is not None)
+
     def lat_native(tool, size):
         def go():
-            r = parse_perftest_lat(b.perftest(tool, size, a.lat_iters), size)
+            r = parse_perftest_lat(b.perftest(tool, size, lat_per_round), size)
             if r is None:
                 raise ValueError(f"no {tool} result row for {size} B in the output")
-            native.setdefault(tool, {})[str(size)] = r
+            add_lat_round(native.setdefault(tool, {}).setdefault(str(size), {}), r, ("t_typical_us", "p99_us"))
             mult = 2 if tool == "ib_write_lat" else 1
             return (f"median {fmt_ns(r['t_typical_us'] * 1000 * mult)}, p99 {fmt_ns(r.get('p99_us', 0) * 1000 * mult)}"
                     + (" (x 2: round trip)" if mult == 2 else ""))
@@ -605,10 +617,10 @@ def run_steps(b, results, args):
 
     def lat_lite(op, size):
         def go():
-            d = b.tool_json(CLIENT, f"lite-bench lat --op {op} --holder {SERVER} --sizes {size} --iters {a.lat_iters} "
+            d = b.tool_json(CLIENT, f"lite-bench lat --op {op} --holder {SERVER} --sizes {size} --iters {lat_per_round} "
                                     f"--warmup {a.warmup}", a.step_timeout)
             r = d["results"][0]
-            lite.setdefault(f"lat_{op}", {})[str(size)] = r
+            add_lat_round(lite.setdefault(f"lat_{op}", {}).setdefault(str(size), {}), r, ("median_ns", "p99_ns"))
             return f"median {fmt_ns(r['median_ns'])}, p99 {fmt_ns(r['p99_ns'])}"
         return go
 
@@ -685,10 +697,12 @@ def run_steps(b, results, args):
     # Native and LITE alternate per size, so both see the same cluster conditions.
     section("lat")
     for size in a.lat_sizes:
-        steps.append((f"ib_write_lat {fmt_size(size)}", lat_native("ib_write_lat", size)))
-        steps.append((f"lite-bench lat write {fmt_size(size)}", lat_lite("write", size)))
-        steps.append((f"ib_read_lat {fmt_size(size)}", lat_native("ib_read_lat", size)))
-        steps.append((f"lite-bench lat read {fmt_size(size)}", lat_lite("read", size)))
+        for r in range(1, a.lat_rounds + 1):
+            of = f" (round {r}/{a.lat_rounds})" if a.lat_rounds > 1 else ""
+            steps.append((f"ib_write_lat {fmt_size(size)}{of}", lat_native("ib_write_lat", size)))
+            steps.append((f"lite-bench lat write {fmt_size(size)}{of}", lat_lite("write", size)))
+            steps.append((f"ib_read_lat {fmt_size(size)}{of}", lat_native("ib_read_lat", size)))
+            steps.append((f"lite-bench lat read {fmt_size(size)}{of}", lat_lite("read", size)))
     section("bw")
     for size in a.bw_sizes:
         steps.append((f"ib_write_bw {fmt_size(size)}, {bw_iters(size)} writes", bw_native(size)))
@@ -828,6 +842,9 @@ def main():
     ap.add_argument("--mem", type=int, default=3072, help="MiB per guest (default 3072: 1 GiB is pinned or held)")
     ap.add_argument("--lat-sizes", type=sizes_arg, default=LAT_SIZES, help="latency sizes (default 8,...,65536)")
     ap.add_argument("--lat-iters", type=int, help="timed calls per latency point (default 200; --quick 50)")
+    ap.add_argument("--lat-rounds", type=int, default=3,
+                    help="rounds per latency point, native and LITE alternating, each with its share of "
+                         "--lat-iters (default 3)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed LITE calls before each latency series")
     ap.add_argument("--bw-sizes", type=sizes_arg, default=BW_SIZES, help="bandwidth sizes (default 64K,...,4M)")
     ap.add_argument("--bw-mib", type=int, help="MiB written per bandwidth point, by both (default 64; --quick 16)")
@@ -869,6 +886,7 @@ def main():
     results = {
         "config": {"kernel": args.kernel, "nodes": NODES, "client": CLIENT, "server": SERVER, "quick": args.quick,
                    "only": args.only, "mem_mib": args.mem, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
+                   "lat_rounds": args.lat_rounds,
                    "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
                    "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_holders": MALLOC_HOLDERS,
                    "lmr_counts": args.lmr_counts, "lmr_iters": args.lmr_iters,

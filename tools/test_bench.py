@@ -193,6 +193,8 @@ class RatioTable(unittest.TestCase):
                           "LT_write median, 100,000 LMRs of 4 KiB vs 1 LMR"])
         self.assertTrue(lmr_rows[0]["met"])
         self.assertFalse(lmr_rows[1]["met"])  # 1.2
+        control = by[("LT_write median, the same 1 LMR later vs before (control)", 8)]
+        self.assertAlmostEqual(control["ratio"], 1.0)
 
     def test_table_is_aligned(self):
         text = bench.format_table(bench.comparisons(sample_results()))
@@ -367,7 +369,7 @@ class Orchestration(unittest.TestCase):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             c = FakeCluster(tmp)
-            args = argparse.Namespace(lat_sizes=[8, 4096], lat_iters=50, warmup=5, bw_sizes=[65536, 4194304],
+            args = argparse.Namespace(lat_sizes=[8, 4096], lat_iters=50, lat_rounds=2, warmup=5, bw_sizes=[65536, 4194304],
                                       bw_mib=16, bw_seconds=60, bw_threads=1, malloc_size=1 << 30,
                                       lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900, only=None)
             results = {"config": {"lat_sizes": args.lat_sizes, "bw_sizes": args.bw_sizes, "bw_threads": 1},
@@ -386,15 +388,16 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
-        self.assertIn(f"[1/{b.total}] ib_write_lat 8 B ...", text)
+        self.assertEqual(b.total, 2 * 4 * 2 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
+        self.assertIn(f"[1/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
         server = [i for i, (n, s) in enumerate(c.commands) if n == 1 and s.startswith("ib_write_lat")]
         client = [i for i, (n, s) in enumerate(c.commands) if n == 0 and s.startswith("ib_write_lat")]
         self.assertTrue(server and client and server[0] < client[0])
-        self.assertIn("-d rxe0 -x 1 -s 8 -n 50 -F", c.commands[client[0]][1])
+        self.assertIn("-d rxe0 -x 1 -s 8 -n 25 -F", c.commands[client[0]][1])  # 50 calls over 2 rounds
+        self.assertEqual(len(results["lite"]["lat_write"]["8"]["rounds"]), 2)
         bw = [s for n, s in c.commands if s.startswith("ib_write_bw") and n == 0]
         self.assertIn("-s 65536 -n 256 ", bw[0])  # 16 MiB / 64 KiB
         self.assertIn("-s 4194304 -n 5 ", bw[1])  # at least 5
