@@ -178,6 +178,7 @@ impl QosState {
         self.aimd.reconfigure(ceiling, floor, self.target_ns);
         let rate = if self.pacing(now) { self.aimd.safe_util() } else { 0 };
         self.bucket.set_rate(rate, now);
+        self.bucket.set_chunk(u64::from(self.chunk_bytes), now);
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
