@@ -4,7 +4,9 @@
 Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
 (client/caller) and node 1 (server/holder), measures:
 
-  latency    LT_write vs perftest ib_write_lat x 2, LT_read vs ib_read_lat x 1 (8 B - 64 KiB)
+  latency    LT_write vs perftest ib_write_lat x 2, LT_read vs ib_read_lat x 1 (8 B - 64 KiB);
+             LT_read also vs `ib_read_lat -e`, which sleeps on completion events as LT_read
+             does instead of busy-polling (no target: it shows what polling is worth)
   bandwidth  LT_write (back-to-back, one thread by default) vs ib_write_bw (64 KiB - 4 MiB)
   malloc     LT_malloc + LT_map of 1 GiB (held by node 1, and by nodes 0,1,2) vs
              ibv_reg_mr of 1 GiB of fresh memory (tools/regmr, on node 0): cold (the
@@ -15,7 +17,8 @@ Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
   RPC        LT_RPC (16 B request, 8 B - 64 KiB replies) vs ib_write_lat 8 B + ib_write_lat
              of the reply size; user caller vs the kernel's own caller (8 B); calls/s with
              1-16 client threads; CPU of an idle server (lite-selftest rpc-serve on node 1)
-  atomics    LT_fetch_add on a word held by node 1 vs ib_atomic_lat x 1 (uncontended)
+  atomics    LT_fetch_add on a word held by node 1 vs ib_atomic_lat x 1 (uncontended),
+             and vs `ib_atomic_lat -e` (no target)
   locks      LT_lock and LT_unlock (one compare-and-swap each, uncontended) on a word held
              by node 1 vs ib_atomic_lat x 1; locked increments/s with 2-8 contending threads
              vs 1 thread
@@ -77,7 +80,12 @@ TARGETS = {
     # contenders; each handover adds a queue request and a wake message, so it should
     # not fall below half of the uncontended rate.
     "lock_contended": (">=", 0.5),
+    # Against a baseline that sleeps on completion events as LITE does: context for
+    # the targets above, which are against busy-polling perftest.
+    "context": None,
 }
+# perftest's flag for sleeping on completion events instead of busy-polling the CQ.
+EVENTS = "-e"
 # The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
 # size and seed) and it answers with the size asked for.
 RPC_ID = 31
@@ -218,13 +226,16 @@ def fmt_value(v, unit):
 
 def compare(metric, size, lite, native, unit, kind, ratio=None, note=""):
     """A row of the ratio table (also stored in results.json)."""
-    op, target = TARGETS[kind]
     if ratio is None and lite is not None and native:
         ratio = lite / native
-    met = None if ratio is None else (ratio <= target if op == "<=" else ratio >= target)
-    shown = f"{target:.2f}" if target < 10 else f"{target:g}"
+    if TARGETS[kind] is None:
+        met, shown = None, "-"
+    else:
+        op, target = TARGETS[kind]
+        met = None if ratio is None else (ratio <= target if op == "<=" else ratio >= target)
+        shown = f"{op} {target:.2f}" if target < 10 else f"{op} {target:g}"
     return {"metric": metric, "size": size, "lite": lite, "native": native, "unit": unit,
-            "ratio": ratio, "target": f"{op} {shown}", "kind": kind, "met": met, "note": note}
+            "ratio": ratio, "target": shown, "kind": kind, "met": met, "note": note}
 
 
 def format_table(rows):
@@ -234,7 +245,7 @@ def format_table(rows):
         body.append([r["metric"], fmt_size(r["size"]) if r["size"] is not None else "",
                      fmt_value(r["lite"], r["unit"]), fmt_value(r["native"], r["unit"]),
                      "-" if r["ratio"] is None else f"{r['ratio']:.3f}", r["target"],
-                     {True: "yes", False: "NO", None: "n/a"}[r["met"]]])
+                     "" if r["kind"] == "context" else {True: "yes", False: "NO", None: "n/a"}[r["met"]]])
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     right = {2, 3, 4}
 
@@ -384,7 +395,9 @@ def chart_panels(results):
         {"title": "LT_read vs ib_read_lat (median)", "xlabel": "bytes", "ylabel": "round trip (us)", "ylog": True,
          "series": [{"label": "LITE LT_read", "color": "#ff7f0e", "points": us(lat_points("read", "median_ns"))},
                     {"label": "ib_read_lat", "color": "#ff7f0e", "dash": True,
-                     "points": us(native_points("ib_read_lat", 1))}]},
+                     "points": us(native_points("ib_read_lat", 1))},
+                    {"label": f"ib_read_lat {EVENTS} (sleeps)", "color": "#7f7f7f", "dash": True,
+                     "points": us(native_points(f"ib_read_lat {EVENTS}", 1))}]},
         {"title": "LT_RPC (16 B request) vs ib_write_lat 8 B + reply size (median)", "xlabel": "reply bytes",
          "ylabel": "round trip (us)", "ylog": True,
          "series": [{"label": "LITE LT_RPC", "color": "#9467bd",
@@ -423,6 +436,10 @@ def comparisons(results):
             n_p99 = nr["p99_us"] * 1000 * mult if nr and "p99_us" in nr else None
             rows.append(compare(f"LT_{op} median vs {label}", s, lr and lr.get("median_ns"), n_med, "ns", "lat_median"))
             rows.append(compare(f"LT_{op} p99 vs {label}", s, lr and lr.get("p99_ns"), n_p99, "ns", "lat_p99"))
+            events = native.get(f"{tool} {EVENTS}", {}).get(str(s))
+            if op == "read" and events:
+                rows.append(compare(f"LT_read median vs ib_read_lat {EVENTS} (sleeps on events)", s,
+                                    lr and lr.get("median_ns"), events["t_typical_us"] * 1000, "ns", "context"))
     threads = results["config"]["bw_threads"]
     for s in results["config"]["bw_sizes"]:
         lr, nr = lite.get("bw", {}).get(str(s)), native.get("ib_write_bw", {}).get(str(s))
@@ -461,6 +478,10 @@ def comparisons(results):
         rows.append(compare("LT_fetch_add median vs ib_atomic_lat", 8, atomic and atomic.get("p50_ns"),
                             native_atomic and native_atomic.get("t_typical_us", 0) * 1000 or None, "ns",
                             "atomic_median"))
+    atomic_events = native.get(f"ib_atomic_lat {EVENTS}", {}).get("8")
+    if atomic and atomic_events:
+        rows.append(compare(f"LT_fetch_add median vs ib_atomic_lat {EVENTS} (sleeps on events)", 8,
+                            atomic.get("p50_ns"), atomic_events["t_typical_us"] * 1000, "ns", "context"))
     locks = lite.get("lock", {})
     one = locks.get("1")
     native_ns = native_atomic and native_atomic.get("t_typical_us", 0) * 1000 or None
@@ -546,10 +567,10 @@ class Bench:
             raise CommandFailed(f"`{command}` exited {rc}: {(err + out).strip()[-1500:]}")
         return data
 
-    def perftest(self, tool, size, iters):
+    def perftest(self, tool, size, iters, flags=""):
         """One perftest run: server on SERVER in the background, client on CLIENT."""
         c = self.c
-        common = f"-d rxe0 -x 1 -s {size} -n {iters} -F -p {PERFTEST_PORT}"
+        common = f"-d rxe0 -x 1 -s {size} -n {iters} -F {flags + ' ' if flags else ''}-p {PERFTEST_PORT}"
         c.exec(SERVER, f"{tool} {common} >/run/lite/{tool}-{size}-server.log 2>&1 & echo $! >/tmp/bench-perftest.pid")
         # Until the server listens (busybox netstat; a fixed pause without it).
         c.exec(SERVER, f"command -v netstat >/dev/null || {{ sleep 3; exit 0; }}; "
@@ -604,12 +625,13 @@ def run_steps(b, results, args):
         for k in keys:
             into[k] = statistics.median(x[k] for x in point if x.get(k) is not None)
 
-    def lat_native(tool, size):
+    def lat_native(tool, size, flags=""):
         def go():
-            r = parse_perftest_lat(b.perftest(tool, size, lat_per_round), size)
+            r = parse_perftest_lat(b.perftest(tool, size, lat_per_round, flags), size)
             if r is None:
                 raise ValueError(f"no {tool} result row for {size} B in the output")
-            add_lat_round(native.setdefault(tool, {}).setdefault(str(size), {}), r, ("t_typical_us", "p99_us"))
+            key = f"{tool} {flags}" if flags else tool
+            add_lat_round(native.setdefault(key, {}).setdefault(str(size), {}), r, ("t_typical_us", "p99_us"))
             mult = 2 if tool == "ib_write_lat" else 1
             return (f"median {fmt_ns(r['t_typical_us'] * 1000 * mult)}, p99 {fmt_ns(r.get('p99_us', 0) * 1000 * mult)}"
                     + (" (x 2: round trip)" if mult == 2 else ""))
@@ -703,6 +725,7 @@ def run_steps(b, results, args):
             steps.append((f"lite-bench lat write {fmt_size(size)}{of}", lat_lite("write", size)))
             steps.append((f"ib_read_lat {fmt_size(size)}{of}", lat_native("ib_read_lat", size)))
             steps.append((f"lite-bench lat read {fmt_size(size)}{of}", lat_lite("read", size)))
+            steps.append((f"ib_read_lat {EVENTS} {fmt_size(size)}{of}", lat_native("ib_read_lat", size, EVENTS)))
     section("bw")
     for size in a.bw_sizes:
         steps.append((f"ib_write_bw {fmt_size(size)}, {bw_iters(size)} writes", bw_native(size)))
@@ -798,6 +821,7 @@ def run_steps(b, results, args):
 
     section("atomics")
     steps.append(("ib_atomic_lat 8 B", lat_native("ib_atomic_lat", 8)))
+    steps.append((f"ib_atomic_lat {EVENTS} 8 B", lat_native("ib_atomic_lat", 8, EVENTS)))
     steps.append(("LMR for the atomics", atomic_lmr))
     steps.append(("lite-selftest atomic-count (fetch-and-add)", atomic_lite))
     for threads in LOCK_THREADS:

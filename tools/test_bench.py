@@ -135,6 +135,7 @@ def sample_results():
             "ib_write_lat": {"8": {"t_typical_us": 1000.0, "p99_us": 5000.0}, "4096": None},
             "ib_read_lat": {"8": {"t_typical_us": 2000.0, "p99_us": 9000.0},
                             "4096": {"t_typical_us": 3000.0, "p99_us": 9000.0}},
+            "ib_read_lat -e": {"8": {"t_typical_us": 2000.0, "p99_us": 9500.0}},
             "ib_write_bw": {"65536": {"avg_mib_s": 50.0}, "4194304": {"avg_mib_s": 100.0}},
             "regmr": {"reg_ns": 30e9, "dereg_ns": 1e9, "size": 1 << 30},
         },
@@ -203,6 +204,9 @@ class RatioTable(unittest.TestCase):
         self.assertTrue(set(lines[1]) <= {"-", " "})
         for word in ("yes", "NO", "n/a", "8 B", "4 KiB", "1 GiB", "MiB/s"):
             self.assertIn(word, text)
+        context = [line for line in lines if "ib_read_lat -e" in line]
+        self.assertEqual(len(context), 1)
+        self.assertTrue(context[0].rstrip().endswith("1.100  -"), "no target, no verdict")
         # The ratio column ends at the same place on every row.
         ends = {m.end() for line in lines[2:] for m in [re.search(r"\d+\.\d{3}(?=\s+[<>]=)", line)] if m}
         self.assertEqual(len(ends), 1)
@@ -237,13 +241,15 @@ class Svg(unittest.TestCase):
         text = bench.svg_chart("t", bench.chart_panels(sample_results()))
         root = self.parse(text)
         lines = root.findall(f".//{SVG}polyline")
-        # write: LITE 2 points, native 1 (4096 failed); read: LITE 1, native 2; bw: 2 + 2.
-        self.assertEqual(len(lines), 6)
+        # write: LITE 2 points, native 1 (4096 failed); read: LITE 1, native 2, native -e 1;
+        # bw: 2 + 2.
+        self.assertEqual(len(lines), 7)
         counts = sorted(len(pl.get("points").split()) for pl in lines)
-        self.assertEqual(counts, [1, 1, 2, 2, 2, 2])
+        self.assertEqual(counts, [1, 1, 1, 2, 2, 2, 2])
         dashed = [pl for pl in lines if pl.get("stroke-dasharray")]
-        self.assertEqual(len(dashed), 3)  # the native series
+        self.assertEqual(len(dashed), 4)  # the native series
         self.assertIn("ib_write_lat x 2", text)
+        self.assertIn("ib_read_lat -e (sleeps)", text)
         width = float(root.get("width"))
         height = float(root.get("height"))
         for pl in lines:
@@ -307,6 +313,8 @@ class FakeCluster:
         size = int(m.group(1)) if m else 0
         if "10.77.0.2" in script and script.startswith(("ib_write_lat", "ib_read_lat", "ib_atomic_lat")):
             typical = 100.0 if "write" in script else 150.0 if "read" in script else 120.0
+            if " -e " in script:
+                typical += 50.0  # sleeping on completion events is slower than polling
             return Result(0, "some banner\n" + lat_table(size, typical, 400.0))
         if "10.77.0.2" in script and script.startswith("ib_write_bw"):
             return Result(0, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
@@ -383,12 +391,12 @@ class Orchestration(unittest.TestCase):
             some = bench.Bench(FakeCluster(tmp), args)
             with contextlib.redirect_stdout(io.StringIO()) as part:
                 bench.run_steps(some, {"config": results["config"], "native": {}, "lite": {}}, args)
-        self.assertEqual(some.total, 2 * 2 + 3 + 4, "--only bw,atomics: the bandwidth pairs, the atomic and lock steps")
+        self.assertEqual(some.total, 2 * 2 + 4 + 4, "--only bw,atomics: the bandwidth pairs, the atomic and lock steps")
         self.assertIn(f"[1/{some.total}] ib_write_bw 64 KiB", part.getvalue())
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 4 * 2 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 3 + 4)
+        self.assertEqual(b.total, 2 * 5 * 2 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
@@ -409,6 +417,16 @@ class Orchestration(unittest.TestCase):
         self.assertTrue(w["met"])
         self.assertAlmostEqual(rows[("LT_write p99 vs ib_write_lat x 2", 8)]["ratio"], 810 / 800)
         self.assertFalse(rows[("LT_read median vs ib_read_lat", 8)]["met"])  # 205 vs 150
+        # The event-mode baseline: its own runs (-e), a row without a target.
+        events = rows[("LT_read median vs ib_read_lat -e (sleeps on events)", 8)]
+        self.assertEqual(events["native"], 200_000)
+        self.assertAlmostEqual(events["ratio"], 1.025)
+        self.assertIsNone(events["met"])
+        self.assertEqual(len(results["native"]["ib_read_lat -e"]["8"]["rounds"]), 2)
+        self.assertTrue(any(n == 0 and s.startswith("ib_read_lat -d rxe0 -x 1 -s 8 -n 25 -F -e -p ")
+                            for n, s in c.commands))
+        self.assertAlmostEqual(rows[("LT_fetch_add median vs ib_atomic_lat -e (sleeps on events)", 8)]["ratio"],
+                               132 / 170)
         self.assertAlmostEqual(rows[("LT_write bw (1 thread) vs ib_write_bw", 65536)]["ratio"], 0.97)
         self.assertAlmostEqual(rows[("LT_malloc+map (holders 0,1,2) vs ibv_reg_mr: speedup", 1 << 30)]["ratio"], 40)
         reserved = rows[("LT_malloc+map from the zeroed reserve (holders 0,1,2) vs ibv_reg_mr: speedup", 1 << 30)]
