@@ -16,6 +16,7 @@ use crate::uapi::*;
 use crate::inflight::{InFlight, MAX_INFLIGHT};
 use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::lock::LockNode;
+use crate::polling::{self, PollBudget};
 use crate::qos::{Admit, Qos, Ticket};
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
@@ -230,6 +231,8 @@ pub(crate) struct Peer {
     next_qp: AtomicUsize,
     /// Classes and pacing of this node's traffic.
     qos: Arc<Qos>,
+    /// How long small operations to this peer busy-poll for their completion.
+    poll: PollBudget,
     /// Our calls to the peer's RPC servers.
     #[pin]
     pub(crate) rpc: RpcPeer,
@@ -265,6 +268,7 @@ impl Peer {
                 credit_freed <- new_condvar!("lite:peer.credit_freed"),
                 next_qp: AtomicUsize::new(0),
                 qos,
+                poll: PollBudget::new(),
                 rpc <- RpcPeer::new(),
             }),
             GFP_KERNEL,
@@ -651,6 +655,8 @@ impl Peer {
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
+        let mut total = 0usize;
+        let start = Ktime::ktime_get();
         let mut posted: Result = Ok(());
         let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
             let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
@@ -672,7 +678,7 @@ impl Peer {
                 }
                 let take = len.min(wr_bytes.saturating_sub(batch).max(1));
                 sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
-                (count, batch) = (count + 1, batch + take);
+                (count, batch, total) = (count + 1, batch + take, total + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch >= wr_bytes {
                     posted = post(&sges[..count], at, &mut wr_bytes);
@@ -686,7 +692,7 @@ impl Peer {
         if posted.is_ok() && count > 0 {
             posted = post(&sges[..count], at, &mut wr_bytes);
         }
-        let completed = op.wait();
+        let completed = self.wait(op, ticket.class(), total, start);
         self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -735,16 +741,32 @@ impl Peer {
         let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
         let op = Op::new()?;
         let start = Ktime::ktime_get();
-        self.single_request(qp_index, &op, |qp, remote| {
+        self.single_request(qp_index, LITE_CLASS_LATENCY, &op, |qp, remote| {
             qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
         })?;
         Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 
-    /// Posts one work request of `op` with `post` on QP `qp_index` of the connected
-    /// peer, holding a send credit, and waits for its completion.
-    fn single_request(&self, qp_index: usize, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
+    /// Waits for `op`, `bytes` of `class` posted since `start`: small operations of the
+    /// latency and default classes busy-poll first, one waiter per peer at a time
+    /// (polling.rs). Called with no lock held that a completion handler takes.
+    fn wait(&self, op: &Op, class: u32, bytes: usize, start: Ktime) -> core::result::Result<(), i32> {
+        if !polling::polls(class, bytes) {
+            return op.wait();
+        }
+        let Some(_turn) = self.poll.try_poll() else {
+            return op.wait();
+        };
+        let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
+        self.poll.record((Ktime::ktime_get() - start).to_ns() as u64);
+        completed
+    }
+
+    /// Posts one work request of `op` (for `class`) with `post` on QP `qp_index` of
+    /// the connected peer, holding a send credit, and waits for its completion.
+    fn single_request(&self, qp_index: usize, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
         self.take_credits(qp_index, 1)?;
+        let start = Ktime::ktime_get();
         let posted = {
             let link = self.link.lock();
             match (&link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
@@ -752,7 +774,7 @@ impl Peer {
                 _ => Err(EHOSTDOWN()),
             }
         };
-        let completed = op.wait();
+        let completed = self.wait(op, class, 8, start);
         self.return_credits(qp_index, 1);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -793,7 +815,7 @@ impl Peer {
         let nr_qps = self.link.lock().qps.len().max(1);
         let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = Ktime::ktime_get();
-        self.single_request(qp_index, &op, |qp, remote| {
+        self.single_request(qp_index, class, &op, |qp, remote| {
             qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
         })?;
         self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));

@@ -351,6 +351,9 @@ void lite_qp_destroy(struct lite_qp *qp)
 	kfree(qp);
 }
 
+/* Completions taken from the CQ per poll while a waiter busy-polls. */
+#define LITE_POLL_BATCH 4
+
 struct lite_op {
 	struct ib_cqe cqe;
 	/* Posted WRs not yet completed, plus one held until lite_op_wait(). */
@@ -476,6 +479,33 @@ int lite_op_wait(struct lite_op *op)
 	atomic_set(&op->pending, 1);
 	reinit_completion(&op->done);
 	return status;
+}
+
+int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns)
+{
+	struct ib_wc wc[LITE_POLL_BATCH];
+	u64 deadline = ktime_get_ns() + budget_ns;
+	int i, found;
+
+	/* `pending` counts the WRs in flight plus the one lite_op_wait() drops. */
+	while (atomic_read(&op->pending) > 1 && ktime_get_ns() < deadline) {
+		/*
+		 * The CQ's kworker may poll at the same time: each completion is
+		 * returned once, and the kworker re-arms the CQ after it drains it.
+		 */
+		found = ib_poll_cq(dev->send_cq, LITE_POLL_BATCH, wc);
+		for (i = 0; i < found; i++)
+			wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
+		/*
+		 * No cpu_relax(): each turn is a call into the provider rather than a
+		 * spin on one word, and PAUSE costs an exit to the hypervisor or
+		 * emulator in a guest (on the emulated cluster, polling with it was
+		 * slower than sleeping).
+		 */
+		if (found <= 0)
+			cond_resched();
+	}
+	return lite_op_wait(op);
 }
 
 void lite_op_free(struct lite_op *op)

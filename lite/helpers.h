@@ -92,6 +92,10 @@ struct lite_op *lite_op_new(void);
 /* Waits for every posted WR (uninterruptibly: they may still DMA into memory the
  * caller frees next). Returns 0 or the first failed WR's IB_WC_* status; re-arms the op. */
 int lite_op_wait(struct lite_op *op);
+/* As lite_op_wait(), after polling `dev`'s send CQ for up to `budget_ns` and running
+ * the completions found, whichever ops they belong to. The caller must hold no lock
+ * that a completion handler takes (lite_rust_send_error's). */
+int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns);
 /* Waits until at most `outstanding` of the posted WRs are still in flight. */
 void lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
 void lite_op_free(struct lite_op *op);

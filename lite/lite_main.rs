@@ -22,6 +22,7 @@ mod lock;
 mod lockword;
 mod memory;
 mod pacer;
+mod polling;
 mod qos;
 mod region;
 mod rpc;

@@ -551,6 +551,10 @@ impl Ticket<'_> {
         self.probe_qp
     }
 
+    pub(crate) fn class(&self) -> u32 {
+        self.class
+    }
+
     /// Largest first work request of this transfer (at most `most`): small chunks
     /// while paced.
     pub(crate) fn first_wr_limit(&self, most: usize) -> usize {

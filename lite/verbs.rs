@@ -224,6 +224,17 @@ impl Op {
         unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) };
     }
 
+    /// As [`Self::wait`], busy-polling `dev`'s send CQ for up to `budget_ns` first.
+    /// The caller holds no lock that a completion handler takes.
+    pub(crate) fn wait_polling(&self, dev: &Device, budget_ns: u64) -> core::result::Result<(), i32> {
+        // SAFETY: `self.raw` is live and `dev.raw` is valid for the life of `dev`, whose
+        // send CQ carries this op's completions.
+        match unsafe { ffi::lite_op_wait_polling(self.raw.as_ptr(), dev.raw.as_ptr(), budget_ns) } {
+            0 => Ok(()),
+            status => Err(status),
+        }
+    }
+
     /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
     pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live.

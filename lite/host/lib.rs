@@ -16,6 +16,8 @@ mod lockword;
 mod pacer;
 #[path = "../classes.rs"]
 mod classes;
+#[path = "../polling.rs"]
+mod polling;
 // The ABI, which classes.rs takes its constants from.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../../uapi/src/abi.rs"]
