@@ -354,14 +354,33 @@ void lite_qp_destroy(struct lite_qp *qp)
 /* Completions taken from the CQ per poll while a waiter busy-polls. */
 #define LITE_POLL_BATCH 4
 
+/*
+ * Completion handlers change `pending` and wake the waiter under `lock`, and the
+ * waiter looks at it under `lock` too: once the waiter saw the last completion,
+ * no handler touches the op any more, so the waiter may free it (a handler that
+ * woke the waiter after dropping its count could run on freed memory).
+ */
 struct lite_op {
 	struct ib_cqe cqe;
-	/* Posted WRs not yet completed, plus one held until lite_op_wait(). */
-	atomic_t pending;
+	spinlock_t lock;
+	/* Posted WRs not yet completed. */
+	unsigned int pending;
+	/* The first failed WR's IB_WC_* status. */
 	int status;
-	struct completion done;
 	wait_queue_head_t progress;
 };
+
+/* A WR of `op` is about to be posted (1) or failed to post (-1). */
+static void lite_op_count(struct lite_op *op, int posted)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&op->lock, flags);
+	op->pending += posted;
+	if (posted < 0)
+		wake_up(&op->progress);
+	spin_unlock_irqrestore(&op->lock, flags);
+}
 
 int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
 			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
@@ -387,10 +406,10 @@ int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long
 	int err;
 
 	if (op)
-		atomic_inc(&op->pending);
+		lite_op_count(op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (err && op)
-		atomic_dec(&op->pending);
+		lite_op_count(op, -1);
 	return err;
 }
 
@@ -441,13 +460,14 @@ unsigned int lite_dev_max_sge(const struct lite_dev *dev)
 static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, cqe);
+	unsigned long flags;
 
-	if (wc->status != IB_WC_SUCCESS)
-		cmpxchg(&op->status, 0, wc->status);
-	if (atomic_dec_and_test(&op->pending))
-		complete(&op->done);
-	else
-		wake_up(&op->progress);
+	spin_lock_irqsave(&op->lock, flags);
+	if (wc->status != IB_WC_SUCCESS && !op->status)
+		op->status = wc->status;
+	op->pending--;
+	wake_up(&op->progress);
+	spin_unlock_irqrestore(&op->lock, flags);
 }
 
 struct lite_op *lite_op_new(void)
@@ -457,27 +477,27 @@ struct lite_op *lite_op_new(void)
 	if (!op)
 		return NULL;
 	op->cqe.done = lite_op_done;
-	atomic_set(&op->pending, 1);
-	init_completion(&op->done);
+	spin_lock_init(&op->lock);
 	init_waitqueue_head(&op->progress);
 	return op;
 }
 
 void lite_op_wait_below(struct lite_op *op, unsigned int outstanding)
 {
-	wait_event(op->progress, atomic_read(&op->pending) <= (int)outstanding + 1);
+	spin_lock_irq(&op->lock);
+	wait_event_lock_irq(op->progress, op->pending <= outstanding, op->lock);
+	spin_unlock_irq(&op->lock);
 }
 
 int lite_op_wait(struct lite_op *op)
 {
 	int status;
 
-	if (!atomic_dec_and_test(&op->pending))
-		wait_for_completion(&op->done);
+	spin_lock_irq(&op->lock);
+	wait_event_lock_irq(op->progress, op->pending == 0, op->lock);
 	status = op->status;
 	op->status = 0;
-	atomic_set(&op->pending, 1);
-	reinit_completion(&op->done);
+	spin_unlock_irq(&op->lock);
 	return status;
 }
 
@@ -487,8 +507,8 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 	u64 deadline = ktime_get_ns() + budget_ns;
 	int i, found;
 
-	/* `pending` counts the WRs in flight plus the one lite_op_wait() drops. */
-	while (atomic_read(&op->pending) > 1 && ktime_get_ns() < deadline) {
+	/* Unlocked: a hint; lite_op_wait() looks again under the lock. */
+	while (READ_ONCE(op->pending) && ktime_get_ns() < deadline) {
 		/*
 		 * The CQ's kworker may poll at the same time: each completion is
 		 * returned once, and the kworker re-arms the CQ after it drains it.
@@ -539,10 +559,10 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		sg[i].length = sge[i].len;
 		sg[i].lkey = qp->dev->global_mr->lkey;
 	}
-	atomic_inc(&op->pending);
+	lite_op_count(op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (err)
-		atomic_dec(&op->pending);
+		lite_op_count(op, -1);
 	return err;
 }
 
@@ -571,10 +591,10 @@ int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap
 	};
 	int err;
 
-	atomic_inc(&op->pending);
+	lite_op_count(op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (err)
-		atomic_dec(&op->pending);
+		lite_op_count(op, -1);
 	return err;
 }
 

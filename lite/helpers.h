@@ -90,7 +90,7 @@ struct lite_sge {
 struct lite_op;
 struct lite_op *lite_op_new(void);
 /* Waits for every posted WR (uninterruptibly: they may still DMA into memory the
- * caller frees next). Returns 0 or the first failed WR's IB_WC_* status; re-arms the op. */
+ * caller frees next). Returns 0 or the first failed WR's IB_WC_* status, which it clears. */
 int lite_op_wait(struct lite_op *op);
 /* As lite_op_wait(), after polling `dev`'s send CQ for up to `budget_ns` and running
  * the completions found, whichever ops they belong to. The caller must hold no lock

@@ -347,13 +347,16 @@ def locks_and_barriers_from_every_node(c):
     # through loopback): every node's threads increment the counter with LT_read and
     # LT_write under LT_lock, so it ends exact only with mutual exclusion. Then a
     # holder is killed while others wait, and back-to-back barriers with skewed arrivals.
+    # Four threads per node keep completions arriving while other waiters poll: a
+    # handler that touched an op after its waiter could see it done was a
+    # use-after-free that KASAN reports here.
     master = Background(c, 1, "locks", "lite-selftest lmr-serve locks --size 4K --holders 2 --perm rw --zeroed")
     master.wait_for("ready")
-    runs = [(0, "--threads 2 --count 10"), (1, "--threads 2 --count 10"), (2, "--threads 2 --count 10")]
+    runs = [(0, "--threads 4 --count 25"), (1, "--threads 4 --count 25"), (2, "--threads 4 --count 25")]
     jobs = [(n, c.exec_async(n, f"lite-selftest lock-count locks {args}", timeout=900)) for n, args in runs]
     total = sum(json_summary(n, job.wait(), "lock-count")["increments"] for n, job in jobs)
     counter = int(c.exec(0, "lite-selftest atomic-read locks --offset 8").out.split()[-1])
-    check(total == 60 and counter == 60, f"{total} increments reported, counter at {counter}, want 60")
+    check(total == 300 and counter == 300, f"{total} increments reported, counter at {counter}, want 300")
     check(c.exec(0, "lite-selftest atomic-read locks").out.split()[-1] == "0", "lock word not free at the end")
 
     holder = Background(c, 0, "holder", "lite-selftest lock-hold locks --offset 16")
