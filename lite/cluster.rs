@@ -16,7 +16,7 @@ use crate::uapi::*;
 use crate::inflight::{InFlight, MAX_INFLIGHT};
 use crate::verbs::{Atomic, Device, DmaBuf, Op, Qp, RemoteQp, UserPages, PAGE_SIZE, PORT_ACTIVE};
 use crate::lock::LockNode;
-use crate::polling::{self, PollBudget};
+use crate::polling::{self, PollBudget, Wait};
 use crate::qos::{Admit, Qos, Ticket};
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
@@ -644,7 +644,7 @@ impl Peer {
     /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
     /// The caller's class decides the QP (HW-Sep) and, while paced (SW-Pri), smaller
     /// work requests, fewer of them in flight, and when each may go (qos.rs).
-    fn transfer(&self, op: &Op, write: bool, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+    fn transfer(&self, op: &Op, write: bool, wait: Wait, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
         let mut ticket = self.qos.begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
@@ -692,7 +692,7 @@ impl Peer {
         if posted.is_ok() && count > 0 {
             posted = post(&sges[..count], at, &mut wr_bytes);
         }
-        let completed = self.wait(op, ticket.class(), total, start);
+        let completed = self.wait(op, wait, ticket.class(), total, start);
         self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -702,7 +702,7 @@ impl Peer {
     /// returns once all of it landed.
     pub(crate) fn write_pieces(&self, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let op = Op::new()?;
-        self.transfer(&op, true, pieces)
+        self.transfer(&op, true, Wait::Sleep, pieces)
     }
 
     /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
@@ -741,17 +741,18 @@ impl Peer {
         let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
         let op = Op::new()?;
         let start = Ktime::ktime_get();
-        self.single_request(qp_index, LITE_CLASS_LATENCY, &op, |qp, remote| {
+        // Polls as the latency class's calls do, to see what they see.
+        self.single_request(qp_index, Wait::PollFirst, LITE_CLASS_LATENCY, &op, |qp, remote| {
             qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
         })?;
         Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 
-    /// Waits for `op`, `bytes` of `class` posted since `start`: small operations of the
-    /// latency and default classes busy-poll first, one waiter per peer at a time
-    /// (polling.rs). Called with no lock held that a completion handler takes.
-    fn wait(&self, op: &Op, class: u32, bytes: usize, start: Ktime) -> core::result::Result<(), i32> {
-        if !polling::polls(class, bytes) {
+    /// Waits for `op`, `bytes` of `class` posted since `start`: users' small operations
+    /// of the latency and default classes busy-poll first, one waiter per peer at a
+    /// time (polling.rs). Called with no lock held that a completion handler takes.
+    fn wait(&self, op: &Op, wait: Wait, class: u32, bytes: usize, start: Ktime) -> core::result::Result<(), i32> {
+        if !polling::polls(wait, class, bytes) {
             return op.wait();
         }
         let Some(_turn) = self.poll.try_poll() else {
@@ -764,7 +765,7 @@ impl Peer {
 
     /// Posts one work request of `op` (for `class`) with `post` on QP `qp_index` of
     /// the connected peer, holding a send credit, and waits for its completion.
-    fn single_request(&self, qp_index: usize, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
+    fn single_request(&self, qp_index: usize, wait: Wait, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
         self.take_credits(qp_index, 1)?;
         let start = Ktime::ktime_get();
         let posted = {
@@ -774,7 +775,7 @@ impl Peer {
                 _ => Err(EHOSTDOWN()),
             }
         };
-        let completed = self.wait(op, class, 8, start);
+        let completed = self.wait(op, wait, class, 8, start);
         self.return_credits(qp_index, 1);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -794,7 +795,7 @@ impl Peer {
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;
-            self.transfer(&op, write, contiguous(pages.runs(), remote_addr + done as u64))?;
+            self.transfer(&op, write, Wait::PollFirst, contiguous(pages.runs(), remote_addr + done as u64))?;
             done += window;
         }
         Ok(())
@@ -804,18 +805,18 @@ impl Peer {
     pub(crate) fn rdma_write_kernel(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = Op::new()?;
-        self.transfer(&op, true, core::iter::once((dma, len as usize, remote_addr)))
+        self.transfer(&op, true, Wait::Sleep, core::iter::once((dma, len as usize, remote_addr)))
     }
 
     /// Performs `atomic` on the peer's 8-byte word at `remote_addr` through its RNIC
     /// and returns the word's previous value.
-    pub(crate) fn atomic(&self, atomic: Atomic, remote_addr: u64) -> Result<u64> {
+    pub(crate) fn atomic(&self, atomic: Atomic, remote_addr: u64, wait: Wait) -> Result<u64> {
         let result = DmaBuf::new(&self.dev, 8)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
         let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = Ktime::ktime_get();
-        self.single_request(qp_index, class, &op, |qp, remote| {
+        self.single_request(qp_index, wait, class, &op, |qp, remote| {
             qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
         })?;
         self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));

@@ -18,6 +18,7 @@
 
 use crate::cluster::{module_queue, swap_remove, Lite, Peer, CONTROL_TIMEOUT_MS};
 use crate::errno::{EHOSTDOWN, EIDRM};
+use crate::polling::Wait;
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
 use crate::verbs::{Atomic, DmaBuf, PAGE_SIZE};
@@ -1123,14 +1124,19 @@ impl Lite {
     /// every node's; fails once the LMR is freed. Returns the old value.
     pub(crate) fn word_atomic(&self, word: &WordRef, atomic: Atomic) -> Result<u64> {
         let _using = word.mapping.begin()?;
-        self.held_word_atomic(&word.word, atomic)
+        self.atomic_on(&word.word, atomic, Wait::PollFirst)
     }
 
-    /// As [`Self::word_atomic`], for a word whose memory the caller keeps alive
-    /// (loopback when this node holds it).
+    /// As [`Self::word_atomic`], for the kernel's own work on a word whose memory the
+    /// caller keeps alive.
     pub(crate) fn held_word_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
+        self.atomic_on(word, atomic, Wait::Sleep)
+    }
+
+    /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
+    fn atomic_on(&self, word: &Word, atomic: Atomic, wait: Wait) -> Result<u64> {
         let peer = if word.holder == self.me()? { self.loopback()? } else { self.peer(word.holder)? };
-        peer.atomic(atomic, word.addr)
+        peer.atomic(atomic, word.addr, wait)
     }
 
     /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.

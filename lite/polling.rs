@@ -3,9 +3,12 @@
 //!
 //! A sleeping waiter pays two wakeups per operation (the CQ's kworker, then the
 //! waiter), which is most of what a small RDMA read costs beyond the wire. Small
-//! operations of the latency and default classes therefore poll for about twice
-//! their usual round trip and sleep only if that passes; bulk traffic and larger
-//! transfers always sleep, since their CPU time matters more than microseconds.
+//! operations that users call in the latency and default classes therefore poll
+//! for about twice their usual round trip and sleep only if that passes; bulk
+//! traffic and larger transfers always sleep, since their CPU time matters more
+//! than microseconds, and so does the kernel's own work (serving peers' requests,
+//! RPC records): a worker that spins delays whatever queues behind it, and on a
+//! loopback QP it takes the CPU that Soft-RoCE needs to answer.
 //! One waiter per peer polls at a time, the others sleep: the poller runs their
 //! completions too, so they wake as soon as it sees them, and contending threads
 //! never burn more than one CPU per peer.
@@ -26,9 +29,18 @@ const FIRST_GUESS_NS: u64 = 100_000;
 /// The median moves by 1/STEP of itself per sample.
 const STEP: u64 = 16;
 
+/// How the caller of an operation waits for its completion.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Wait {
+    /// A user's call: busy-polls first when `polls` says so.
+    PollFirst,
+    /// The kernel's own work: sleeps.
+    Sleep,
+}
+
 /// Whether an operation of `class` moving `bytes` polls for its completion.
-pub(crate) fn polls(class: u32, bytes: usize) -> bool {
-    class != LITE_CLASS_BULK && bytes <= POLL_MAX_BYTES
+pub(crate) fn polls(wait: Wait, class: u32, bytes: usize) -> bool {
+    wait == Wait::PollFirst && class != LITE_CLASS_BULK && bytes <= POLL_MAX_BYTES
 }
 
 /// The running median round trip of polled operations to one peer, and whether
@@ -85,12 +97,13 @@ mod tests {
     use crate::uapi::{LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY};
 
     #[test]
-    fn small_operations_of_the_latency_and_default_classes_poll() {
-        assert!(polls(LITE_CLASS_LATENCY, 8));
-        assert!(polls(LITE_CLASS_DEFAULT, POLL_MAX_BYTES));
+    fn small_user_operations_of_the_latency_and_default_classes_poll() {
+        assert!(polls(Wait::PollFirst, LITE_CLASS_LATENCY, 8));
+        assert!(polls(Wait::PollFirst, LITE_CLASS_DEFAULT, POLL_MAX_BYTES));
         assert_eq!(POLL_MAX_BYTES, 4096);
-        assert!(!polls(LITE_CLASS_DEFAULT, POLL_MAX_BYTES + 1));
-        assert!(!polls(LITE_CLASS_BULK, 8));
+        assert!(!polls(Wait::PollFirst, LITE_CLASS_DEFAULT, POLL_MAX_BYTES + 1));
+        assert!(!polls(Wait::PollFirst, LITE_CLASS_BULK, 8));
+        assert!(!polls(Wait::Sleep, LITE_CLASS_LATENCY, 8));
     }
 
     /// Round trips around `typical_ns` with every tenth one `outlier_ns`.
