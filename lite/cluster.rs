@@ -655,8 +655,6 @@ impl Peer {
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
-        let mut total = 0usize;
-        let start = Ktime::ktime_get();
         let mut posted: Result = Ok(());
         let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
             let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
@@ -678,7 +676,7 @@ impl Peer {
                 }
                 let take = len.min(wr_bytes.saturating_sub(batch).max(1));
                 sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
-                (count, batch, total) = (count + 1, batch + take, total + take);
+                (count, batch) = (count + 1, batch + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch >= wr_bytes {
                     posted = post(&sges[..count], at, &mut wr_bytes);
@@ -692,7 +690,7 @@ impl Peer {
         if posted.is_ok() && count > 0 {
             posted = post(&sges[..count], at, &mut wr_bytes);
         }
-        let completed = self.wait(op, wait, ticket.class(), total, start);
+        let completed = self.wait(op, wait, ticket.class(), ticket.bytes(), ticket.start_ns());
         self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -748,10 +746,10 @@ impl Peer {
         Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 
-    /// Waits for `op`, `bytes` of `class` posted since `start`: users' small operations
+    /// Waits for `op`, `bytes` of `class` posted since `start_ns`: users' small operations
     /// of the latency and default classes busy-poll first, one waiter per peer at a
     /// time (polling.rs). Called with no lock held that a completion handler takes.
-    fn wait(&self, op: &Op, wait: Wait, class: u32, bytes: usize, start: Ktime) -> core::result::Result<(), i32> {
+    fn wait(&self, op: &Op, wait: Wait, class: u32, bytes: u64, start_ns: u64) -> core::result::Result<(), i32> {
         if !polling::polls(wait, class, bytes) {
             return op.wait();
         }
@@ -759,7 +757,7 @@ impl Peer {
             return op.wait();
         };
         let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
-        self.poll.record((Ktime::ktime_get() - start).to_ns() as u64);
+        self.poll.record((Ktime::ktime_get().to_ns() as u64).saturating_sub(start_ns));
         completed
     }
 
@@ -767,7 +765,7 @@ impl Peer {
     /// the connected peer, holding a send credit, and waits for its completion.
     fn single_request(&self, qp_index: usize, wait: Wait, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
         self.take_credits(qp_index, 1)?;
-        let start = Ktime::ktime_get();
+        let start_ns = Ktime::ktime_get().to_ns() as u64;
         let posted = {
             let link = self.link.lock();
             match (&link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
@@ -775,7 +773,7 @@ impl Peer {
                 _ => Err(EHOSTDOWN()),
             }
         };
-        let completed = self.wait(op, wait, class, 8, start);
+        let completed = self.wait(op, wait, class, 8, start_ns);
         self.return_credits(qp_index, 1);
         posted?;
         completed.map_err(|status| self.wc_error(status))

@@ -21,7 +21,7 @@ use crate::uapi::LITE_CLASS_BULK;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Transfers above this many bytes (a page) sleep: their wire time dwarfs a wakeup.
-pub(crate) const POLL_MAX_BYTES: usize = 4 << 10;
+pub(crate) const POLL_MAX_BYTES: u64 = 4 << 10;
 /// No operation polls longer than this (a stalled peer must not cost a CPU).
 pub(crate) const POLL_MAX_NS: u64 = 2_000_000;
 /// The median's first guess, before any sample.
@@ -39,7 +39,7 @@ pub(crate) enum Wait {
 }
 
 /// Whether an operation of `class` moving `bytes` polls for its completion.
-pub(crate) fn polls(wait: Wait, class: u32, bytes: usize) -> bool {
+pub(crate) fn polls(wait: Wait, class: u32, bytes: u64) -> bool {
     wait == Wait::PollFirst && class != LITE_CLASS_BULK && bytes <= POLL_MAX_BYTES
 }
 

@@ -555,6 +555,16 @@ impl Ticket<'_> {
         self.class
     }
 
+    /// Bytes admitted so far.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// When the transfer began (ns, `Ktime` clock).
+    pub(crate) fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
     /// Largest first work request of this transfer (at most `most`): small chunks
     /// while paced.
     pub(crate) fn first_wr_limit(&self, most: usize) -> usize {
