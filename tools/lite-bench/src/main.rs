@@ -259,9 +259,34 @@ fn nanos(d: Duration) -> u64 {
 }
 
 /// A user buffer of `len` bytes with every page touched (zero-copy transfers pin it).
-fn buffer(len: u64) -> Res<Vec<u8>> {
+/// A patterned buffer that starts on a page boundary, as perftest's do: an
+/// unaligned one spans one more page, which LITE pins and maps on every call.
+struct Buffer {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes[self.start..self.start + self.len]
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
+}
+
+fn buffer(len: u64) -> Res<Buffer> {
+    const PAGE: usize = 4096;
     let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
-    Ok((0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(7)).collect())
+    let total = len.checked_add(PAGE).ok_or_else(|| format!("{len} bytes do not fit in memory"))?;
+    let mut bytes: Vec<u8> = (0..total).map(|i| (i as u8).wrapping_mul(31).wrapping_add(7)).collect();
+    let start = bytes.as_mut_ptr().align_offset(PAGE);
+    Ok(Buffer { bytes, start, len })
 }
 
 fn rw(lmr: &Lmr<'_>, op: Op, buf: &mut [u8]) -> lite::Result<()> {
@@ -362,7 +387,7 @@ fn bw(
             let (barrier, runs, lats, failure) = (&barrier, &runs, &lats, &failure);
             scope.spawn(move || {
                 // Every thread passes every barrier, failed or not, so none waits forever.
-                let state: Res<(Lite, Vec<u8>)> = Lite::open()
+                let state: Res<(Lite, Buffer)> = Lite::open()
                     .map_err(err("open /dev/lite"))
                     .and_then(|lite| Ok((lite, buffer(lmr_size)?)));
                 let name = format!("bench-{}-bw-{t}", std::process::id());
@@ -525,16 +550,17 @@ fn flow(
             let (barrier, start, samples, failure) = (&barrier, &start, &samples, &failure);
             scope.spawn(move || {
                 // Every thread passes the barrier, set up or not, so none waits forever.
-                let setup = Lite::open().map_err(err("open /dev/lite")).and_then(|lite| Ok((lite, buffer(size)?)));
+                let setup = Lite::open().map_err(err("open /dev/lite"));
+                let buf = buffer(size);
                 let name = format!("bench-{}-flow-{t}", std::process::id());
                 let lmr = match &setup {
-                    Ok((lite, _)) => lite.malloc(size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
+                    Ok(lite) => lite.malloc(size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
                     Err(e) => Err(e.clone()),
                 };
                 barrier.wait();
                 let run = || -> Res<Samples> {
                     let lmr = lmr.as_ref().map_err(|e| e.clone())?;
-                    let mut buf = setup.as_ref().map_err(|e| e.clone())?.1.clone();
+                    let mut buf = buf?;
                     let t0 = start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
                     let mut mine = Vec::new();
                     let mut last = Instant::now();
