@@ -24,7 +24,7 @@ use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, ArcBorrow, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
-use kernel::time::{msecs_to_jiffies, Ktime};
+use kernel::time::{msecs_to_jiffies, Jiffies, Ktime};
 use kernel::uaccess::UserSliceWriter;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
@@ -194,6 +194,35 @@ enum Slot {
 struct Calls {
     slots: [Slot; SLOTS],
     next_seq: u64,
+}
+
+/// A request sent with `Peer::start_call` whose answer is still to be collected;
+/// dropped uncollected, it gives its slot up.
+pub(crate) struct PendingCall {
+    peer: Arc<Peer>,
+    slot: usize,
+    seq: u64,
+    /// Jiffies left to wait for the answer.
+    left: Jiffies,
+    collected: bool,
+}
+
+impl PendingCall {
+    /// Waits for the answer and copies it into `reply`; returns its length.
+    pub(crate) fn answer(mut self, reply: &mut [u8]) -> Result<usize> {
+        self.collected = true;
+        self.peer.collect_answer(self.slot, self.seq, reply, &mut self.left)
+    }
+}
+
+impl Drop for PendingCall {
+    fn drop(&mut self) {
+        if !self.collected {
+            let mut calls = self.peer.calls.lock();
+            Peer::give_up_slot(&mut calls, self.slot, self.seq);
+            self.peer.call_done.notify_all();
+        }
+    }
 }
 
 /// Body of an outgoing message.
@@ -451,16 +480,33 @@ impl Peer {
     /// which is copied into `reply`. Returns the answer's length. Process context.
     pub(crate) fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
-        let wait = |calls: &mut kernel::sync::lock::Guard<'_, Calls, _>, left: &mut _| -> Result {
-            match self.call_done.wait_interruptible_timeout(calls, *left) {
-                CondVarTimeoutResult::Timeout => Err(ETIMEDOUT()),
-                CondVarTimeoutResult::Signal { .. } => Err(EINTR),
-                CondVarTimeoutResult::Woken { jiffies } => {
-                    *left = jiffies;
-                    Ok(())
-                }
+        let (slot, seq) = self.send_request(kind, body, &mut left)?;
+        self.collect_answer(slot, seq, reply, &mut left)
+    }
+
+    /// Sends request `kind` with `body` to `peer` without waiting: the caller may ask
+    /// other nodes meanwhile and collect the answer later (`PendingCall::answer`).
+    pub(crate) fn start_call(peer: Arc<Peer>, kind: MsgKind, body: &[u8], timeout_ms: u32) -> Result<PendingCall> {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let (slot, seq) = peer.send_request(kind, body, &mut left)?;
+        Ok(PendingCall { peer, slot, seq, left, collected: false })
+    }
+
+    /// Waits up to `left` jiffies for the call-done signal; `left` keeps what remains.
+    fn wait_for_calls<B: kernel::sync::lock::Backend>(&self, calls: &mut kernel::sync::lock::Guard<'_, Calls, B>, left: &mut Jiffies) -> Result {
+        match self.call_done.wait_interruptible_timeout(calls, *left) {
+            CondVarTimeoutResult::Timeout => Err(ETIMEDOUT()),
+            CondVarTimeoutResult::Signal { .. } => Err(EINTR),
+            CondVarTimeoutResult::Woken { jiffies } => {
+                *left = jiffies;
+                Ok(())
             }
-        };
+        }
+    }
+
+    /// Takes a free request slot and posts the request in it; returns the slot and
+    /// the request's sequence number.
+    fn send_request(&self, kind: MsgKind, body: &[u8], left: &mut Jiffies) -> Result<(usize, u64)> {
         let (slot, seq) = {
             let mut calls = self.calls.lock();
             loop {
@@ -473,7 +519,7 @@ impl Peer {
                     calls.slots[slot] = Slot::Waiting(seq);
                     break (slot, seq);
                 }
-                wait(&mut calls, &mut left)?;
+                self.wait_for_calls(&mut calls, left)?;
             }
         };
         let header = Header { kind: kind as u16, status: 0, len: body.len() as u32, seq };
@@ -481,16 +527,23 @@ impl Peer {
             self.finish_slot(slot);
             return Err(e);
         }
+        Ok((slot, seq))
+    }
+
+    /// Waits up to `left` jiffies for the answer to request `seq` in `slot`, copies it
+    /// into `reply` and frees the slot; returns the answer's length. On failure the
+    /// slot is given up (`give_up_slot`).
+    fn collect_answer(&self, slot: usize, seq: u64, reply: &mut [u8], left: &mut Jiffies) -> Result<usize> {
         {
             let mut calls = self.calls.lock();
             while calls.slots[slot] != Slot::Answered(seq) {
                 let outcome = if self.failed.load(Ordering::Acquire) {
                     Err(EHOSTDOWN())
                 } else {
-                    wait(&mut calls, &mut left)
+                    self.wait_for_calls(&mut calls, left)
                 };
                 if let Err(e) = outcome {
-                    calls.slots[slot] = Slot::Abandoned(seq);
+                    Self::give_up_slot(&mut calls, slot, seq);
                     return Err(e);
                 }
             }
@@ -498,6 +551,16 @@ impl Peer {
         let result = self.read_answer(slot, seq, reply);
         self.finish_slot(slot);
         result
+    }
+
+    /// Nobody will read the answer to `seq`: the slot is free at once if the answer
+    /// already landed, else when it lands.
+    fn give_up_slot(calls: &mut Calls, slot: usize, seq: u64) {
+        match calls.slots[slot] {
+            Slot::Answered(s) if s == seq => calls.slots[slot] = Slot::Free,
+            Slot::Waiting(s) if s == seq => calls.slots[slot] = Slot::Abandoned(seq),
+            _ => {}
+        }
     }
 
     fn read_answer(&self, slot: usize, seq: u64, reply: &mut [u8]) -> Result<usize> {

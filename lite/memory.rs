@@ -402,6 +402,44 @@ impl Peer {
     }
 }
 
+/// What a Lookup answer says about whether a name is free elsewhere.
+fn name_answer(answer: Result<usize>) -> Result {
+    match answer {
+        Err(e) if e == ENOENT => Ok(()),
+        // A node we cannot ask cannot hand the name out either.
+        Err(e) if e == EHOSTDOWN() || e == crate::errno::ETIMEDOUT() => Ok(()),
+        _ => Err(EEXIST),
+    }
+}
+
+/// One holder's part of a new LMR while it is being allocated.
+struct Share {
+    node: u32,
+    /// Bytes not allocated yet.
+    left: u64,
+    /// (DMA address, bytes) of the chunks allocated so far, in LMR order.
+    got: KVec<(u64, u64)>,
+}
+
+impl Share {
+    /// Adds the chunks a holder handed out; a holder that hands out nothing is out
+    /// of memory, one that hands out more than asked is broken.
+    fn take(&mut self, chunks: impl Iterator<Item = (u64, u64)>) -> Result {
+        let before = self.left;
+        for (addr, len) in chunks {
+            if len > self.left {
+                return Err(EIO);
+            }
+            self.got.push((addr, len), GFP_KERNEL)?;
+            self.left -= len;
+        }
+        if self.left == before {
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+}
+
 /// Where a new LMR's memory comes from.
 #[derive(Clone, Copy)]
 enum Source {
@@ -714,57 +752,76 @@ impl Lite {
         Ok(lh)
     }
 
-    /// Fails with EEXIST when another node masters (or is allocating) `name`.
+    /// Fails with EEXIST when another node masters (or is allocating) `name`. Every
+    /// connected node is asked at once.
     fn name_free_elsewhere(&self, name: &NameKey) -> Result {
-        let probe = wire::Lookup { namespace: name.0, perm: 0, name: name.1 };
+        let (body, len) = encode(&wire::Lookup { namespace: name.0, perm: 0, name: name.1 })?;
+        let peers = self.connected_peers()?;
+        let mut asked = KVec::with_capacity(peers.len(), GFP_KERNEL)?;
         let mut reply = [0u8; 64];
-        for peer in self.connected_peers()?.iter() {
-            match peer.request(MsgKind::Lookup, &probe, &mut reply) {
-                Err(e) if e == ENOENT => {}
-                // A node we cannot ask cannot hand the name out either.
-                Err(e) if e == EHOSTDOWN() || e == crate::errno::ETIMEDOUT() => {}
-                Ok(_) => return Err(EEXIST),
-                Err(_) => return Err(EEXIST),
+        let mut free = Ok(());
+        for peer in peers.into_iter() {
+            match Peer::start_call(peer, MsgKind::Lookup, &body[..len], CONTROL_TIMEOUT_MS) {
+                Ok(pending) => asked.push(pending, GFP_KERNEL)?,
+                Err(e) => free = free.and(name_answer(Err(e))),
             }
         }
-        Ok(())
+        for pending in asked.into_iter() {
+            free = free.and(name_answer(pending.answer(&mut reply)));
+        }
+        free
     }
 
     /// Allocates `size` bytes spread over `holders` for LMR `id`; on failure nothing
     /// stays allocated.
     fn allocate(&self, me: u32, id: u64, size: u64, holders: u32) -> Result<KVec<Extent>> {
+        self.allocate_shares(me, id, size, holders).inspect_err(|_| self.unwind_allocation(me, id, holders))
+    }
+
+    /// The remote holders are asked at once and allocate (and zero) their shares in
+    /// parallel while this node holds its own; a holder hands out at most
+    /// `EXTENTS_PER_MSG` chunks per request, so larger shares take more rounds.
+    fn allocate_shares(&self, me: u32, id: u64, size: u64, holders: u32) -> Result<KVec<Extent>> {
+        // Per holder, in LMR order: bytes still owed, and (addr, len) of the chunks got.
+        let mut shares = KVec::new();
+        for (node, bytes) in region::shares(size, holders) {
+            shares.push(Share { node, left: bytes, got: KVec::new() }, GFP_KERNEL)?;
+        }
+        let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
+        while shares.iter().any(|share| share.left > 0) {
+            let mut asked = KVec::with_capacity(shares.len(), GFP_KERNEL)?;
+            let mut result = Ok(());
+            for (i, share) in shares.iter().enumerate().filter(|(_, share)| share.left > 0 && share.node != me) {
+                let (body, len) = encode(&wire::Alloc { id, bytes: share.left })?;
+                match self.peer(share.node).and_then(|peer| Peer::start_call(peer, MsgKind::Alloc, &body[..len], CONTROL_TIMEOUT_MS)) {
+                    Ok(pending) => asked.push((i, pending), GFP_KERNEL)?,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if let (Ok(()), Some(share)) = (&result, shares.iter_mut().find(|share| share.node == me && share.left > 0)) {
+                result = self.hold(me, id, share.left, wire::EXTENTS_PER_MSG).and_then(|got| share.take(got.iter().map(|&(_, addr, len)| (addr, len))));
+            }
+            // Every answer is awaited, even after a failure: the unwinding must not
+            // overtake an allocation still running at a holder.
+            for (i, pending) in asked.into_iter() {
+                let answered = pending.answer(&mut reply).and_then(|len| {
+                    let mut got = KVec::new();
+                    wire::decode_extents(&reply[..len], |_, addr, len| got.push((addr, len), GFP_KERNEL).ok()).ok_or(EIO)?;
+                    shares[i].take(got.into_iter())
+                });
+                result = result.and(answered);
+            }
+            result?;
+        }
         let mut extents = KVec::new();
         let mut start = 0;
-        let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
-        for (node, share) in region::shares(size, holders) {
-            let mut left = share;
-            while left > 0 {
-                let got = if node == me {
-                    self.hold(me, id, left, wire::EXTENTS_PER_MSG)
-                } else {
-                    self.peer(node).and_then(|peer| {
-                        let len = peer.request(MsgKind::Alloc, &wire::Alloc { id, bytes: left }, &mut reply)?;
-                        let mut got = KVec::new();
-                        wire::decode_extents(&reply[..len], |_, addr, len| got.push((node, addr, len), GFP_KERNEL).ok())
-                            .ok_or(EIO)?;
-                        Ok(got)
-                    })
-                };
-                let got = match got {
-                    Ok(got) if !got.is_empty() => Ok(got),
-                    Ok(_) => Err(ENOMEM),
-                    Err(e) => Err(e),
-                }
-                .inspect_err(|_| self.unwind_allocation(me, id, holders))?;
-                for (node, addr, len) in got.into_iter() {
-                    if len > left {
-                        self.unwind_allocation(me, id, holders);
-                        return Err(EIO);
-                    }
-                    extents.push(Extent { node, start, addr, len }, GFP_KERNEL)?;
-                    start += len;
-                    left -= len;
-                }
+        for share in shares.iter() {
+            for &(addr, len) in share.got.iter() {
+                extents.push(Extent { node: share.node, start, addr, len }, GFP_KERNEL)?;
+                start += len;
             }
         }
         Ok(extents)

@@ -677,9 +677,13 @@ def run_steps(b, results, args):
             b.tool_json(CLIENT, f"lite-bench malloc --size {a.malloc_size} --holders {holders}", a.step_timeout)
         return "done"
 
+    def add_malloc_round(into, d, keys):
+        into["size"] = d.get("size")
+        add_lat_round(into, d, keys)
+
     def regmr():
         d = b.tool_json(CLIENT, f"lite-regmr --size {a.malloc_size}", a.step_timeout)
-        native["regmr"] = d
+        add_malloc_round(native.setdefault("regmr", {}), d, ("reg_ns", "dereg_ns"))
         return f"ibv_reg_mr {fmt_ns(d['reg_ns'])}, ibv_dereg_mr {fmt_ns(d['dereg_ns'])}"
 
     def malloc(holders, reserved):
@@ -698,7 +702,8 @@ def run_steps(b, results, args):
                 if reserved:
                     for n in nodes:
                         b.c.exec(n, "lite-admin reserve 0", check=False)
-            lite.setdefault("malloc_reserved" if reserved else "malloc", {})[holders] = d
+            add_malloc_round(lite.setdefault("malloc_reserved" if reserved else "malloc", {}).setdefault(holders, {}),
+                             d, ("malloc_ns", "map_ns", "total_ns"))
             return f"malloc {fmt_ns(d['malloc_ns'])} + map {fmt_ns(d['map_ns'])} = {fmt_ns(d['total_ns'])}{filled}"
         return go
 
@@ -732,11 +737,15 @@ def run_steps(b, results, args):
         steps.append((f"lite-bench bw {fmt_size(size)}, {bw_iters(size)} writes", bw_lite(size)))
     section("malloc")
     steps.append(("first touch of the guests' memory (untimed)", touch_guest_memory))
-    steps.append((f"lite-regmr (ibv_reg_mr) {fmt_size(a.malloc_size)}", regmr))
-    for holders in MALLOC_HOLDERS:
-        steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}", malloc(holders, False)))
-        steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders} from the zeroed reserve",
-                       malloc(holders, True)))
+    # Single calls of 0.1-1 s vary by tens of percent under TCG: rounds, medians.
+    for r in range(1, a.malloc_rounds + 1):
+        of = f" (round {r}/{a.malloc_rounds})" if a.malloc_rounds > 1 else ""
+        steps.append((f"lite-regmr (ibv_reg_mr) {fmt_size(a.malloc_size)}{of}", regmr))
+        for holders in MALLOC_HOLDERS:
+            steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}{of}",
+                          malloc(holders, False)))
+            steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders} from the zeroed reserve{of}",
+                          malloc(holders, True)))
     section("lmrs")
     for count in a.lmr_counts:
         steps.append((f"lite-bench lmrs {count:,} LMR{'s' if count != 1 else ''}", lmrs(count)))
@@ -876,6 +885,8 @@ def main():
     ap.add_argument("--bw-threads", type=int, default=1, help="LT_write threads for bandwidth (default 1)")
     ap.add_argument("--malloc-size", type=size_arg, default=MALLOC_SIZE,
                     help="bytes for malloc vs ibv_reg_mr (default 1 GiB)")
+    ap.add_argument("--malloc-rounds", type=int, default=3,
+                    help="rounds of ibv_reg_mr and each LT_malloc+map; medians are compared (default 3)")
     ap.add_argument("--lmr-counts", type=sizes_arg, help="LMR counts (default 1,1000,100000; --quick 1,1000,10000)")
     ap.add_argument("--lmr-iters", type=int, help="timed writes per LMR-count point (default 200; --quick 50)")
     ap.add_argument("--only", type=sections_arg,
@@ -892,6 +903,8 @@ def main():
     args.lmr_counts = args.lmr_counts or (QUICK_LMR_COUNTS if args.quick else LMR_COUNTS)
     if args.quick:
         args.warmup = min(args.warmup, 5)
+    if args.lat_rounds < 1 or args.malloc_rounds < 1:
+        ap.error("--lat-rounds and --malloc-rounds must be at least 1")
     if 1 not in args.lmr_counts:
         args.lmr_counts = [1] + args.lmr_counts
 
@@ -912,7 +925,8 @@ def main():
                    "only": args.only, "mem_mib": args.mem, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
                    "lat_rounds": args.lat_rounds,
                    "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
-                   "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_holders": MALLOC_HOLDERS,
+                   "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_rounds": args.malloc_rounds,
+                   "malloc_holders": MALLOC_HOLDERS,
                    "lmr_counts": args.lmr_counts, "lmr_iters": args.lmr_iters,
                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))},
         "notes": ["ib_write_lat reports half a ping-pong round trip: LT_write (a full round trip, RDMA write + ack) "

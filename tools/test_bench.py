@@ -378,7 +378,7 @@ class Orchestration(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             c = FakeCluster(tmp)
             args = argparse.Namespace(lat_sizes=[8, 4096], lat_iters=50, lat_rounds=2, warmup=5, bw_sizes=[65536, 4194304],
-                                      bw_mib=16, bw_seconds=60, bw_threads=1, malloc_size=1 << 30,
+                                      bw_mib=16, bw_seconds=60, bw_threads=1, malloc_size=1 << 30, malloc_rounds=2,
                                       lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900, only=None)
             results = {"config": {"lat_sizes": args.lat_sizes, "bw_sizes": args.bw_sizes, "bw_threads": 1},
                        "native": {}, "lite": {}}
@@ -396,7 +396,7 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 5 * 2 + 2 * 2 + 2 + 2 * 2 + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
+        self.assertEqual(b.total, 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
         self.assertIn(f"[1/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
@@ -434,9 +434,11 @@ class Orchestration(unittest.TestCase):
         # Every holder's share is reserved before the timed call and released after it.
         reserves = [(n, s.split(" 2>")[0]) for n, s in c.commands if s.startswith("lite-admin reserve")]
         share = -(-(1 << 30) // 3)
-        self.assertEqual(reserves, [(1, f"lite-admin reserve {1 << 30} --wait --json"), (1, "lite-admin reserve 0")]
-                         + [(n, f"lite-admin reserve {share} --wait --json") for n in (0, 1, 2)]
-                         + [(n, "lite-admin reserve 0") for n in (0, 1, 2)])
+        self.assertEqual(reserves, 2 * ([(1, f"lite-admin reserve {1 << 30} --wait --json"), (1, "lite-admin reserve 0")]
+                                        + [(n, f"lite-admin reserve {share} --wait --json") for n in (0, 1, 2)]
+                                        + [(n, "lite-admin reserve 0") for n in (0, 1, 2)]))
+        self.assertEqual(len(results["lite"]["malloc_reserved"]["0,1,2"]["rounds"]), 2)
+        self.assertEqual(len(results["native"]["regmr"]["rounds"]), 2)
         self.assertAlmostEqual(rows[("LT_write median, 100,000 LMRs of 4 KiB vs 1 LMR", 8)]["ratio"], 1.1)
         # RPC: 16 B request + reply vs ib_write_lat 8 B + ib_write_lat reply size (100 us each).
         rpc = rows[("LT_RPC median, 16 B request, vs ib_write_lat 8 B + reply", 4096)]

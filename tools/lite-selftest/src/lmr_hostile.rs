@@ -173,7 +173,7 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
     round_trips(&mut c, &raw, &t, me, peer);
     handles(&mut c, &raw, &t);
     ranges(&mut c, &raw, &t);
-    sizes(&mut c, &raw, peer, &name);
+    sizes(&mut c, &raw, me, peer, &name);
     buffers(&mut c, &raw, &t);
     arguments(&mut c, &raw, &t, &name);
     let absent = (0..LITE_MAX_NODES).rev().find(|&n| n != me && peers.iter().all(|p| p.id != n));
@@ -181,6 +181,12 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
         let (got, _) = raw.malloc(MIB, 1 << absent, RW, &name("absent"));
         c.expect_one_of(
             &format!("malloc at node {absent}, not in the cluster"),
+            got,
+            &[Errno::EHOSTDOWN, Errno::ENOENT],
+        );
+        let (got, _) = raw.malloc(MIB, 1 << absent | 1 << me, RW, &name("absent-and-here"));
+        c.expect_one_of(
+            &format!("malloc spread over this node and node {absent}, not in the cluster"),
             got,
             &[Errno::EHOSTDOWN, Errno::ENOENT],
         );
@@ -333,12 +339,15 @@ fn ranges(c: &mut Checks, raw: &Raw<'_>, t: &Targets) {
     c.expect("memcpy 0 bytes", raw.memcpy(lh, 0, lh, 8, 0), Err(Errno::EINVAL));
 }
 
-fn sizes(c: &mut Checks, raw: &Raw<'_>, peer: u32, name: &dyn Fn(&str) -> Vec<u8>) {
+fn sizes(c: &mut Checks, raw: &Raw<'_>, me: u32, peer: u32, name: &dyn Fn(&str) -> Vec<u8>) {
     c.expect("malloc 0 bytes", raw.malloc(0, 0, RW, &name("size0")).0, Err(Errno::EINVAL));
     let (got, _) = raw.malloc(LITE_LMR_MAX_SIZE + 1, 0, RW, &name("huge"));
     c.expect("malloc LITE_LMR_MAX_SIZE + 1", got, Err(Errno::ENOMEM));
     let (got, _) = raw.malloc(64 << 30, 1 << peer, RW, &name("64g"));
     c.expect("malloc 64 GiB at PEER", got, Err(Errno::ENOMEM));
+    // Both holders refuse while the other's answer is still coming.
+    let (got, _) = raw.malloc(64 << 30, 1 << peer | 1 << me, RW, &name("64g-spread"));
+    c.expect("malloc 64 GiB spread over this node and PEER", got, Err(Errno::ENOMEM));
     // A failed allocation must give back what it had: a normal one still works.
     let (got, lh) = raw.malloc(MIB, 1 << peer, RW, &name("after64g"));
     c.expect("malloc 1 MiB at PEER after the failed 64 GiB", got, Ok(()));
