@@ -396,8 +396,9 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             bench.sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
-        self.assertIn(f"[1/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
+        self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * bench.RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
+        self.assertIn(f"[1/{b.total}] warm-up: ib_read_lat and LT_read 8 B (untimed) ...", text)
+        self.assertIn(f"[2/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
         self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
