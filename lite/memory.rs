@@ -792,8 +792,11 @@ impl Lite {
             let mut asked = KVec::with_capacity(shares.len(), GFP_KERNEL)?;
             let mut result = Ok(());
             for (i, share) in shares.iter().enumerate().filter(|(_, share)| share.left > 0 && share.node != me) {
-                let (body, len) = encode(&wire::Alloc { id, bytes: share.left })?;
-                match self.peer(share.node).and_then(|peer| Peer::start_call(peer, MsgKind::Alloc, &body[..len], CONTROL_TIMEOUT_MS)) {
+                let started = encode(&wire::Alloc { id, bytes: share.left }).and_then(|(body, len)| {
+                    Peer::start_call(self.peer(share.node)?, MsgKind::Alloc, &body[..len], CONTROL_TIMEOUT_MS)
+                });
+                match started {
+                    // Within the capacity reserved above: does not allocate.
                     Ok(pending) => asked.push((i, pending), GFP_KERNEL)?,
                     Err(e) => {
                         result = Err(e);
