@@ -640,6 +640,11 @@ unsigned long long lite_total_ram(void)
 	return (unsigned long long)totalram_pages() << PAGE_SHIFT;
 }
 
+unsigned int lite_online_cpus(void)
+{
+	return num_online_cpus();
+}
+
 void *lite_workqueue(void)
 {
 	return lite_wq;

@@ -125,6 +125,8 @@ void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int dir);
 
 /* Total RAM of this node in bytes (bounds what peers may make us allocate). */
 unsigned long long lite_total_ram(void);
+/* CPUs online now (how many may zero a large allocation's chunks at once). */
+unsigned int lite_online_cpus(void);
 /* Workqueue for requests that sleep (allocation, copies); drained on unload. */
 void *lite_workqueue(void);
 

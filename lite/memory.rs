@@ -21,7 +21,7 @@ use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::polling::Wait;
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
-use crate::verbs::{Atomic, DmaBuf, PAGE_SIZE};
+use crate::verbs::{Atomic, Device, DmaBuf, PAGE_SIZE};
 use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -402,6 +402,87 @@ impl Peer {
     }
 }
 
+/// Chunks being zeroed by helpers on the module's workqueue.
+#[pin_data]
+struct Zeroing {
+    #[pin]
+    state: Mutex<ZeroingState>,
+    #[pin]
+    finished: CondVar,
+}
+
+struct ZeroingState {
+    chunks: KVec<DmaBuf>,
+    /// Helpers not finished yet.
+    running: usize,
+}
+
+/// Allocates up to `count` zeroed chunks of `CHUNK_MAX` bytes, with the caller and
+/// one helper per other online CPU each zeroing a share: zeroing is most of what a
+/// large allocation costs. Fewer come back when memory runs short.
+fn zero_chunks(dev: &Arc<Device>, count: usize) -> KVec<DmaBuf> {
+    let mut mine = KVec::new();
+    // SAFETY: reads a global counter.
+    let cpus = unsafe { crate::ffi::lite_online_cpus() } as usize;
+    let helpers = cpus.min(count).saturating_sub(1);
+    let zeroing = Arc::pin_init(
+        pin_init!(Zeroing {
+            state <- new_mutex!(ZeroingState { chunks: KVec::new(), running: 0 }, "lite:zeroing.state"),
+            finished <- new_condvar!("lite:zeroing.finished"),
+        }),
+        GFP_KERNEL,
+    );
+    let (Ok(zeroing), true) = (zeroing, helpers > 0) else {
+        zero_into(dev, count, &mut mine);
+        return mine;
+    };
+    let share = count / (helpers + 1);
+    let mut handed_out = 0;
+    for _ in 0..helpers {
+        let (helper, dev) = (zeroing.clone(), dev.clone());
+        zeroing.state.lock().running += 1;
+        let spawned = module_queue().try_spawn(GFP_KERNEL, move || {
+            let mut got = KVec::new();
+            zero_into(&dev, share, &mut got);
+            let mut state = helper.state.lock();
+            for chunk in got.into_iter() {
+                // A chunk that does not fit in the list is freed; the caller makes another.
+                if state.chunks.push(chunk, GFP_KERNEL).is_err() {
+                    break;
+                }
+            }
+            state.running -= 1;
+            helper.finished.notify_all();
+        });
+        match spawned {
+            Ok(()) => handed_out += share,
+            Err(_) => zeroing.state.lock().running -= 1,
+        }
+    }
+    zero_into(dev, count - handed_out, &mut mine);
+    let mut state = zeroing.state.lock();
+    while state.running > 0 {
+        zeroing.finished.wait(&mut state);
+    }
+    for chunk in core::mem::take(&mut state.chunks).into_iter() {
+        if mine.push(chunk, GFP_KERNEL).is_err() {
+            break;
+        }
+    }
+    mine
+}
+
+/// Appends up to `count` zeroed chunks of `CHUNK_MAX` bytes to `chunks`; stops at the
+/// first that cannot be had.
+fn zero_into(dev: &Arc<Device>, count: usize, chunks: &mut KVec<DmaBuf>) {
+    for _ in 0..count {
+        let Ok(chunk) = DmaBuf::try_new(dev, CHUNK_MAX as usize) else { return };
+        if chunks.push(chunk, GFP_KERNEL).is_err() {
+            return;
+        }
+    }
+}
+
 /// What a Lookup answer says about whether a name is free elsewhere.
 fn name_answer(answer: Result<usize>) -> Result {
     match answer {
@@ -482,14 +563,28 @@ impl Lite {
         let mut left = want;
         let mut limit = CHUNK_MAX;
         let mut result = Ok(());
+        // Whole chunks come zeroed from the reserve while it lasts, the others zeroed
+        // by all CPUs at once; what that leaves (a tail, or chunks memory was short
+        // of) is allocated one by one below.
+        let whole = ((want / CHUNK_MAX) as usize).min(max_extents);
+        let mut ready = KVec::with_capacity(whole, GFP_KERNEL)?;
+        {
+            let mut mem = self.mem.lock();
+            while ready.len() < whole {
+                let Some(chunk) = mem.take_reserved() else { break };
+                // Within the capacity reserved above: does not allocate.
+                ready.push(chunk, GFP_KERNEL)?;
+            }
+        }
+        let missing = whole - ready.len();
+        let mut ready = Iterator::chain(ready.into_iter(), zero_chunks(&dev, missing));
         while left > 0 && extents.len() < max_extents {
             let Some(len) = region::next_chunk_len(left, limit) else {
                 result = Err(ENOMEM);
                 break;
             };
-            // Whole chunks come zeroed from the reserve while it lasts.
-            let reserved = if len == CHUNK_MAX { self.mem.lock().take_reserved() } else { None };
-            match reserved.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
+            let prepared = if len == CHUNK_MAX { ready.next() } else { None };
+            match prepared.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
                 Ok(chunk) => {
                     let used = len.min(left);
                     let pushed = extents.push((me, chunk.dma(), used), GFP_KERNEL);
