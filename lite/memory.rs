@@ -16,7 +16,7 @@
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
-use crate::cluster::{module_queue, swap_remove, Lite, Peer, CONTROL_TIMEOUT_MS};
+use crate::cluster::{module_queue, swap_remove, Lite, PendingCall, Peer, CONTROL_TIMEOUT_MS};
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::polling::Wait;
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
@@ -400,6 +400,13 @@ impl Peer {
         let (buf, len) = encode(body)?;
         self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
     }
+
+    /// As [`Self::request`], without waiting: the answer is collected later
+    /// (`PendingCall::answer`), so that several nodes can be asked at once.
+    pub(crate) fn start_request<B: Body>(peer: Arc<Peer>, kind: MsgKind, body: &B) -> Result<PendingCall> {
+        let (buf, len) = encode(body)?;
+        Peer::start_call(peer, kind, &buf[..len], CONTROL_TIMEOUT_MS)
+    }
 }
 
 /// Chunks being zeroed by helpers on the module's workqueue.
@@ -425,14 +432,16 @@ fn zero_chunks(dev: &Arc<Device>, count: usize) -> KVec<DmaBuf> {
     // SAFETY: reads a global counter.
     let cpus = unsafe { crate::ffi::lite_online_cpus() } as usize;
     let helpers = cpus.min(count).saturating_sub(1);
-    let zeroing = Arc::pin_init(
-        pin_init!(Zeroing {
-            state <- new_mutex!(ZeroingState { chunks: KVec::new(), running: 0 }, "lite:zeroing.state"),
-            finished <- new_condvar!("lite:zeroing.finished"),
-        }),
-        GFP_KERNEL,
-    );
-    let (Ok(zeroing), true) = (zeroing, helpers > 0) else {
+    let zeroing = (helpers > 0).then(|| {
+        Arc::pin_init(
+            pin_init!(Zeroing {
+                state <- new_mutex!(ZeroingState { chunks: KVec::new(), running: 0 }, "lite:zeroing.state"),
+                finished <- new_condvar!("lite:zeroing.finished"),
+            }),
+            GFP_KERNEL,
+        )
+    });
+    let Some(Ok(zeroing)) = zeroing else {
         zero_into(dev, count, &mut mine);
         return mine;
     };
@@ -850,13 +859,13 @@ impl Lite {
     /// Fails with EEXIST when another node masters (or is allocating) `name`. Every
     /// connected node is asked at once.
     fn name_free_elsewhere(&self, name: &NameKey) -> Result {
-        let (body, len) = encode(&wire::Lookup { namespace: name.0, perm: 0, name: name.1 })?;
+        let probe = wire::Lookup { namespace: name.0, perm: 0, name: name.1 };
         let peers = self.connected_peers()?;
         let mut asked = KVec::with_capacity(peers.len(), GFP_KERNEL)?;
         let mut reply = [0u8; 64];
         let mut free = Ok(());
         for peer in peers.into_iter() {
-            match Peer::start_call(peer, MsgKind::Lookup, &body[..len], CONTROL_TIMEOUT_MS) {
+            match Peer::start_request(peer, MsgKind::Lookup, &probe) {
                 Ok(pending) => asked.push(pending, GFP_KERNEL)?,
                 Err(e) => free = free.and(name_answer(Err(e))),
             }
@@ -887,10 +896,8 @@ impl Lite {
             let mut asked = KVec::with_capacity(shares.len(), GFP_KERNEL)?;
             let mut result = Ok(());
             for (i, share) in shares.iter().enumerate().filter(|(_, share)| share.left > 0 && share.node != me) {
-                let started = encode(&wire::Alloc { id, bytes: share.left }).and_then(|(body, len)| {
-                    Peer::start_call(self.peer(share.node)?, MsgKind::Alloc, &body[..len], CONTROL_TIMEOUT_MS)
-                });
-                match started {
+                let alloc = wire::Alloc { id, bytes: share.left };
+                match self.peer(share.node).and_then(|peer| Peer::start_request(peer, MsgKind::Alloc, &alloc)) {
                     // Within the capacity reserved above: does not allocate.
                     Ok(pending) => asked.push((i, pending), GFP_KERNEL)?,
                     Err(e) => {

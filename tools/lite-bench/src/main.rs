@@ -258,7 +258,6 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// A user buffer of `len` bytes with every page touched (zero-copy transfers pin it).
 /// A patterned buffer that starts on a page boundary, as perftest's do: an
 /// unaligned one spans one more page, which LITE pins and maps on every call.
 struct Buffer {
@@ -280,6 +279,7 @@ impl std::ops::DerefMut for Buffer {
     }
 }
 
+/// A user buffer of `len` bytes with every page touched (zero-copy transfers pin it).
 fn buffer(len: u64) -> Res<Buffer> {
     const PAGE: usize = 4096;
     let len = usize::try_from(len).map_err(|_| format!("{len} bytes do not fit in memory"))?;
