@@ -1,9 +1,12 @@
 //! `lite-admin join`: the per-node agent. Keeps a connection to the manager, makes
 //! this node's kernel join, and drives QP setup and teardown for every peer. The
 //! data path never goes through here: if the manager dies, RDMA traffic continues
-//! and the agent reconnects (so a restarted manager can rebuild its state).
+//! and the agent reconnects (so a restarted manager can rebuild its state). It
+//! connects from a reserved port, which proves to the manager that it runs as root
+//! (see reserved_port.rs).
 
 use crate::membership::{Conn, Known, Member, ToAgent, ToManager};
+use crate::reserved_port::{self, RESERVED_BELOW};
 use lite::{Error, Lite, PeerState};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
@@ -40,9 +43,15 @@ pub fn run(opts: Options) -> Result<(), String> {
         std::fs::write(path, format!("{}\n", std::process::id()))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
+    if let Some(start) = reserved_port::unprivileged_port_start().filter(|&p| p < RESERVED_BELOW) {
+        eprintln!(
+            "agent: warning: net.ipv4.ip_unprivileged_port_start is {start} here, so users of this node \
+             can connect to the manager as if they were agents"
+        );
+    }
     let mut waiting_said = false;
     while !STOP.load(Ordering::Relaxed) {
-        match TcpStream::connect(&opts.manager) {
+        match reserved_port::connect_to(&opts.manager) {
             Ok(stream) => {
                 waiting_said = false;
                 match session(&lite, &opts, stream) {
@@ -54,8 +63,12 @@ pub fn run(opts: Options) -> Result<(), String> {
                     Err(e) => eprintln!("agent: {e}; reconnecting"),
                 }
             }
-            Err(e) => {
-                if !waiting_said {
+            Err(reserved_port::Error::NotPermitted(e)) => {
+                let _ = lite.leave();
+                return Err(format!("cannot connect to the manager {}: {e}", opts.manager));
+            }
+            Err(reserved_port::Error::Connect(e)) => {
+                if !waiting_said && !STOP.load(Ordering::Relaxed) {
                     eprintln!("agent: waiting for manager {}: {e}", opts.manager);
                     waiting_said = true;
                 }

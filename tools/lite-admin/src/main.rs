@@ -4,6 +4,7 @@ mod agent;
 mod manager;
 mod membership;
 mod qos;
+mod reserved_port;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -76,6 +77,11 @@ enum Command {
         /// Where to record the manager's pid.
         #[arg(long, default_value = DEFAULT_MANAGER_PIDFILE)]
         pidfile: PathBuf,
+        /// Accept agents from any source port (for testing outside the cluster). By
+        /// default only connections from a reserved port (below 1024, which only root
+        /// can bind) are accepted: agents run as root, other users must not act as one.
+        #[arg(long)]
+        allow_any_port: bool,
     },
     /// Join this node to the cluster run by MANAGER and keep it connected (runs until
     /// stopped with `lite-admin leave`, SIGTERM or Ctrl-C).
@@ -204,7 +210,7 @@ fn main() -> ExitCode {
             ping(node, count, size, Duration::from_millis(timeout_ms), json)
         }
         Command::Wait { connected, down, timeout_s } => wait(&connected, &down, Duration::from_secs(timeout_s)),
-        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile } => listen
+        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile, allow_any_port } => listen
             .parse()
             .map_err(|e| format!("bad --listen address {listen}: {e}"))
             .and_then(|listen| {
@@ -213,6 +219,7 @@ fn main() -> ExitCode {
                     heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
                     dead_after: Duration::from_millis(dead_after_ms.max(heartbeat_ms * 2)),
                     pidfile,
+                    allow_any_port,
                 })
             }),
         Command::Join { manager, id, pidfile } => {

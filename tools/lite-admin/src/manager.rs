@@ -1,9 +1,12 @@
 //! `lite-admin manager`: assigns node ids and epochs, spreads membership, relays
-//! each node's QP information to its peers, and declares silent nodes down.
+//! each node's QP information to its peers, and declares silent nodes down. Only
+//! agents may talk to it: connections not from a reserved port (so not from root
+//! on a cluster node, see reserved_port.rs) are refused before they are read.
 
 use crate::membership::{Known, Registry, ToAgent, ToManager};
+use crate::reserved_port::from_reserved_port;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -14,6 +17,8 @@ pub struct Options {
     pub heartbeat: Duration,
     pub dead_after: Duration,
     pub pidfile: std::path::PathBuf,
+    /// Accept connections from any source port (testing outside the cluster).
+    pub allow_any_port: bool,
 }
 
 /// The connection through which a node incarnation is reached.
@@ -70,6 +75,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     std::fs::write(&opts.pidfile, format!("{}\n", std::process::id()))
         .map_err(|e| format!("cannot write {}: {e}", opts.pidfile.display()))?;
     eprintln!("manager: listening on {}", opts.listen);
+    if opts.allow_any_port {
+        eprintln!("manager: warning: --allow-any-port: accepting agents that do not run as root");
+    }
     let state: State = Arc::new(Mutex::new(Shared {
         registry: Registry::new(lite::uapi::LITE_MAX_NODES),
         links: BTreeMap::new(),
@@ -89,12 +97,41 @@ pub fn run(opts: Options) -> Result<(), String> {
         match accepted {
             Ok(stream) => {
                 let state = state.clone();
-                thread::spawn(move || serve(state, stream, conn, opts.heartbeat));
+                let (heartbeat, allow_any_port) = (opts.heartbeat, opts.allow_any_port);
+                thread::spawn(move || accept(state, stream, conn, heartbeat, allow_any_port));
             }
             Err(e) => eprintln!("manager: accept failed: {e}"),
         }
     }
     Ok(())
+}
+
+fn accept(state: State, mut stream: TcpStream, conn: u64, heartbeat: Duration, allow_any_port: bool) {
+    if allow_any_port || admissible(&mut stream) {
+        serve(state, stream, conn, heartbeat)
+    }
+}
+
+const NOT_RESERVED: &str = "not from a reserved port (agents run as root)";
+
+/// Whether `stream` comes from a reserved port; if not, tells the peer why it is
+/// refused and closes it, without reading it.
+fn admissible(stream: &mut TcpStream) -> bool {
+    let peer = match stream.peer_addr() {
+        Ok(peer) if from_reserved_port(&peer) => return true,
+        Ok(peer) => peer.to_string(),
+        Err(e) => format!("a peer ({e})"),
+    };
+    eprintln!("manager: refused {peer}: {NOT_RESERVED}");
+    let timeout = Some(Duration::from_secs(1));
+    let _ = stream.set_write_timeout(timeout);
+    let _ = send(stream, &ToAgent::Refused { reason: NOT_RESERVED.into() });
+    // Closing with unread input would send a reset, which may discard the reply
+    // before the peer reads it: end our side, then discard what it sends (bounded).
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(timeout);
+    let _ = std::io::copy(&mut (&*stream).take(64 << 10), &mut std::io::sink());
+    false
 }
 
 fn serve(state: State, stream: TcpStream, conn: u64, heartbeat: Duration) {
@@ -162,5 +199,69 @@ fn serve(state: State, stream: TcpStream, conn: u64, heartbeat: Duration) {
         if st.links.get(&k.id).is_some_and(|l| l.conn == conn) {
             st.declare_down(k.id, k.epoch, "connection closed");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reserved_port;
+
+    fn new_state() -> State {
+        Arc::new(Mutex::new(Shared { registry: Registry::new(lite::uapi::LITE_MAX_NODES), links: BTreeMap::new() }))
+    }
+
+    /// Serves one connection made by `connect` on loopback; returns what the manager
+    /// answered to a Hello asking for node 8, and the registry's members afterwards.
+    fn hello_from(connect: impl FnOnce(SocketAddr) -> TcpStream, allow_any_port: bool) -> (ToAgent, usize) {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("listen on loopback");
+        let addr = listener.local_addr().expect("listener address");
+        let state = new_state();
+        let served = {
+            let state = state.clone();
+            thread::spawn(move || {
+                let (stream, _) = listener.accept().expect("accept");
+                accept(state, stream, 1, Duration::from_secs(1), allow_any_port);
+            })
+        };
+        let mut client = connect(addr);
+        let hello = ToManager::Hello { node: None, want_id: Some(8), hostname: "test".into(), peers: vec![] };
+        let mut line = serde_json::to_vec(&hello).expect("encode");
+        line.push(b'\n');
+        client.write_all(&line).expect("send hello");
+        let mut reader = BufReader::new(client.try_clone().expect("clone"));
+        let mut reply = String::new();
+        reader.read_line(&mut reply).expect("read reply");
+        let reply: ToAgent = serde_json::from_str(&reply).expect("decode reply");
+        let members = state.lock().expect("state").registry.members().len();
+        let _ = client.shutdown(std::net::Shutdown::Both);
+        served.join().expect("manager thread");
+        (reply, members)
+    }
+
+    #[test]
+    fn refuses_connections_not_from_a_reserved_port() {
+        let (reply, members) = hello_from(|a| TcpStream::connect(a).expect("connect"), false);
+        assert_eq!(reply, ToAgent::Refused { reason: NOT_RESERVED.into() });
+        assert_eq!(members, 0, "a refused connection must not touch the registry");
+    }
+
+    #[test]
+    fn allow_any_port_admits_them() {
+        let (reply, members) = hello_from(|a| TcpStream::connect(a).expect("connect"), true);
+        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1 });
+        assert_eq!(members, 1);
+    }
+
+    #[test]
+    fn admits_agents_from_a_reserved_port() {
+        if !reserved_port::tests::may_bind_reserved_ports() {
+            eprintln!("skipped: binding a reserved port needs root");
+            return;
+        }
+        let connect = |a: SocketAddr| reserved_port::connect_from_reserved_port(a).expect("connect");
+        let (reply, members) = hello_from(connect, false);
+        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1 });
+        assert_eq!(members, 1);
     }
 }
