@@ -4,6 +4,7 @@
 //! here before anything reaches the cluster code.
 
 use crate::cluster::Lite;
+use crate::errno::ECONNRESET;
 use crate::ffi;
 use crate::lock::FileLocks;
 use crate::memory::{FileLmrs, MallocArgs};
@@ -77,6 +78,10 @@ impl OpenFile {
         self.rpc.shared_page()
     }
 
+    /// Every command that acts and then writes its result back first writes the
+    /// argument back unchanged: one whose memory is not writable fails with EFAULT
+    /// before acting. Where the final write can still fail (another thread unmapped
+    /// the memory meanwhile), what was made is undone.
     pub(crate) fn ioctl(&self, lite: &Lite, cmd: u32, arg: usize) -> Result<isize> {
         self.rpc.count_crossing();
         match cmd {
@@ -148,22 +153,37 @@ impl OpenFile {
                     namespace: req.namespace,
                     name: req.name,
                 };
+                write_out(arg, &req)?;
                 req.lh = lite.lmr_malloc(&self.lmrs, &args)?;
-                write_out(arg, &req)
+                write_out(arg, &req).inspect_err(|_| {
+                    let _ = lite.lmr_free(&self.lmrs, req.lh);
+                })
             }
             LITE_IOC_REGISTER => {
                 let mut req: LiteRegister = read_in(arg)?;
                 let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
                 let args = MallocArgs { size: req.len, nodes: 0, perm: req.perm, namespace: req.namespace, name: req.name };
+                write_out(arg, &req)?;
                 req.lh = lite.lmr_register(&self.lmrs, buf, &args)?;
-                write_out(arg, &req)
+                write_out(arg, &req).inspect_err(|_| {
+                    let _ = lite.lmr_free(&self.lmrs, req.lh);
+                })
             }
             LITE_IOC_MAP => {
                 let mut req: LiteMap = read_in(arg)?;
+                write_out(arg, &req)?;
                 (req.lh, req.size) = lite.lmr_map(&self.lmrs, req.namespace, &req.name, req.perm)?;
-                write_out(arg, &req)
+                write_out(arg, &req).inspect_err(|_| {
+                    let _ = lite.lmr_unmap(&self.lmrs, req.lh);
+                })
             }
-            LITE_IOC_UNMAP => lite.lmr_unmap(&self.lmrs, read_in::<LiteHandle>(arg)?.lh),
+            LITE_IOC_UNMAP => {
+                let lh = read_in::<LiteHandle>(arg)?.lh;
+                if lite.locks_held_through(&self.locks, lh) {
+                    return Err(EBUSY);
+                }
+                lite.lmr_unmap(&self.lmrs, lh)
+            }
             LITE_IOC_FREE => lite.lmr_free(&self.lmrs, read_in::<LiteHandle>(arg)?.lh),
             LITE_IOC_GRANT => {
                 let req: LiteGrant = read_in(arg)?;
@@ -198,6 +218,7 @@ impl OpenFile {
                 if req.reserved != 0 {
                     return Err(EINVAL);
                 }
+                write_out(arg, &req)?;
                 req.old = lite.lmr_atomic(&self.lmrs, req.lh, req.offset, atomic)?;
                 write_out(arg, &req)
             }
@@ -230,6 +251,8 @@ impl OpenFile {
             }
             LITE_IOC_RPC_CALL => {
                 let mut req: LiteRpcCall = read_in(arg)?;
+                // A call cannot be taken back once sent (its slot shows it until its deadline).
+                write_out(arg, &req)?;
                 req.seq = lite.rpc_call(&self.rpc, &req)?;
                 lite.qos.account_current(req.input_len);
                 write_out(arg, &req)
@@ -241,8 +264,9 @@ impl OpenFile {
             }
             LITE_IOC_RPC_RECV => {
                 let mut req: LiteRpcRecv = read_in(arg)?;
+                write_out(arg, &req)?;
                 let received = self.recv(lite, &mut req);
-                written_back(received, || write_out(arg, &req))
+                self.written_back(lite, received, req.token, || write_out(arg, &req))
             }
             LITE_IOC_RPC_REPLY => {
                 let req: LiteRpcReply = read_in(arg)?;
@@ -250,10 +274,11 @@ impl OpenFile {
             }
             LITE_IOC_RPC_REPLY_RECV => {
                 let mut req: LiteRpcReplyRecv = read_in(arg)?;
+                write_out(arg, &req)?;
                 let reply = req.reply;
                 lite.rpc_reply(&self.rpc, reply.token, usize::try_from(reply.buf).map_err(|_| EFAULT)?, reply.len)?;
                 let received = self.recv(lite, &mut req.recv);
-                written_back(received, || write_out(arg, &req))
+                self.written_back(lite, received, req.recv.token, || write_out(arg, &req))
             }
             LITE_IOC_RPC_BENCH => {
                 let mut req: LiteRpcBench = read_in(arg)?;
@@ -297,6 +322,7 @@ impl OpenFile {
             LITE_IOC_CLASS_SELF => {
                 let req: LiteClassSelf = read_in(arg)?;
                 reserved_zero(&[req.source])?;
+                write_out(arg, &req)?;
                 write_out(arg, &lite.qos.choose(self.id, req.class)?)
             }
             LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat()),
@@ -307,6 +333,20 @@ impl OpenFile {
 }
 
 impl OpenFile {
+    /// A receive's out fields go back on success, and on EOVERFLOW (they tell the
+    /// size). A request received but whose token cannot be told fails its caller.
+    fn written_back(&self, lite: &Lite, result: Result, token: u64, write: impl FnOnce() -> Result) -> Result {
+        match result {
+            Ok(()) => write().inspect_err(|_| {
+                if token != 0 {
+                    lite.rpc_abandon(&self.rpc, token, ECONNRESET());
+                }
+            }),
+            Err(e) if e == crate::errno::EOVERFLOW() => write().and(Err(e)),
+            Err(e) => Err(e),
+        }
+    }
+
     /// LITE_IOC_RPC_RECV: fills the out fields of `req`; EOVERFLOW (with `len`
     /// written back) when the request does not fit the buffer.
     fn recv(&self, lite: &Lite, req: &mut LiteRpcRecv) -> Result {
@@ -336,14 +376,6 @@ fn write_out<T: AsBytes>(arg: usize, value: &T) -> Result {
     UserSlice::new(arg, size_of::<T>()).writer().write(value)
 }
 
-/// A receive's out fields go back on success, and on EOVERFLOW (they tell the size).
-fn written_back(result: Result, write: impl FnOnce() -> Result) -> Result {
-    match result {
-        Ok(()) => write(),
-        Err(e) if e == crate::errno::EOVERFLOW() => write().and(Err(e)),
-        Err(e) => Err(e),
-    }
-}
 
 /// Reserved fields must be zero so that they can gain a meaning later.
 fn reserved_zero(fields: &[u32]) -> Result {

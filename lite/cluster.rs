@@ -179,6 +179,31 @@ struct Link {
     remote: Option<LiteConnInfo>,
 }
 
+/// Whether a signal ends a wait for an answer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Patience {
+    /// EINTR: the caller's process may be interrupted.
+    Signals,
+    /// Only the answer, the peer's failure or the timeout end it.
+    ToTheEnd,
+}
+
+/// How long a wait that a signal cannot end sleeps before it looks again.
+const SIGNAL_BACKOFF_MS: u32 = 5;
+
+/// With a signal pending, an interruptible wait returns at once: sleep
+/// uninterruptibly for a moment instead, counted against `left`.
+fn back_off(left: &mut Jiffies) -> Result {
+    let step = msecs_to_jiffies(SIGNAL_BACKOFF_MS);
+    if *left <= step {
+        return Err(ETIMEDOUT());
+    }
+    // SAFETY: sleeps the current task, which holds no spinlock (process context).
+    unsafe { kernel::bindings::schedule_timeout_uninterruptible(step as _) };
+    *left -= step;
+    Ok(())
+}
+
 /// One request slot of ours at the peer.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Slot {
@@ -211,7 +236,7 @@ impl PendingCall {
     /// Waits for the answer and copies it into `reply`; returns its length.
     pub(crate) fn answer(mut self, reply: &mut [u8]) -> Result<usize> {
         self.collected = true;
-        self.peer.collect_answer(self.slot, self.seq, reply, &mut self.left)
+        self.peer.collect_answer(self.slot, self.seq, reply, &mut self.left, Patience::Signals)
     }
 }
 
@@ -480,15 +505,23 @@ impl Peer {
     /// which is copied into `reply`. Returns the answer's length. Process context.
     pub(crate) fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
-        let (slot, seq) = self.send_request(kind, body, &mut left)?;
-        self.collect_answer(slot, seq, reply, &mut left)
+        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::Signals)?;
+        self.collect_answer(slot, seq, reply, &mut left, Patience::Signals)
+    }
+
+    /// As [`Self::call`], but a signal does not end it: for a message whose answer
+    /// the caller must have before it frees memory the peer may write.
+    pub(crate) fn call_to_the_end(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::ToTheEnd)?;
+        self.collect_answer(slot, seq, reply, &mut left, Patience::ToTheEnd)
     }
 
     /// Sends request `kind` with `body` to `peer` without waiting: the caller may ask
     /// other nodes meanwhile and collect the answer later (`PendingCall::answer`).
     pub(crate) fn start_call(peer: Arc<Peer>, kind: MsgKind, body: &[u8], timeout_ms: u32) -> Result<PendingCall> {
         let mut left = msecs_to_jiffies(timeout_ms);
-        let (slot, seq) = peer.send_request(kind, body, &mut left)?;
+        let (slot, seq) = peer.send_request(kind, body, &mut left, Patience::Signals)?;
         Ok(PendingCall { peer, slot, seq, left, collected: false })
     }
 
@@ -506,7 +539,7 @@ impl Peer {
 
     /// Takes a free request slot and posts the request in it; returns the slot and
     /// the request's sequence number.
-    fn send_request(&self, kind: MsgKind, body: &[u8], left: &mut Jiffies) -> Result<(usize, u64)> {
+    fn send_request(&self, kind: MsgKind, body: &[u8], left: &mut Jiffies, patience: Patience) -> Result<(usize, u64)> {
         let (slot, seq) = {
             let mut calls = self.calls.lock();
             loop {
@@ -519,7 +552,14 @@ impl Peer {
                     calls.slots[slot] = Slot::Waiting(seq);
                     break (slot, seq);
                 }
-                self.wait_for_calls(&mut calls, left)?;
+                match self.wait_for_calls(&mut calls, left) {
+                    Err(e) if e == EINTR && patience == Patience::ToTheEnd => {
+                        drop(calls);
+                        back_off(left)?;
+                        calls = self.calls.lock();
+                    }
+                    waited => waited?,
+                }
             }
         };
         let header = Header { kind: kind as u16, status: 0, len: body.len() as u32, seq };
@@ -533,15 +573,20 @@ impl Peer {
     /// Waits up to `left` jiffies for the answer to request `seq` in `slot`, copies it
     /// into `reply` and frees the slot; returns the answer's length. On failure the
     /// slot is given up (`give_up_slot`).
-    fn collect_answer(&self, slot: usize, seq: u64, reply: &mut [u8], left: &mut Jiffies) -> Result<usize> {
+    fn collect_answer(&self, slot: usize, seq: u64, reply: &mut [u8], left: &mut Jiffies, patience: Patience) -> Result<usize> {
         {
             let mut calls = self.calls.lock();
             while calls.slots[slot] != Slot::Answered(seq) {
-                let outcome = if self.failed.load(Ordering::Acquire) {
+                let mut outcome = if self.failed.load(Ordering::Acquire) {
                     Err(EHOSTDOWN())
                 } else {
                     self.wait_for_calls(&mut calls, left)
                 };
+                if matches!(outcome, Err(e) if e == EINTR) && patience == Patience::ToTheEnd {
+                    drop(calls);
+                    outcome = back_off(left);
+                    calls = self.calls.lock();
+                }
                 if let Err(e) = outcome {
                     Self::give_up_slot(&mut calls, slot, seq);
                     return Err(e);
@@ -887,15 +932,34 @@ impl Peer {
         Ok(u64::from_ne_bytes(old))
     }
 
-    /// A send failed for good (retries exhausted): the peer is unreachable.
+    /// A send failed for good (retries exhausted) or the peer did not confirm a
+    /// teardown: the peer is unreachable. Every QP to it goes to error first, so
+    /// nothing it still sends lands here once its callers' buffers (pinned output
+    /// pages, rings) are let go. Process context (the CQ's workqueue included).
     fn mark_failed(&self) {
+        let mut qps: [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] = Default::default();
         {
             let mut link = self.link.lock();
             if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
                 link.state = LITE_PEER_ERROR;
             }
+            for (slot, qp) in qps.iter_mut().zip(link.qps.iter()) {
+                *slot = Some(qp.clone());
+            }
+        }
+        for qp in qps.iter().flatten() {
+            if let Err(e) = qp.to_error() {
+                pr_err!("node {}: QP {} refused the error state ({:?})\n", self.id, qp.num(), e);
+            }
         }
         self.fail_waiters();
+    }
+
+    /// The peer did not confirm a teardown, so it may still write into memory
+    /// about to be freed: fenced off as a failed peer.
+    pub(crate) fn fence(&self) {
+        pr_warn!("node {} did not confirm a teardown; its QPs are fenced off\n", self.id);
+        self.mark_failed();
     }
 
     fn fail_waiters(&self) {

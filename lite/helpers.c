@@ -344,6 +344,14 @@ int lite_qp_state(struct lite_qp *qp)
 	return err ? err : attr.qp_state;
 }
 
+/* Moves the QP to the error state: it neither sends nor accepts anything more. */
+int lite_qp_to_error(struct lite_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	return ib_modify_qp(qp->qp, &attr, IB_QP_STATE);
+}
+
 void lite_qp_destroy(struct lite_qp *qp)
 {
 	ib_drain_qp(qp->qp);
@@ -601,6 +609,9 @@ int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap
 long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, int longterm,
 			 void **pages)
 {
+	/* The fast path walks on past `start` when asked for no pages. */
+	if (!nr_pages)
+		return 0;
 	return pin_user_pages_fast(start, nr_pages,
 				   (writable ? FOLL_WRITE : 0) | (longterm ? FOLL_LONGTERM : 0),
 				   (struct page **)pages);

@@ -24,6 +24,8 @@ use kernel::time::msecs_to_jiffies;
 
 /// Most callers queued at one word; more get EAGAIN.
 const MAX_QUEUED: usize = 4096;
+/// Locks one open file may hold; past it, ENOLCK.
+const LOCKS_PER_FILE: usize = 1024;
 /// A waiter checks this often that the owner's node is still there.
 const OWNER_CHECK_MS: u32 = 1000;
 /// Compare-and-swap retries of the owner racing other nodes' fast paths.
@@ -126,10 +128,17 @@ impl Lite {
     /// (holding it) when taken over from a holder whose node died.
     pub(crate) fn lock_acquire(&self, lmrs: &Mutex<FileLmrs>, locks: &Mutex<FileLocks>, lh: u64, offset: u64) -> Result {
         let thread = kernel::current!().pid();
-        if locks.lock().held.iter().any(|h| h.thread == thread && h.lh == lh && h.offset == offset) {
-            return Err(EDEADLK());
-        }
         let word = self.lmr_word(lmrs, lh, offset)?;
+        {
+            let held = locks.lock();
+            // The same word through any handle of the LMR: the thread would wait for itself.
+            if held.held.iter().any(|h| h.thread == thread && h.word.word == word.word) {
+                return Err(EDEADLK());
+            }
+            if held.held.len() >= LOCKS_PER_FILE {
+                return Err(ENOLCK());
+            }
+        }
         let token = self.lock_token();
         let value = lockword::holder_word(self.me()?, token);
         let old = self.word_atomic(&word, Atomic::CompareSwap { expected: 0, new: value })?;
@@ -163,6 +172,12 @@ impl Lite {
             swap_remove(&mut locks.held, i)
         };
         self.release_word(&held.word, held.value)
+    }
+
+    /// Whether the file holds a lock through handle `lh` (which must then stay
+    /// mapped, or the lock could never be released).
+    pub(crate) fn locks_held_through(&self, locks: &Mutex<FileLocks>, lh: u64) -> bool {
+        locks.lock().held.iter().any(|h| h.lh == lh)
     }
 
     /// The file closes: the locks it holds go to their next waiters.

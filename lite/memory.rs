@@ -52,6 +52,12 @@ const HOLD_SHARE_DEN: u64 = 4;
 /// Milliseconds without allocations from the reserve before it is refilled.
 const RESERVE_QUIET_MS: i64 = 100;
 
+/// Revocations remembered for maps whose lookup is in flight (see `Memory::revoked_since`).
+const REVOCATION_LOG: usize = 64;
+
+/// Lookups a map retries when revocations it cannot see past raced it.
+const MAP_ATTEMPTS: u32 = 4;
+
 /// Bytes of LMR memory this node may hold.
 fn hold_limit() -> u64 {
     // SAFETY: reads a global counter.
@@ -243,16 +249,36 @@ struct Handle {
     key: Key,
 }
 
+/// Handles one open file may hold, and LMRs it may master; past either, EMFILE.
+const HANDLES_PER_FILE: usize = 65536;
+
 /// LMR state of one open file of /dev/lite.
 pub(crate) struct FileLmrs {
     handles: RBTree<u64, Handle>,
-    /// LMRs this file allocated (some may have been freed since).
+    /// Entries in `handles`.
+    nr_handles: usize,
+    /// LMRs this file allocated (some may have been freed since by another
+    /// file with master permission).
     owned: KVec<u64>,
 }
 
 impl FileLmrs {
     pub(crate) fn new() -> Self {
-        FileLmrs { handles: RBTree::new(), owned: KVec::new() }
+        FileLmrs { handles: RBTree::new(), nr_handles: 0, owned: KVec::new() }
+    }
+
+    /// EMFILE when a new LMR or handle would take the file past its bounds.
+    fn room(&self) -> Result {
+        if self.nr_handles >= HANDLES_PER_FILE || self.owned.len() >= HANDLES_PER_FILE {
+            return Err(EMFILE);
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, lh: u64) -> Option<Handle> {
+        let handle = self.handles.remove(&lh)?;
+        self.nr_handles -= 1;
+        Some(handle)
     }
 
     fn get(&self, lh: u64) -> Result<(Arc<Mapping>, u32)> {
@@ -274,6 +300,11 @@ pub(crate) struct Memory {
     held_bytes: u64,
     /// Every mapping on this node.
     maps: RBTree<Key, Arc<Mapping>>,
+    /// Revocations (`take_maps` calls) since the module was loaded.
+    revocations: u64,
+    /// The last `REVOCATION_LOG` of them: (master, LMR id or `None` for all of
+    /// the master's), at index `revocation % REVOCATION_LOG`.
+    revoked: [(u32, Option<u64>); REVOCATION_LOG],
     /// Zeroed chunks of `CHUNK_MAX` bytes ready for `hold` (`LITE_IOC_RESERVE`).
     reserve: KVec<DmaBuf>,
     /// Chunks the reserve is refilled to.
@@ -296,6 +327,8 @@ impl Memory {
             held: RBTree::new(),
             held_bytes: 0,
             maps: RBTree::new(),
+            revocations: 0,
+            revoked: [(0, None); REVOCATION_LOG],
             reserve: KVec::new(),
             reserve_target: 0,
             reserve_used: 0,
@@ -329,6 +362,8 @@ impl Memory {
     /// Removes the mappings of (`master`, `id`) and returns them, to be revoked
     /// without `mem` held.
     fn take_maps(&mut self, master: u32, id: Option<u64>) -> KVec<Arc<Mapping>> {
+        self.revoked[(self.revocations % REVOCATION_LOG as u64) as usize] = (master, id);
+        self.revocations += 1;
         let mut out = KVec::new();
         take_prefix(&mut self.maps, master, id, |mapping| {
             if out.push(mapping.clone(), GFP_KERNEL).is_err() {
@@ -343,6 +378,20 @@ impl Memory {
         let mut freed = 0;
         take_prefix(&mut self.held, master, id, |held| freed += held.bytes);
         self.held_bytes -= freed;
+    }
+
+    /// Whether (`master`, `id`) may have been revoked since `revocations` read
+    /// `since`: a mapping made from a lookup that started then must not be added,
+    /// or it would escape the revocation. True also when the log no longer reaches
+    /// back that far.
+    fn revoked_since(&self, since: u64, master: u32, id: u64) -> bool {
+        if self.revocations - since > REVOCATION_LOG as u64 {
+            return true;
+        }
+        (since..self.revocations).any(|n| match self.revoked[(n % REVOCATION_LOG as u64) as usize] {
+            (m, None) => m == master,
+            (m, Some(i)) => (m, i) == (master, id),
+        })
     }
 
     /// This node's memory of (`master`, `id`), if it holds any.
@@ -368,6 +417,7 @@ impl Memory {
         let key = (mapping.master, mapping.id, self.seq());
         let node = kernel::rbtree::RBTreeNode::new(key, mapping.clone(), GFP_KERNEL)?;
         file.handles.try_create_and_insert(lh, Handle { mapping, perm, key }, GFP_KERNEL)?;
+        file.nr_handles += 1;
         self.maps.insert(node);
         Ok(())
     }
@@ -399,6 +449,14 @@ impl Peer {
     pub(crate) fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
         let (buf, len) = encode(body)?;
         self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
+    }
+
+    /// Sends teardown message `kind` and waits for its answer whatever signals
+    /// come: memory the peer may write is freed once this returns. A peer that
+    /// does not answer is fenced off (`Peer::fence`) first.
+    pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
+        let (buf, len) = encode(body)?;
+        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS).map(drop).inspect_err(|_| self.fence())
     }
 
     /// As [`Self::request`], without waiting: the answer is collected later
@@ -718,7 +776,7 @@ impl Lite {
         if holds {
             if let Ok(peers) = self.connected_peers() {
                 for peer in peers.iter().filter(|p| p.id != node) {
-                    let _ = peer.request(MsgKind::Forget, &wire::LmrId { id: node.into() }, &mut []);
+                    let _ = peer.confirm(MsgKind::Forget, &wire::LmrId { id: node.into() });
                 }
             }
         }
@@ -743,8 +801,10 @@ impl Lite {
         }
     }
 
+    /// What this node holds for (`master`, `id`); EIDRM when nothing (any more):
+    /// a request racing the LMR's free.
     fn held_memory(&self, master: u32, id: u64) -> Result<Arc<LocalMemory>> {
-        self.mem.lock().local_memory(master, id)?.ok_or(EINVAL)
+        self.mem.lock().local_memory(master, id)?.ok_or_else(EIDRM)
     }
 
     fn holder_memset(&self, req: &wire::Memset) -> Result {
@@ -797,6 +857,7 @@ impl Lite {
             return Err(EINVAL);
         }
         let name = name_key(args.namespace, &args.name)?;
+        file.lock().room()?;
         let me = self.me()?;
         let holders = match source {
             Source::Holders(nodes) if nodes != 0 => nodes,
@@ -850,7 +911,7 @@ impl Lite {
             let _ = self.free_lmr(id);
             self.unwind_allocation(me, id, holders);
             self.mem.lock().names.remove(&name);
-            file.lock().handles.remove(&lh);
+            file.lock().remove(lh);
             return Err(e);
         }
         Ok(lh)
@@ -952,11 +1013,16 @@ impl Lite {
             chunks.push(page, GFP_KERNEL)?;
             start += bytes;
         }
-        // The process's own memory: not counted against what peers may make us hold.
-        let held = Arc::new(Held { chunks, bytes: 0 }, GFP_KERNEL)?;
+        // Pinned memory is counted against the node's hold limit like LMR memory,
+        // so that registering cannot pin the node's RAM away.
+        let held = Arc::new(Held { chunks, bytes: len as u64 }, GFP_KERNEL)?;
         let mut mem = self.mem.lock();
+        if len as u64 > hold_limit().saturating_sub(mem.held_bytes) {
+            return Err(ENOMEM);
+        }
         let seq = mem.seq();
         mem.held.try_create_and_insert((me, id, seq), held, GFP_KERNEL)?;
+        mem.held_bytes += len as u64;
         Ok(extents)
     }
 
@@ -975,24 +1041,37 @@ impl Lite {
     }
 
     /// LT_map: asks the master of `name` for `perm` and returns a new handle and the size.
+    ///
+    /// The LMR may be freed between the lookup and the new mapping's registration,
+    /// and its revocation would then miss the mapping: the registration checks,
+    /// under `mem`, that no revocation of the LMR ran since the lookup began.
     pub(crate) fn lmr_map(&self, file: &Mutex<FileLmrs>, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<(u64, u64)> {
         if perm == 0 || !region::perm_known(perm) {
             return Err(EINVAL);
         }
         name_key(namespace, name)?;
+        file.lock().room()?;
         let me = self.me()?;
-        let (master, id, size, extents) = match self.master_lookup(me, namespace, name, perm) {
-            Ok(found) => (me, found.id, found.size, self.master_extents(found.id)?),
-            Err(e) if e == ENOENT => self.remote_lookup(namespace, name, perm)?,
-            Err(e) => return Err(e),
-        };
-        let lh = self.new_handle();
-        let mut files = file.lock();
-        let mut mem = self.mem.lock();
-        let local = mem.local_memory(master, id)?;
-        let mapping = Mapping::new(master, id, size, extents, local)?;
-        mem.add_mapping(&mut files, lh, mapping, perm)?;
-        Ok((lh, size))
+        for _ in 0..MAP_ATTEMPTS {
+            let since = self.mem.lock().revocations;
+            let (master, id, size, extents) = match self.master_lookup(me, namespace, name, perm) {
+                Ok(found) => (me, found.id, found.size, self.master_extents(found.id)?),
+                Err(e) if e == ENOENT => self.remote_lookup(namespace, name, perm)?,
+                Err(e) => return Err(e),
+            };
+            let lh = self.new_handle();
+            let mut files = file.lock();
+            let mut mem = self.mem.lock();
+            if mem.revoked_since(since, master, id) {
+                continue;
+            }
+            let local = mem.local_memory(master, id)?;
+            let mapping = Mapping::new(master, id, size, extents, local)?;
+            mem.add_mapping(&mut files, lh, mapping, perm)?;
+            return Ok((lh, size));
+        }
+        // Freed under us each time, or more revocations than the log keeps.
+        Err(EAGAIN)
     }
 
     /// Asks every connected peer for `name`; the master answers.
@@ -1116,8 +1195,8 @@ impl Lite {
             if node == me {
                 self.revoke_local(me, id);
             } else if let Ok(peer) = self.peer(node) {
-                // A mapper that cannot be told is dead, or will be declared so.
-                let _ = peer.request(MsgKind::Revoke, &wire::LmrId { id }, &mut []);
+                // A mapper that cannot be told is fenced off before the memory goes.
+                let _ = peer.confirm(MsgKind::Revoke, &wire::LmrId { id });
             }
         }
         Ok(lmr.holders())
@@ -1205,16 +1284,23 @@ impl Lite {
         mapping.begin().map(drop)?;
         if mapping.master == self.me()? {
             self.free_lmr(mapping.id).map_err(|_| EIDRM())?;
+            let mut files = file.lock();
+            if let Some(i) = files.owned.iter().position(|&id| id == mapping.id) {
+                swap_remove(&mut files.owned, i);
+            }
         } else {
             self.peer(mapping.master)?.request(MsgKind::Free, &wire::LmrId { id: mapping.id }, &mut [])?;
         }
         self.lmr_unmap(file, lh)
     }
 
-    /// LT_unmap: releases the handle; the LMR lives on.
+    /// LT_unmap: releases the handle; the LMR lives on. Operations still running
+    /// through the handle are waited for: once the mapping is out of `maps`, a
+    /// free of the LMR no longer reaches it.
     pub(crate) fn lmr_unmap(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
-        let handle = file.lock().handles.remove(&lh).ok_or(EBADF)?;
+        let handle = file.lock().remove(lh).ok_or(EBADF)?;
         self.mem.lock().maps.remove(&handle.key);
+        handle.mapping.revoke(EBADF);
         Ok(())
     }
 
@@ -1222,6 +1308,7 @@ impl Lite {
     pub(crate) fn file_release(&self, file: &Mutex<FileLmrs>) {
         let (handles, owned) = {
             let mut files = file.lock();
+            files.nr_handles = 0;
             (core::mem::replace(&mut files.handles, RBTree::new()), core::mem::replace(&mut files.owned, KVec::new()))
         };
         {
@@ -1229,6 +1316,9 @@ impl Lite {
             for (_, handle) in handles.iter() {
                 mem.maps.remove(&handle.key);
             }
+        }
+        for (_, handle) in handles.iter() {
+            handle.mapping.revoke(EBADF);
         }
         drop(handles);
         self.free_lmrs(&owned);
@@ -1307,7 +1397,8 @@ impl Lite {
         self.word_atomic(&word, atomic)
     }
 
-    /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR.
+    /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR;
+    /// EIDRM once the LMR is freed.
     pub(crate) fn check_held_word(&self, word: &Word) -> Result {
         self.held_memory(word.master, word.id)?.find(word.addr, 8).map(drop)
     }

@@ -53,6 +53,31 @@ const HEAD_POLL_MS: u32 = 10;
 const RING_CHUNK_MIN: u64 = 64 << 10;
 
 const SLOTS: usize = LITE_SLOTS as usize;
+/// Calls one open file may have in flight to one peer (of its `CALL_SLOTS`).
+const CALLS_PER_FILE: usize = CALL_SLOTS / 4;
+/// Requests one server's queue holds; past it, EAGAIN (a message from another
+/// node is refused with it).
+const QUEUE_MAX: usize = 4096;
+/// RPC ids one open file, and the whole node, may serve.
+const IDS_PER_FILE: usize = 256;
+const IDS_PER_NODE: usize = 4096;
+
+/// Kernel memory that requests from processes on this node may hold in servers'
+/// queues until received: per sending file as much as one remote client's ring
+/// (which bounds a remote sender), and for the whole node. Past either, EAGAIN.
+const LOCAL_FILE_MAX: u64 = RING_BYTES;
+const LOCAL_NODE_MAX: u64 = 64 << 20;
+/// What a queued local request costs beyond its payload (the request, its queue entry).
+const LOCAL_REQUEST_COST: u64 = 256;
+/// Bytes queued in local requests on this node.
+static LOCAL_QUEUED: AtomicU64 = AtomicU64::new(0);
+
+/// Adds `bytes` to `counter` unless that takes it past `max`.
+fn charge(counter: &AtomicU64, bytes: u64, max: u64) -> bool {
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| queued.checked_add(bytes).filter(|&n| n <= max))
+        .is_ok()
+}
 const _: () = assert!(MAX_MSG == LITE_RPC_MAX_MSG && FLAG_ONEWAY == LITE_RPC_ONEWAY);
 const _: () = assert!(core::mem::size_of::<LiteSharedPage>() == 4096);
 
@@ -164,6 +189,34 @@ enum SlotUse {
     Pending { seq: u64, deadline: u64 },
 }
 
+/// A local request's share of the sender's and the node's queue bounds, given
+/// back when the request is received or dropped.
+struct LocalCharge {
+    sender: Arc<FileRpc>,
+    bytes: u64,
+}
+
+impl LocalCharge {
+    fn new(sender: &Arc<FileRpc>, payload: usize) -> Result<LocalCharge> {
+        let bytes = payload as u64 + LOCAL_REQUEST_COST;
+        if !charge(&sender.local_queued, bytes, LOCAL_FILE_MAX) {
+            return Err(EAGAIN);
+        }
+        if !charge(&LOCAL_QUEUED, bytes, LOCAL_NODE_MAX) {
+            sender.local_queued.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(EAGAIN);
+        }
+        Ok(LocalCharge { sender: sender.clone(), bytes })
+    }
+}
+
+impl Drop for LocalCharge {
+    fn drop(&mut self) {
+        self.sender.local_queued.fetch_sub(self.bytes, Ordering::AcqRel);
+        LOCAL_QUEUED.fetch_sub(self.bytes, Ordering::AcqRel);
+    }
+}
+
 /// A caller on this node waiting in its shared-page slot (a local call).
 struct LocalCaller {
     id: u32,
@@ -227,6 +280,8 @@ pub(crate) struct FileRpc {
     /// Ids this file serves.
     #[pin]
     ids: Mutex<KVec<u32>>,
+    /// Bytes of this file's requests queued at servers on this node (`LocalCharge`).
+    local_queued: AtomicU64,
 }
 
 impl FileRpc {
@@ -239,6 +294,7 @@ impl FileRpc {
                 slot_done <- new_condvar!("lite:file.slot_done"),
                 owed <- new_mutex!(RBTree::new(), "lite:file.owed"),
                 ids <- new_mutex!(KVec::new(), "lite:file.ids"),
+                local_queued: AtomicU64::new(0),
             }),
             GFP_KERNEL,
         )
@@ -535,12 +591,21 @@ impl RpcPeer {
         Ok(binding)
     }
 
-    /// Claims a call slot, waiting for one until `deadline`.
-    fn claim(&self, deadline: u64) -> Result<(usize, u64)> {
+    /// Claims a call slot, waiting for one until `deadline`. A call outlives its
+    /// caller's timeout until the server answers: `caller` (none for a message)
+    /// gets EAGAIN while it has `CALLS_PER_FILE` calls there, so that no process
+    /// can take every slot to this peer from the others.
+    fn claim(&self, deadline: u64, caller: Option<&FileRpc>) -> Result<(usize, u64)> {
         let mut table = self.calls.lock();
         loop {
             if table.failed {
                 return Err(EHOSTDOWN());
+            }
+            if let Some(file) = caller {
+                let mine = table.slots.iter().filter(|s| matches!(s, CallSlot::Active(c) if core::ptr::eq(&*c.waiter, file)));
+                if mine.count() >= CALLS_PER_FILE {
+                    return Err(EAGAIN);
+                }
             }
             if let Some(slot) = table.slots.iter().position(|s| matches!(s, CallSlot::Free)) {
                 let seq = table.next_seq;
@@ -623,7 +688,7 @@ enum Request {
     /// In the ring of `binding`, from another node.
     Remote { peer: Arc<Peer>, binding: Arc<ServerBinding>, header: RecordHeader },
     /// From a process on this node; `caller` is `None` for a message.
-    Local { node: u32, payload: KVec<u8>, caller: Option<LocalCaller> },
+    Local { node: u32, payload: KVec<u8>, caller: Option<LocalCaller>, charge: LocalCharge },
 }
 
 impl Request {
@@ -904,11 +969,17 @@ impl Lite {
         )?;
         let node = RBTreeNode::new(id, server, GFP_KERNEL)?;
         let mut ids = file.ids.lock();
+        if ids.len() >= IDS_PER_FILE {
+            return Err(ENOSPC);
+        }
         ids.reserve(1, GFP_KERNEL)?;
         {
             let mut servers = self.rpc.servers.lock();
             if servers.get(&id).is_some() {
                 return Err(EEXIST);
+            }
+            if servers.iter().count() >= IDS_PER_NODE {
+                return Err(ENOSPC);
             }
             servers.insert(node);
         }
@@ -973,9 +1044,8 @@ impl Lite {
         };
         for b in bindings.iter() {
             let msg = RpcUnbind { binding: b.index as u32, id };
-            // A client that cannot be reached is down: its QPs go, and with them
-            // any write into the ring.
-            let _ = b.peer.request(MsgKind::RpcUnbind, &msg, &mut []);
+            // A client that does not confirm is fenced off before the ring goes.
+            let _ = b.peer.confirm(MsgKind::RpcUnbind, &msg);
             drop(self.rpc.take_bindings(|x| core::ptr::eq(x, &**b)));
         }
         Ok(())
@@ -1076,9 +1146,9 @@ impl Lite {
                 binding.consume(&header);
                 owed
             }
-            Request::Local { node, payload, caller } => {
+            Request::Local { node, payload, caller, charge } => {
                 if let Err(e) = UserSlice::new(buf, len).writer().write_slice(&payload) {
-                    return Err((e, Request::Local { node, payload, caller }));
+                    return Err((e, Request::Local { node, payload, caller, charge }));
                 }
                 caller.map(Owed::Local)
             }
@@ -1137,7 +1207,13 @@ impl Lite {
             return peer.post_done(slot as usize, &done);
         }
         if len > 0 {
-            let dev = self.device()?;
+            let dev = match self.device() {
+                Ok(dev) => dev,
+                Err(e) => {
+                    let _ = answer(&peer, &binding, slot, seq, Err(e));
+                    return Err(e);
+                }
+            };
             let pages = match UserPages::pin(&dev, buf, len as usize, false) {
                 Ok(pages) => pages,
                 Err(e) => {
@@ -1150,12 +1226,27 @@ impl Lite {
                 }
             };
             let mut local = KVec::new();
-            for run in pages.runs() {
-                local.push(run, GFP_KERNEL)?;
+            let written = pages
+                .runs()
+                .try_for_each(|run| local.push(run, GFP_KERNEL))
+                .map_err(Error::from)
+                .and_then(|()| peer.write_pieces(rpc_ring::zip_runs(&local, &runs, len as usize)));
+            if let Err(e) = written {
+                // The caller must not wait for a reply that will not come.
+                let _ = answer(&peer, &binding, slot, seq, Err(e));
+                return Err(e);
             }
-            peer.write_pieces(rpc_ring::zip_runs(&local, &runs, len as usize))?;
         }
         answer(&peer, &binding, slot, seq, Ok(len))
+    }
+
+    /// A request was received but its token could not be told to the server
+    /// process: its caller fails with `err` now instead of at its deadline.
+    pub(crate) fn rpc_abandon(&self, file: &FileRpc, token: u64, err: Error) {
+        let owed = file.owed.lock().remove(&token);
+        if let Some(owed) = owed {
+            owed.fail(err);
+        }
     }
 
     /// A reply to a caller on this node: copied into its pinned output buffer.
@@ -1212,8 +1303,8 @@ impl Lite {
         } else {
             OutputSpec::User { addr: usize::try_from(req.output).map_err(|_| EFAULT)?, len: req.output_len as usize }
         };
-        let waiter = if oneway { None } else { Some((file.clone(), req.slot as usize)) };
-        self.post_call(req.node, req.id, input, output, waiter, req.timeout_ms)
+        let sender = Sender { file, slot: (!oneway).then_some(req.slot as usize) };
+        self.post_call(req.node, req.id, input, output, sender, req.timeout_ms)
     }
 
     /// Builds and posts one request; see `rpc_call`.
@@ -1223,15 +1314,16 @@ impl Lite {
         id: u32,
         input: Input<'_>,
         output: OutputSpec,
-        waiter: Option<(Arc<FileRpc>, usize)>,
+        sender: Sender<'_>,
         timeout_ms: u32,
     ) -> Result<u64> {
         let dev = self.device()?;
         let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
         let me = self.me()?;
         if node == me {
-            return self.local_call(me, id, input, output, waiter, deadline);
+            return self.local_call(me, id, input, output, sender, deadline);
         }
+        let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
         let peer = self.peer(node)?;
         let out = match output {
             OutputSpec::None => Output::None,
@@ -1252,7 +1344,7 @@ impl Lite {
         let nruns = runs.len() as u32;
         let head_len = rpc_ring::HEADER_LEN + runs.len() * RUN_LEN;
         let in_len = input.len();
-        let inline = head_len + in_len <= INLINE_MAX;
+        let inline = head_len + in_len <= INLINE_MAX || in_len == 0;
         let stage = Arc::new(DmaBuf::new(&dev, if inline { head_len + in_len } else { head_len })?, GFP_KERNEL)?;
         for (i, &(addr, len)) in runs.iter().enumerate() {
             stage.write_bytes(rpc_ring::HEADER_LEN + i * RUN_LEN, &rpc_ring::encode_run(addr, len as u32))?;
@@ -1266,7 +1358,7 @@ impl Lite {
             input.prepare(&dev)?
         };
         let record = rpc_ring::record_len(nruns, in_len as u64);
-        let (slot, seq) = peer.rpc.claim(deadline)?;
+        let (slot, seq) = peer.rpc.claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
         if let Some((file, user_slot)) = &waiter {
             if let Err(e) = file.claim(*user_slot, seq, deadline) {
                 peer.rpc.unclaim(slot);
@@ -1349,10 +1441,11 @@ impl Lite {
         id: u32,
         input: Input<'_>,
         output: OutputSpec,
-        waiter: Option<(Arc<FileRpc>, usize)>,
+        sender: Sender<'_>,
         deadline: u64,
     ) -> Result<u64> {
         let server = self.rpc.server(id).ok_or_else(ECONNREFUSED)?;
+        let charge = LocalCharge::new(sender.file, input.len())?;
         let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
         match input {
             Input::User { addr, len } => UserSlice::new(addr, len).reader().read_slice(&mut payload)?,
@@ -1360,9 +1453,10 @@ impl Lite {
         }
         let dev = self.device()?;
         let seq = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
-        let caller = match waiter {
+        let caller = match sender.slot {
             None => None,
-            Some((waiter, user_slot)) => {
+            Some(user_slot) => {
+                let waiter = sender.file.clone();
                 let (output, capacity) = match output {
                     OutputSpec::None => (Output::None, 0),
                     OutputSpec::User { addr, len } => (Output::User(UserPages::pin(&dev, addr, len, true)?), len as u64),
@@ -1375,11 +1469,13 @@ impl Lite {
                 Some(LocalCaller { id, waiter, user_slot, seq, output, capacity })
             }
         };
-        let request = Request::Local { node: me, payload, caller };
+        let request = Request::Local { node: me, payload, caller, charge };
         let queued = {
             let mut q = server.queue.lock();
             if q.closed {
                 Err((ECONNREFUSED(), request))
+            } else if q.requests.len() >= QUEUE_MAX {
+                Err((EAGAIN, request))
             } else {
                 q.requests.push(request, GFP_ATOMIC).map_err(|request| (ENOMEM, request))
             }
@@ -1443,6 +1539,13 @@ impl Lite {
         let imm = wire::encode_ring_imm(binding.index as usize, offset).ok_or(EINVAL)?;
         peer.post_write_imm(slot, wire::ImmKind::RpcRequest, imm, stage, first.len as usize, first.addr, sync)
     }
+}
+
+/// Who makes a call: the caller's open file, and the shared-page slot the call
+/// completes in (`None`: a one-way message).
+struct Sender<'a> {
+    file: &'a Arc<FileRpc>,
+    slot: Option<usize>,
 }
 
 /// A request's input.
@@ -1516,6 +1619,8 @@ impl Lite {
             let mut q = server.queue.lock();
             if q.closed {
                 Err(ECONNREFUSED())
+            } else if q.requests.len() >= QUEUE_MAX {
+                Err(EAGAIN)
             } else {
                 q.requests.push(request, GFP_ATOMIC).map_err(|_| ENOMEM)
             }
@@ -1579,7 +1684,7 @@ impl Lite {
             }
             MsgKind::RpcUnbind => {
                 let req = RpcUnbind::decode(&mut Reader::new(body)).ok_or(EINVAL)?;
-                self.unbind_from(peer, req.binding);
+                self.unbind_from(peer, req.binding)?;
                 0
             }
             _ => return Err(EINVAL),
@@ -1663,15 +1768,18 @@ impl Lite {
 
     /// The server of `peer` unbound our binding `index`: no new call uses it, and
     /// the answer goes once every call that reserved room in it has ended.
-    fn unbind_from(&self, peer: &Peer, index: u32) {
-        let Some(binding) = peer.rpc.by_index(index) else { return };
+    /// ETIMEDOUT while writers still use the ring at the deadline: the server
+    /// must not free it then.
+    fn unbind_from(&self, peer: &Peer, index: u32) -> Result {
+        let Some(binding) = peer.rpc.by_index(index) else { return Ok(()) };
         binding.kill();
         let deadline = now_ns() + u64::from(CONTROL_TIMEOUT_MS) * 1_000_000;
         let mut st = binding.state.lock();
         while st.users > 0 {
-            let Some(left) = jiffies_until(deadline) else { break };
+            let left = jiffies_until(deadline).ok_or_else(ETIMEDOUT)?;
             let _ = binding.changed.wait_interruptible_timeout(&mut st, left);
         }
+        Ok(())
     }
 
     /// Node `node` is gone: the rings its calls came through are freed (its QPs
@@ -1714,9 +1822,9 @@ impl Lite {
 
     /// One RPC from kernel code: `input` to `id` at `node`, the reply (at most
     /// `out.len()` bytes) copied to `out`. Returns the reply's length.
-    pub(crate) fn kernel_rpc(&self, waiter: &Arc<FileRpc>, node: u32, id: u32, input: &[u8], reply: &Arc<DmaBuf>, timeout_ms: u32) -> Result<u64> {
-        let output = if reply.size() == 0 { OutputSpec::None } else { OutputSpec::Kernel(reply.clone()) };
-        let seq = self.post_call(node, id, Input::Kernel(input), output, Some((waiter.clone(), 0)), timeout_ms)?;
+    pub(crate) fn kernel_rpc(&self, waiter: &Arc<FileRpc>, node: u32, id: u32, input: &[u8], reply: Option<&Arc<DmaBuf>>, timeout_ms: u32) -> Result<u64> {
+        let output = reply.map_or(OutputSpec::None, |buf| OutputSpec::Kernel(buf.clone()));
+        let seq = self.post_call(node, id, Input::Kernel(input), output, Sender { file: waiter, slot: Some(0) }, timeout_ms)?;
         waiter.wait(0)?;
         let (status, len, done_seq) = waiter.page.result(0);
         if done_seq != seq {
@@ -1736,11 +1844,15 @@ impl Lite {
         let waiter = FileRpc::new()?;
         let input = KVec::from_elem(0x5Au8, req.request_len as usize, GFP_KERNEL)?;
         let dev = self.device()?;
-        let reply = Arc::new(DmaBuf::new(&dev, req.reply_capacity as usize)?, GFP_KERNEL)?;
+        // No reply buffer for a capacity of 0: the call expects an empty reply.
+        let reply = match req.reply_capacity {
+            0 => None,
+            capacity => Some(Arc::new(DmaBuf::new(&dev, capacity as usize)?, GFP_KERNEL)?),
+        };
         let mut last = 0;
         for _ in 0..req.count {
             let start = Ktime::ktime_get();
-            last = self.kernel_rpc(&waiter, req.node, req.id, &input, &reply, req.timeout_ms)?;
+            last = self.kernel_rpc(&waiter, req.node, req.id, &input, reply.as_ref(), req.timeout_ms)?;
             out.write(&((Ktime::ktime_get() - start).to_ns() as u64))?;
         }
         Ok(last)

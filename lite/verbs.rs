@@ -134,6 +134,13 @@ impl Qp {
         })
     }
 
+    /// Error state: the QP neither sends nor accepts anything more; what is posted
+    /// on it is flushed.
+    pub(crate) fn to_error(&self) -> Result {
+        // SAFETY: `self.raw` is live.
+        to_result(unsafe { ffi::lite_qp_to_error(self.raw.as_ptr()) })
+    }
+
     /// `IB_QPS_*` of the QP.
     pub(crate) fn state(&self) -> Result<u32> {
         // SAFETY: `self.raw` is live.
@@ -294,7 +301,8 @@ impl UserPages {
     pub(crate) fn pin(dev: &Arc<Device>, addr: usize, len: usize, device_writes: bool) -> Result<UserPages> {
         let head = addr % PAGE_SIZE;
         addr.checked_add(len).ok_or(EFAULT)?;
-        let count = (head + len).div_ceil(PAGE_SIZE);
+        // No bytes, no pages (and pin_user_pages_fast() must never be asked for 0).
+        let count = if len == 0 { 0 } else { (head + len).div_ceil(PAGE_SIZE) };
         let mut pages = KVec::from_elem(core::ptr::null_mut(), count, GFP_KERNEL)?;
         let mut this = UserPages {
             dev: dev.clone(),
@@ -304,6 +312,9 @@ impl UserPages {
             len,
             device_writes,
         };
+        if count == 0 {
+            return Ok(this);
+        }
         // SAFETY: `pages` has room for `count` page pointers.
         let pinned = unsafe {
             ffi::lite_pin_user_pages((addr - head) as _, count as u32, device_writes as i32, 0, pages.as_mut_ptr())
@@ -406,6 +417,9 @@ unsafe impl Send for DmaBuf {}
 // SAFETY: see `Send`.
 unsafe impl Sync for DmaBuf {}
 
+/// Largest `DmaBuf`: one block of the page allocator (`MAX_PAGE_ORDER` 10).
+pub(crate) const DMA_BUF_MAX: usize = PAGE_SIZE << 10;
+
 impl DmaBuf {
     pub(crate) fn new(dev: &Arc<Device>, size: usize) -> Result<DmaBuf> {
         Self::alloc(dev, size, false)
@@ -417,6 +431,14 @@ impl DmaBuf {
     }
 
     fn alloc(dev: &Arc<Device>, size: usize, may_fail: bool) -> Result<DmaBuf> {
+        // alloc_pages_exact() WARNs on 0 bytes and on more than the largest page
+        // block: neither may ever reach it from an argument.
+        if size == 0 {
+            return Err(EINVAL);
+        }
+        if size > DMA_BUF_MAX {
+            return Err(ENOMEM);
+        }
         let mut dma = 0;
         // SAFETY: `dev.raw` is a registered device; `dma` is a local.
         let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, may_fail as i32, &mut dma) };
