@@ -759,6 +759,61 @@ def random_ioctls_do_not_hurt_the_kernel(c):
 
 
 @test
+def hostile_user_calls_are_bounded_and_undone(c):
+    serve = Background(c, 1, "uhsrv", "lite-selftest rpc-serve 4242")
+    serve.wait_for("ready")
+    out = c.exec(0, "lite-selftest user-hostile 1", timeout=600).out
+    serve.close()
+    check(" 0 failed" in out, out)
+    check_no_lmr_state(c)
+    check_no_rpc_state(c)
+
+
+@test
+def free_racing_map_read_write_lock_never_reaches_freed_memory(c):
+    # The master frees and reallocates one LMR (held here and at node 1) as fast as
+    # it can while its own threads and nodes 1 and 2 map it and use every handle.
+    mappers = [c.exec_async(n, "lite-selftest lmr-race race --role mapper --seconds 60 --threads 2 --json",
+                            timeout=600) for n in (1, 2)]
+    master = c.exec(0, "lite-selftest lmr-race race --role master --seconds 60 --threads 3 --holders 0,1 --json",
+                    timeout=600, check=False)
+    results = [master] + [job.wait() for job in mappers]
+    for res in results:
+        print(f"    {res.out.strip().splitlines()[-1] if res.out.strip() else res}", flush=True)
+    for res in results:
+        check(res.rc == 0, f"lmr-race: {res.out}")
+    check_no_lmr_state(c)
+
+
+def membership(c, nodes=(0, 1, 2)):
+    """(node id, epoch, {peer: (state, epoch)}) of every node, as lite-admin shows it."""
+    out = {}
+    for n in nodes:
+        st = c.status(n)
+        out[n] = (st["node_id"], st["epoch"], {p["id"]: (p["state"], p["epoch"]) for p in st["peers"]})
+    return out
+
+
+@test
+def unprivileged_random_ioctls_leave_membership_as_it_was(c):
+    before = membership(c)
+    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed} 10000 --processes 2", timeout=1200)
+            for n, seed in ((0, 1919), (1, 2020))]
+    for job in jobs:
+        res = job.wait()
+        check(res.rc == 0, f"fuzz-user: {res.out[-3000:]}")
+        print(f"    {res.out.strip().splitlines()[-1]}", flush=True)
+    after = membership(c)
+    check(before == after, f"membership changed under unprivileged calls:\n{before}\n{after}")
+    for src in (0, 1, 2):
+        for dst in (0, 1, 2):
+            if src != dst:
+                ping(c, src, dst, count=3)
+    check_no_lmr_state(c)
+    check_no_rpc_state(c)
+
+
+@test
 def rmmod_refused_while_dev_lite_is_open(c):
     res = c.exec(1, "rmmod lite", check=False)
     check(res.rc != 0, f"rmmod succeeded while the agent holds /dev/lite: {res}")

@@ -7,6 +7,7 @@
 //!   lite-selftest lmr-integrity --size BYTES [--holders 0,1,2] --seed N [--piece BYTES] [--json]
 //!                                  write, read back and compare an LMR piece by piece
 //!   lite-selftest lmr-hostile PEER LMR argument and permission checks
+//!   lite-selftest user-hostile PEER bounds, undone results, relocking (PEER serves 4242)
 //!   lite-selftest lmr-serve NAME --size BYTES [--holders LIST] [--perm PERM] [--grant NODE:PERM]...
 //!                                  allocate NAME with a known pattern, print `ready`,
 //!                                  free it on a stdin line `free`, exit on EOF
@@ -36,7 +37,10 @@ mod atomic;
 mod lock;
 mod lmr;
 mod lmr_hostile;
+mod lmr_race;
+mod fuzz_user;
 mod rpc;
+mod user_hostile;
 
 use clap::{Parser, Subcommand};
 use lite::uapi::*;
@@ -79,6 +83,9 @@ enum Command {
     },
     /// Argument, permission and lifetime checks of the LMR ioctls (PEER: a connected node id).
     LmrHostile { peer: u32 },
+    /// What an unprivileged process could do before issue 19's fixes: zero sizes,
+    /// unbounded local queues, results it cannot take, relocking (PEER: a connected node id).
+    UserHostile { peer: u32 },
     /// Allocate NAME filled with its pattern, print `ready`, then wait: a stdin line
     /// `free` frees it (prints `freed`); EOF exits without freeing.
     LmrServe {
@@ -245,6 +252,40 @@ enum Command {
         skew_ms: u64,
         #[arg(long, default_value_t = 60_000)]
         timeout_ms: u64,
+    },
+    /// Race LT_free against maps, reads, writes, atomics and locks of LMR NAME: the
+    /// master allocates, fills and frees it round after round (with --threads mappers
+    /// of its own), mappers on other nodes map it and work on it; nothing may reach
+    /// its memory after the free returned (EIDRM). Exit 1 on a violation.
+    LmrRace {
+        name: String,
+        #[arg(long, value_enum)]
+        role: lmr_race::Role,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Mapper threads (the master's own, or this mapper's).
+        #[arg(long, default_value_t = 4)]
+        threads: u32,
+        /// Holder nodes of the master's LMR, comma-separated (default: this node).
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        holders: Vec<u32>,
+        /// LMR size (K, M, G, T suffixes; a multiple of 8).
+        #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = 64 << 10)]
+        size: u64,
+        /// Print a JSON object (the summary line goes to stderr).
+        #[arg(long)]
+        json: bool,
+    },
+    /// COUNT structured random ioctls from SEED by P worker processes running as
+    /// nobody; every privileged ioctl must fail with EPERM, no worker may crash or hang.
+    FuzzUser {
+        seed: u64,
+        count: u64,
+        /// Node ids to aim at, comma-separated.
+        #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "0,1,2")]
+        nodes: Vec<u32>,
+        #[arg(long, value_name = "P", default_value_t = 2)]
+        processes: u32,
     },
 }
 
@@ -462,6 +503,7 @@ fn main() -> ExitCode {
         Command::Hostile { peer } => hostile(&lite, peer),
         Command::Fuzz { seed, count } => fuzz(&lite, seed, count),
         Command::LmrHostile { peer } => lmr_hostile::run(&lite, peer),
+        Command::UserHostile { peer } => user_hostile::run(&lite, peer),
         Command::LmrIntegrity { size, holders, seed, piece, json } => {
             return lmr::integrity(&lite, &lmr::Integrity { size, holders, seed, piece, json })
         }
@@ -508,6 +550,12 @@ fn main() -> ExitCode {
         Command::LockAppend { name, offset, id } => return lock::append(&lite, &name, offset, id),
         Command::BarrierRounds { name, offset, participants, rounds, skew_ms, timeout_ms } => {
             return lock::rounds(&lite, &lock::Rounds { name, offset, participants, rounds, skew_ms, timeout_ms })
+        }
+        Command::LmrRace { name, role, seconds, threads, holders, size, json } => {
+            return lmr_race::run(&lite, &lmr_race::Args { name, role, seconds, threads, holders, size, json })
+        }
+        Command::FuzzUser { seed, count, nodes, processes } => {
+            return fuzz_user::run(&fuzz_user::Args { seed, count, nodes, processes })
         }
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
