@@ -3,6 +3,7 @@
 #
 #   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug)
 #   NODES=N               virtual cluster size (default 3)
+#   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
 #                         with BINDGEN=bindgen and KMAKE='LLVM=1' as that kernel needs
 
@@ -63,7 +64,7 @@ headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
 
 cluster: guest
-	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join
+	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK))
 
 cluster-down:
 	tools/vcluster.py down
@@ -77,15 +78,19 @@ demo: guest
 # LITE vs perftest/libibverbs on one 3-node cluster: ratio table, build/bench/results.json, latency.svg.
 bench: guest
 	tools/bench.py --kernel $(KERNEL)
-	tools/qos_bench.py --kernel $(KERNEL)
+	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
+	tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 
+# Priority classes where a link is the bottleneck (3 runs, modes alternating), then
+# where the emulating CPU is.
 bench-qos: guest
-	tools/qos_bench.py --kernel $(KERNEL)
+	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
+	tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 
 test-host: deps
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
-	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py
+	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py tools/test_vwire.py
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster.

@@ -12,6 +12,11 @@ Every child runs in its own process group under a hard time limit, and `down`
 (also run on exit, error, timeout and Ctrl-C by the harness) kills those groups.
 
   vcluster.py up [--nodes 3] [--join]     boot a cluster and keep it
+       [--bottleneck NODE:RATE[:QUEUE]]   NODE's port behind a RATE bytes/s queue (vwire.py)
+       [--wired LIST]                     those nodes' ports behind wires without limits
+  vcluster.py fault N KEY=VALUE...        loss=1% burst=4 dup=0.5% delay=5ms[+JITTER] noise=8 rate=4M
+  vcluster.py partition N SECONDS         every frame to and from N lost, then healed
+  vcluster.py status                      nodes and their wires
   vcluster.py exec N 'command'            run a command on node N
   vcluster.py shell N                     interactive shell on node N
   vcluster.py down                        end the cluster
@@ -29,6 +34,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import vwire
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("LITE_CACHE") or
@@ -290,11 +297,14 @@ class Cluster:
         self._save()
         return proc
 
-    def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180, cache_guest=True):
+    def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180, cache_guest=True,
+           wires=None):
         """Boots `nodes` guests. `cache_guest`: the guests keep the programs and lite.ko
         they read from build/VARIANT/guest in their page cache (9p cache=loose): an
         exec costs milliseconds instead of seconds on the debug kernel, but files
-        rebuilt while the cluster runs are not seen (`make cluster` turns it off)."""
+        rebuilt while the cluster runs are not seen (`make cluster` turns it off).
+        `wires`: {node: (rate bytes/s or 0 for none, queue bytes)}: those nodes'
+        ports sit behind a wirefilter (vwire.py)."""
         if self.meta_path.exists():
             Cluster(self.run).down(quiet=True)
         shutil.rmtree(self.run, ignore_errors=True)
@@ -308,7 +318,8 @@ class Cluster:
         accel = choose_accel(kdir, initramfs, self.run)
         self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
                      "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": [],
-                     "cache_guest": cache_guest}
+                     "cache_guest": cache_guest,
+                     "wires": {str(n): {"rate": rate, "queue": queue} for n, (rate, queue) in (wires or {}).items()}}
         self._save()
         # vde_switch exits when its stdin closes: feed it from a pipe that lives as long as the cluster.
         switch = self.run / "switch"
@@ -320,6 +331,8 @@ class Cluster:
                     self.down()
                     raise SystemExit("vcluster: vde_switch did not start (see switch.stderr)")
                 time.sleep(0.05)
+            for n in sorted(int(n) for n in self.meta["wires"]):
+                self._start_wire(n)
         log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
         for n in range(nodes):
             self.start_node(n)
@@ -331,9 +344,39 @@ class Cluster:
             raise
         log(f"{nodes} node(s) ready")
 
+    def _start_wire(self, n):
+        """Node n's port switch, joined to the segment's switch by a wirefilter."""
+        wire = self.meta["wires"][str(n)]
+        port, mgmt = self.run / f"port{n}", self.run / f"wire{n}.mgmt"
+        limit = f"-b {wire['rate']} " if wire["rate"] else ""
+        self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {port} -m 700"], f"port{n}",
+                    self.meta["lifetime"])
+        self._wait_for(port / "ctl", f"node {n}'s port switch")
+        # Left is the segment, right the node: LR is what the node receives.
+        self._spawn(["sh", "-c", f"tail -f /dev/null | exec wirefilter -v {self.run / 'switch'}:{port} "
+                                 f"-M {mgmt} {limit}-c {wire['queue']}"], f"wire{n}", self.meta["lifetime"])
+        self._wait_for(mgmt, f"node {n}'s wirefilter")
+        rate = f"{wire['rate'] / 2**20:g} MiB/s, queue {wire['queue'] / 2**20:g} MiB" if wire["rate"] else "no limit"
+        log(f"node {n}'s port is behind a wire ({rate})")
+
+    def _wait_for(self, path, what):
+        deadline = time.time() + 10
+        while not path.exists():
+            if time.time() > deadline:
+                self.down()
+                raise SystemExit(f"vcluster: {what} did not start (see the .stderr files in {self.run})")
+            time.sleep(0.05)
+
+    def wire_mgmt(self, n):
+        """Node n's wirefilter management socket; SystemExit when n has no wire."""
+        if str(n) not in self.meta.get("wires", {}):
+            raise SystemExit(f"vcluster: node {n} has no wire (up --wired {n} or --bottleneck {n}:RATE)")
+        return self.run / f"wire{n}.mgmt"
+
     def start_node(self, n):
         m = self.meta
         run = self.run
+        sock = run / (f"port{n}" if str(n) in m.get("wires", {}) else "switch")
         (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
         (run / f"node{n}.ready").unlink(missing_ok=True)
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
@@ -343,7 +386,7 @@ class Cluster:
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
                 "-append", append,
                 "-serial", f"file:{run}/node{n}.console",
-                "-netdev", f"vde,id=net0,sock={run}/switch",
+                "-netdev", f"vde,id=net0,sock={sock}",
                 "-device", f"virtio-net-pci,netdev=net0,mac=52:54:00:4c:00:{n:02x}",
                 "-device", "virtio-serial-pci",
                 "-chardev", f"socket,id=ctl,path={run}/node{n}.ctl,server=on,wait=off",
@@ -570,6 +613,20 @@ def main():
     up.add_argument("--mem", type=int, default=1536, help="MiB per guest")
     up.add_argument("--lifetime", type=int, default=4 * 3600, help="seconds before the guests are killed")
     up.add_argument("--join", action="store_true", help="load lite.ko, start the manager on node 0 and join all")
+    up.add_argument("--bottleneck", action="append", default=[], metavar="NODE:RATE[:QUEUE]",
+                    help="NODE's port behind a queue draining at RATE bytes/s (K, M, G: powers of 1024), "
+                         f"QUEUE bytes deep (default {vwire.DEFAULT_QUEUE >> 20}M: lossless); repeatable")
+    up.add_argument("--wired", default="", metavar="LIST",
+                    help="comma-separated nodes whose ports sit behind a wire without limits (for `fault`)")
+    fa = sub.add_parser("fault", help="change node N's wire while it runs (see `fault -h`)",
+                        description=vwire.fault_commands.__doc__)
+    fa.add_argument("node", type=int)
+    fa.add_argument("settings", nargs="+", metavar="KEY=VALUE")
+    pa = sub.add_parser("partition", help="lose every frame to and from node N for SECONDS, then heal")
+    pa.add_argument("node", type=int)
+    pa.add_argument("seconds", type=float)
+    st = sub.add_parser("status", help="the nodes and their wires")
+    st.add_argument("--json", action="store_true")
     ex = sub.add_parser("exec", help="run a shell command on node N and print its output")
     ex.add_argument("node", type=int)
     ex.add_argument("command", nargs="+")
@@ -583,7 +640,12 @@ def main():
     c = Cluster(args.run_dir)
     if args.cmd == "up":
         # A developer's cluster sees programs and modules rebuilt while it runs.
-        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime, cache_guest=False)
+        wires = {n: (0, vwire.DEFAULT_QUEUE) for n in (int(x) for x in args.wired.split(",") if x.strip())}
+        try:
+            wires.update({n: (rate, queue) for n, rate, queue in map(vwire.parse_bottleneck, args.bottleneck)})
+        except ValueError as e:
+            ap.error(str(e))
+        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime, cache_guest=False, wires=wires)
         if args.join:
             c.join(range(args.nodes), timeout=60)
             log("all nodes joined")
@@ -596,6 +658,26 @@ def main():
         sock = c.run / f"node{args.node}.shell"
         log("connected; Ctrl-] leaves")
         os.execvp("socat", ["socat", "-,raw,echo=0,escape=0x1d", f"UNIX-CONNECT:{sock}"])
+    elif args.cmd == "fault":
+        try:
+            commands = vwire.fault_commands(args.settings)
+        except ValueError as e:
+            ap.error(str(e))
+        vwire.apply(c.wire_mgmt(args.node), commands)
+        log(f"node {args.node}'s wire: {', '.join(commands)}")
+    elif args.cmd == "partition":
+        vwire.partition(c.wire_mgmt(args.node), args.seconds, log=lambda m: log(f"node {args.node}: {m}"))
+    elif args.cmd == "status":
+        nodes = {n: {"alive": c.alive(n),
+                     "wire": vwire.settings(c.wire_mgmt(n)) if str(n) in c.meta.get("wires", {}) else None}
+                 for n in c.meta.get("nodes", [])}
+        if args.json:
+            print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "nodes": nodes}, indent=1))
+        else:
+            for n, st in nodes.items():
+                wire = st["wire"]
+                shown = ("  ".join(f"{k} {v}" for k, v in wire.items()) if wire else "direct on the segment")
+                print(f"node {n}: {'up' if st['alive'] else 'down'}  {shown}")
     elif args.cmd == "down":
         c.down()
     elif args.cmd == "splats":
