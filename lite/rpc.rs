@@ -53,8 +53,9 @@ const HEAD_POLL_MS: u32 = 10;
 const RING_CHUNK_MIN: u64 = 64 << 10;
 
 const SLOTS: usize = LITE_SLOTS as usize;
-/// Calls one open file may have in flight to one peer (of its `CALL_SLOTS`).
-const CALLS_PER_FILE: usize = CALL_SLOTS / 4;
+/// Calls one open file may have in flight to one peer, of the node's `CALL_SLOTS`:
+/// a quarter stays for the node's other processes.
+const CALLS_PER_FILE: usize = CALL_SLOTS * 3 / 4;
 /// Requests one server's queue holds; past it, EAGAIN (a message from another
 /// node is refused with it).
 const QUEUE_MAX: usize = 4096;
