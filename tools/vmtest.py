@@ -797,7 +797,7 @@ def membership(c, nodes=(0, 1, 2)):
 @test
 def unprivileged_random_ioctls_leave_membership_as_it_was(c):
     before = membership(c)
-    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed} 10000 --processes 2", timeout=1200)
+    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed} 5000 --processes 2", timeout=1200)
             for n, seed in ((0, 1919), (1, 2020))]
     for job in jobs:
         res = job.wait()
