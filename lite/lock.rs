@@ -24,6 +24,10 @@ use kernel::time::msecs_to_jiffies;
 
 /// Most callers queued at one word; more get EAGAIN.
 const MAX_QUEUED: usize = 4096;
+/// Most callers queued at all the words this node holds: a barrier waiter that
+/// timed out stays queued until its round ends, so a caller looping on short
+/// timeouts over many words must stop somewhere too.
+const NODE_MAX_QUEUED: usize = 65536;
 /// Locks one open file may hold; past it, ENOLCK.
 const LOCKS_PER_FILE: usize = 1024;
 /// A waiter checks this often that the owner's node is still there.
@@ -331,6 +335,7 @@ impl Lite {
                 if count >= req.value {
                     return Ok(BARRIER_PASSED);
                 }
+                node_room(&queues)?;
                 let queue = queue_for(&mut queues, &word)?;
                 if queue.barrier.len() >= MAX_QUEUED {
                     return Err(EAGAIN);
@@ -489,6 +494,15 @@ impl Lite {
     }
 }
 
+/// EAGAIN once the node's words have `NODE_MAX_QUEUED` callers queued.
+fn node_room(queues: &[WordQueue]) -> Result {
+    let queued: usize = queues.iter().map(|q| q.lock.len() + q.barrier.len()).sum();
+    if queued >= NODE_MAX_QUEUED {
+        return Err(EAGAIN);
+    }
+    Ok(())
+}
+
 fn queue_for<'a>(queues: &'a mut KVec<WordQueue>, word: &Word) -> Result<&'a mut WordQueue> {
     let i = match queues.iter().position(|q| q.word == *word) {
         Some(i) => i,
@@ -501,6 +515,7 @@ fn queue_for<'a>(queues: &'a mut KVec<WordQueue>, word: &Word) -> Result<&'a mut
 }
 
 fn enqueue(queues: &mut KVec<WordQueue>, word: &Word, caller: Queued) -> Result<u32> {
+    node_room(queues)?;
     let queue = queue_for(queues, word)?;
     if queue.lock.len() >= MAX_QUEUED {
         return Err(EAGAIN);
