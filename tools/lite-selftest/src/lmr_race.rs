@@ -19,6 +19,7 @@
 //!   operation that began after the free of its handle's round had returned, and
 //!   succeeded.
 
+use crate::rng::Rng;
 use lite::uapi::*;
 use lite::Lite;
 use nix::errno::Errno;
@@ -123,26 +124,10 @@ impl Counts {
     }
 }
 
-/// xorshift64, seeded from the clock, the process and the thread.
-struct Rng(u64);
-
-impl Rng {
-    fn new(salt: u64) -> Rng {
-        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
-        Rng((t ^ u64::from(std::process::id()) << 32 ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform-ish in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
+/// A generator seeded from the time, the process and `salt`: the race differs every run.
+fn time_seeded(salt: u64) -> Rng {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+    Rng::new(t ^ u64::from(std::process::id()) << 32 ^ salt)
 }
 
 /// One raw ioctl with a typed argument.
@@ -389,7 +374,7 @@ struct Rounds {
 fn master_rounds(lite: &Lite, a: &Args, name: [u8; 64], nodes: u32, shared: &Shared) -> Rounds {
     let words = (a.size / 8) as usize;
     let mut fill = vec![0u64; words];
-    let mut rng = Rng::new(u64::MAX);
+    let mut rng = time_seeded(u64::MAX);
     let mut out = Rounds { done: 0, mapped: 0, error: None };
     while Instant::now() < shared.deadline {
         let r = out.done + 1;
@@ -463,7 +448,7 @@ pub fn run(lite: &Lite, a: &Args) -> ExitCode {
                 match Lite::open() {
                     Ok(lite) => {
                         let buf = vec![0u64; MAX_RUN as usize];
-                        let mut m = Mapper { lite, shared, name, rng: Rng::new(u64::from(t)), buf, c: Counts::default() };
+                        let mut m = Mapper { lite, shared, name, rng: time_seeded(u64::from(t)), buf, c: Counts::default() };
                         m.run();
                         c = m.c;
                     }

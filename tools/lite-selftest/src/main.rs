@@ -39,6 +39,7 @@ mod lmr;
 mod lmr_hostile;
 mod lmr_race;
 mod fuzz_user;
+mod rng;
 mod rpc;
 mod user_hostile;
 

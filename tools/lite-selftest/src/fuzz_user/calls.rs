@@ -2,6 +2,7 @@
 //! structured random argument (see the parent module), issued through `Fuzz::one`.
 
 use super::{Args, NOBODY};
+use crate::rng::Rng;
 use lite::uapi::*;
 use lite::Lite;
 use nix::errno::Errno;
@@ -48,27 +49,6 @@ pub(super) const CMDS: [(&str, u32, u64); 41] = [
     ("CLASS_RULE_DEL", LITE_IOC_CLASS_RULE_DEL, 1), ("RANDOM", RANDOM, 3),
 ];
 
-
-/// xorshift64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// In `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// One of the values (all evaluated first), chosen by `$f.rng`.
 macro_rules! pick {
@@ -165,7 +145,7 @@ impl Fuzz {
 
     pub(super) fn new(lite: Lite, seed: u64, a: &Args) -> Result<Fuzz, Errno> {
         let (buf, ro, args) = (region(BUF as usize)?, region(PAGE)?, region(2 * PAGE)?);
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+        let mut rng = Rng::new(seed);
         for i in 0..PAGE as u64 / 8 {
             // SAFETY: inside the read-write page just mapped.
             unsafe { ((ro + i * 8) as *mut u64).write(rng.next()) };
