@@ -376,7 +376,6 @@ fn write_out<T: AsBytes>(arg: usize, value: &T) -> Result {
     UserSlice::new(arg, size_of::<T>()).writer().write(value)
 }
 
-
 /// Reserved fields must be zero so that they can gain a meaning later.
 fn reserved_zero(fields: &[u32]) -> Result {
     if fields.iter().all(|&f| f == 0) {

@@ -179,6 +179,17 @@ struct Link {
     remote: Option<LiteConnInfo>,
 }
 
+impl Link {
+    /// References to the QPs, to use them without `link` held (verbs may sleep).
+    fn qp_refs(&self) -> [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] {
+        let mut qps: [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] = Default::default();
+        for (slot, qp) in qps.iter_mut().zip(self.qps.iter()) {
+            *slot = Some(qp.clone());
+        }
+        qps
+    }
+}
+
 /// Whether a signal ends a wait for an answer.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Patience {
@@ -937,16 +948,13 @@ impl Peer {
     /// nothing it still sends lands here once its callers' buffers (pinned output
     /// pages, rings) are let go. Process context (the CQ's workqueue included).
     fn mark_failed(&self) {
-        let mut qps: [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] = Default::default();
-        {
+        let qps = {
             let mut link = self.link.lock();
             if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
                 link.state = LITE_PEER_ERROR;
             }
-            for (slot, qp) in qps.iter_mut().zip(link.qps.iter()) {
-                *slot = Some(qp.clone());
-            }
-        }
+            link.qp_refs()
+        };
         for qp in qps.iter().flatten() {
             if let Err(e) = qp.to_error() {
                 pr_err!("node {}: QP {} refused the error state ({:?})\n", self.id, qp.num(), e);
@@ -989,11 +997,7 @@ impl Peer {
     fn status(&self) -> LitePeerStatus {
         let (state, remote, qps) = {
             let link = self.link.lock();
-            let mut qps: [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] = Default::default();
-            for (slot, qp) in qps.iter_mut().zip(link.qps.iter()) {
-                *slot = Some(qp.clone());
-            }
-            (link.state, link.remote, qps)
+            (link.state, link.remote, link.qp_refs())
         };
         let mut st = LitePeerStatus {
             id: self.id,

@@ -325,12 +325,7 @@ class Cluster:
         switch = self.run / "switch"
         with roomy_send_buffers():
             self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch", lifetime)
-            deadline = time.time() + 10
-            while not (switch / "ctl").exists():
-                if time.time() > deadline:
-                    self.down()
-                    raise SystemExit("vcluster: vde_switch did not start (see switch.stderr)")
-                time.sleep(0.05)
+            self._wait_for(switch / "ctl", "vde_switch")
             for n in sorted(int(n) for n in self.meta["wires"]):
                 self._start_wire(n)
         log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
