@@ -32,7 +32,7 @@ class ParseTest(unittest.TestCase):
 
     def test_faults_become_management_commands(self):
         self.assertEqual(vwire.fault_commands(["loss=1%", "burst=4", "dup=0.5%", "delay=5ms+2", "noise=8", "rate=1M"]),
-                         ["loss 1", "lostburst 4", "dup 0.5", "delay 5+2U", "noise 8", "bandwidth 1048576"])
+                         ["loss 1", "lostburst 4", "dup 0.5", "delay 5+2U", "noise 8", "speed 1048576"])
         for bad in (["loss=150%"], ["jitter=3"], ["loss"]):
             self.assertRaises(ValueError, vwire.fault_commands, bad)
 
@@ -46,7 +46,7 @@ class WirefilterTest(unittest.TestCase):
             self._start(f"tail -f /dev/null | exec vde_switch -s {self.dir / name} -m 700", self.dir / name / "ctl")
         self.mgmt = self.dir / "mgmt"
         self._start(f"tail -f /dev/null | exec wirefilter -v {self.dir / 'segment'}:{self.dir / 'port'} "
-                    f"-M {self.mgmt} -b 4194304 -c 8388608", self.mgmt)
+                    f"-M {self.mgmt} -s 4194304", self.mgmt)
 
     def _start(self, command, ready):
         self.procs.append(subprocess.Popen(["sh", "-c", command], start_new_session=True,
@@ -71,7 +71,6 @@ class WirefilterTest(unittest.TestCase):
         st = vwire.settings(self.mgmt)
         self.assertEqual(st["loss"], "0+0U/0+0U")
         self.assertClose(st["rate"], 4 << 20)
-        self.assertClose(st["queue"], 8 << 20)
 
     def test_faults_change_the_running_wire(self):
         vwire.apply(self.mgmt, vwire.fault_commands(["loss=1%", "dup=0.5%", "delay=5ms+2", "rate=1M"]))

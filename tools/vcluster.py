@@ -104,11 +104,11 @@ WMEM_DEFAULT = Path("/proc/sys/net/core/wmem_default")
 _netns_ok = None
 
 
-def private_netns(argv):
-    """`argv` wrapped to run in a new network namespace with a deep unix datagram
-    queue; unchanged where namespaces are not allowed (not root)."""
+def private_netns(argv, dgram_qlen=UNIX_DGRAM_QLEN):
+    """`argv` wrapped to run in a new network namespace whose unix datagram sockets
+    queue `dgram_qlen` frames; unchanged where namespaces are not allowed (not root)."""
     global _netns_ok
-    setup = f"echo {UNIX_DGRAM_QLEN} > /proc/sys/net/unix/max_dgram_qlen"
+    setup = f"echo {dgram_qlen} > /proc/sys/net/unix/max_dgram_qlen"
     if _netns_ok is None:
         _netns_ok = subprocess.run(["unshare", "--net", "sh", "-c", setup], capture_output=True).returncode == 0
         if not _netns_ok:
@@ -287,10 +287,10 @@ class Cluster:
     def _save(self):
         self.meta_path.write_text(json.dumps(self.meta, indent=1))
 
-    def _spawn(self, argv, name, lifetime):
+    def _spawn(self, argv, name, lifetime, dgram_qlen=UNIX_DGRAM_QLEN):
         """Starts `argv` in its own process group, killed after `lifetime` seconds at the latest."""
         logf = open(self.run / f"{name}.stderr", "wb")
-        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + private_netns(argv),
+        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + private_netns(argv, dgram_qlen),
                                 stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.meta.setdefault("groups", {})[name] = proc.pid
@@ -343,15 +343,18 @@ class Cluster:
         """Node n's port switch, joined to the segment's switch by a wirefilter."""
         wire = self.meta["wires"][str(n)]
         port, mgmt = self.run / f"port{n}", self.run / f"wire{n}.mgmt"
-        limit = f"-b {wire['rate']} " if wire["rate"] else ""
+        limit = f"-s {wire['rate']} " if wire["rate"] else ""
         self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {port} -m 700"], f"port{n}",
                     self.meta["lifetime"])
         self._wait_for(port / "ctl", f"node {n}'s port switch")
-        # Left is the segment, right the node: LR is what the node receives.
+        # Left is the segment, right the node: LR is what the node receives. Frames
+        # wait for the wire in its sockets' datagram queues (vwire.py).
         self._spawn(["sh", "-c", f"tail -f /dev/null | exec wirefilter -v {self.run / 'switch'}:{port} "
-                                 f"-M {mgmt} {limit}-c {wire['queue']}"], f"wire{n}", self.meta["lifetime"])
+                                 f"-M {mgmt} {limit}"], f"wire{n}", self.meta["lifetime"],
+                    dgram_qlen=vwire.queue_frames(wire["queue"]))
         self._wait_for(mgmt, f"node {n}'s wirefilter")
-        rate = f"{wire['rate'] / 2**20:g} MiB/s, queue {wire['queue'] / 2**20:g} MiB" if wire["rate"] else "no limit"
+        rate = (f"{wire['rate'] / 2**20:g} MiB/s, queue {wire['queue'] / 2**20:g} MiB "
+                f"({vwire.queue_frames(wire['queue'])} frames)" if wire["rate"] else "no limit")
         log(f"node {n}'s port is behind a wire ({rate})")
 
     def _wait_for(self, path, what):
@@ -663,8 +666,10 @@ def main():
     elif args.cmd == "partition":
         vwire.partition(c.wire_mgmt(args.node), args.seconds, log=lambda m: log(f"node {args.node}: {m}"))
     elif args.cmd == "status":
+        wires = c.meta.get("wires", {})
         nodes = {n: {"alive": c.alive(n),
-                     "wire": vwire.settings(c.wire_mgmt(n)) if str(n) in c.meta.get("wires", {}) else None}
+                     "wire": {**vwire.settings(c.wire_mgmt(n)), "queue": wires[str(n)]["queue"]}
+                     if str(n) in wires else None}
                  for n in c.meta.get("nodes", [])}
         if args.json:
             print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "nodes": nodes}, indent=1))

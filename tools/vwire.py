@@ -6,18 +6,34 @@ bytes (RoCE runs lossless with PFC, so that queue is deep), and real links lose,
 duplicate, delay and corrupt frames, or go away for a while. The plain segment does
 none of that: one vde_switch forwards as fast as the host's cores go. A *wired* node
 gets a port switch of its own, joined to the segment's switch by a wirefilter
-(`wirefilter -v SEGMENT:PORT -M MGMT`): its frames, both ways, pass a queue that
-drains at `rate` bytes/s and holds `queue` bytes, and the wirefilter's management
-socket changes loss, duplication, delay, bit errors and the rate while it runs.
+(`wirefilter -v SEGMENT:PORT -M MGMT -s RATE`): its frames, both ways, pass a
+queue that drains at `rate` bytes/s and holds `queue` bytes, and the wirefilter's
+management socket changes loss, duplication, delay, bit errors and the rate while
+it runs.
+
+The rate is wirefilter's interface speed (`-s`): it reads the next frame only when
+the last one has had its time on the wire, so the frames wait, in order, in its
+socket's datagram queue, whose depth (frames) the wire's namespace sets from
+`queue`. Its bandwidth limit (`-b`) queues inside instead, but lost frames at
+4 MiB/s whatever its buffer (0.25 % of them; each lost tail costs RC a 2 s
+retransmit timeout), where a RoCE fabric with PFC loses none.
 """
 
 import re
 import socket
 import time
 
-# Deep enough to be lossless at the rates used here (seconds of traffic): RoCE's
-# queues are, with PFC.
-DEFAULT_QUEUE = 64 << 20
+# Deep enough to be lossless at the rates used here (half a second of a 4 MiB/s
+# wire, several times what the nodes keep in flight): RoCE's queues are, with PFC.
+DEFAULT_QUEUE = 2 << 20
+# A full frame on the segment (1 KiB of RoCE payload and its headers): the queue
+# holds `queue / FRAME_BYTES` frames.
+FRAME_BYTES = 1100
+
+
+def queue_frames(queue):
+    """The datagram queue (frames) of a wire `queue` bytes deep."""
+    return max(16, queue // FRAME_BYTES)
 SIZE = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)(?:i?B)?(?:/s)?$", re.IGNORECASE)
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -57,7 +73,7 @@ FAULTS = {
     "dup": lambda v: f"dup {_percent(v)}",
     "delay": lambda v: f"delay {_ms(v)}",
     "noise": lambda v: f"noise {int(v)}",
-    "rate": lambda v: f"bandwidth {parse_bytes(v)}",
+    "rate": lambda v: f"speed {parse_bytes(v)}",
 }
 
 
@@ -121,22 +137,19 @@ def base(value):
 
 def settings(mgmt_path):
     """The wire's current settings, from `showinfo`: {'loss': '1+0U/1+0U', ...}
-    (left to right, then right to left) and the bytes queued each way."""
+    (left to right, then right to left)."""
     m = Mgmt(mgmt_path)
     try:
         info = m.command("showinfo")
     finally:
         m.close()
     out = {}
-    names = {"Loss": "loss", "Lburst": "burst", "Delay": "delay", "Dup": "dup", "Bandw": "rate",
-             "Noise": "noise", "Cap.": "queue"}
+    names = {"Loss": "loss", "Lburst": "burst", "Delay": "delay", "Dup": "dup", "Speed": "rate",
+             "Noise": "noise"}
     for line in info.splitlines():
         parts = line.split()
         if parts and parts[0] in names and "L->R" in parts and "R->L" in parts:
             out[names[parts[0]]] = f"{parts[parts.index('L->R') + 1]}/{parts[parts.index('R->L') + 1]}"
-        elif line.startswith("Current Delay Queue size"):
-            nums = re.findall(r"(\d+)", line)
-            out["queued"] = "/".join(nums[-2:])
     return out
 
 
