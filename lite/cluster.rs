@@ -37,12 +37,10 @@ const HEAD_REPORTS: u32 = 16;
 const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 - HEAD_REPORTS;
 /// User memory pinned at a time by one transfer.
 const WINDOW_BYTES: usize = 1 << 20;
-/// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs).
+/// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs);
+/// while paced, the pacer sizes both (qos.rs).
 const WR_BYTES: usize = 32 << 10;
 const INFLIGHT_BYTES: usize = 4 * WR_BYTES;
-/// Work requests in flight per transfer, in units of its largest one: while paced
-/// (small chunks), enough to keep the link busy between tokens.
-const INFLIGHT_WRS: usize = 4;
 /// Send queue credits one transfer holds: its most work requests in flight.
 const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
 /// Generous bound for control requests (allocation of large chunks, memsets) on
@@ -770,7 +768,7 @@ impl Peer {
         let qp_index = ticket.qp();
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
         let mut wr_bytes = ticket.first_wr_limit(WR_BYTES);
-        let mut inflight = InFlight::new(INFLIGHT_BYTES.min(INFLIGHT_WRS * wr_bytes));
+        let mut inflight = InFlight::new(ticket.inflight_limit(INFLIGHT_BYTES));
         let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
@@ -778,7 +776,7 @@ impl Peer {
         let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
             let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
             *wr_bytes = limit.min(WR_BYTES);
-            inflight.set_budget(INFLIGHT_BYTES.min(INFLIGHT_WRS * *wr_bytes));
+            inflight.set_budget(ticket.inflight_limit(INFLIGHT_BYTES));
             Ok(())
         };
         'pieces: for (mut addr, mut len, mut remote) in pieces {
@@ -810,6 +808,9 @@ impl Peer {
             posted = post(&sges[..count], at, &mut wr_bytes);
         }
         let completed = self.wait(op, wait, ticket.class(), ticket.bytes(), ticket.start_ns());
+        if completed.is_ok() && posted.is_ok() {
+            ticket.acknowledged(ticket.bytes());
+        }
         self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -838,7 +839,8 @@ impl Peer {
                 limit
             }
         };
-        op.wait_below(inflight.may_remain(bytes));
+        let pending = op.wait_below(inflight.may_remain(bytes));
+        ticket.acknowledged(inflight.completed_bytes(pending));
         inflight.posted(bytes);
         let link = self.link.lock();
         let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {

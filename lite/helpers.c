@@ -490,11 +490,15 @@ struct lite_op *lite_op_new(void)
 	return op;
 }
 
-void lite_op_wait_below(struct lite_op *op, unsigned int outstanding)
+unsigned int lite_op_wait_below(struct lite_op *op, unsigned int outstanding)
 {
+	unsigned int pending;
+
 	spin_lock_irq(&op->lock);
 	wait_event_lock_irq(op->progress, op->pending <= outstanding, op->lock);
+	pending = op->pending;
 	spin_unlock_irq(&op->lock);
+	return pending;
 }
 
 int lite_op_wait(struct lite_op *op)

@@ -98,7 +98,7 @@ int lite_op_wait(struct lite_op *op);
  * that a completion handler takes (lite_rust_send_error's). */
 int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns);
 /* Waits until at most `outstanding` of the posted WRs are still in flight. */
-void lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
+unsigned int lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
 void lite_op_free(struct lite_op *op);
 /* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,

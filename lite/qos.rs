@@ -11,16 +11,18 @@
 //! the task whose flow WF²Q+ picks sleeps for tokens; the others wait until a chunk
 //! was let through. Remote READs are paced like writes: the reader pulls the bytes.
 //!
-//! SafeUtil follows AIMD every `UPDATE_NS` on the p99 of the latency samples of
-//! the interval: the latency class's own completions, and a reference probe (an
-//! 8-byte RDMA READ timed like RPerf's, issued by a paced task every `PROBE_NS`)
-//! that measures the queueing bulk traffic causes even when latency traffic is
-//! sparse.
+//! SafeUtil follows AIMD on the p99 of the latency samples since its last step
+//! (`STEP_SAMPLES` of them, or what `UPDATE_NS` brought): the latency class's own
+//! completions, and a reference probe (an 8-byte RDMA READ timed like RPerf's,
+//! issued by a paced task every `PROBE_NS`) that measures the queueing bulk traffic
+//! causes even when latency traffic is sparse. Its ceiling is the link's rate (set
+//! by the operator, or found from the rate transfers are acknowledged at) less the
+//! headroom, and the chunks, the bank and the bytes in flight are sized to it.
 
 use crate::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES};
 use crate::cluster::{remove_at, retain, swap_remove};
 use crate::ffi;
-use crate::pacer::{self, Aimd, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW};
+use crate::pacer::{self, Aimd, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW};
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
@@ -29,10 +31,11 @@ use kernel::time::{msecs_to_jiffies, Ktime};
 /// Latency traffic counts as active for this long after its last operation.
 const ACTIVE_NS: u64 = 200_000_000;
 /// An AIMD step takes the p99 of this many latency samples, or of at least
-/// `MIN_STEP_SAMPLES` once `UPDATE_NS` passed (a p99 of fewer would be noise).
-const STEP_SAMPLES: usize = 32;
-const MIN_STEP_SAMPLES: usize = 4;
-const UPDATE_NS: u64 = 100_000_000;
+/// `MIN_STEP_SAMPLES` once `UPDATE_NS` passed: the p99 of fewer is their maximum,
+/// and at emulated millisecond latencies that is noise, not queueing.
+const STEP_SAMPLES: usize = 128;
+const MIN_STEP_SAMPLES: usize = 32;
+const UPDATE_NS: u64 = 500_000_000;
 /// Reference probe interval while paced traffic and latency traffic coexist, and
 /// the samples of an AIMD interval below which probes are sent.
 const PROBE_NS: u64 = 10_000_000;
@@ -41,13 +44,13 @@ const PROBE_BELOW_SAMPLES: usize = 4;
 const DEFAULT_TARGET_NS: u64 = 2_000_000;
 /// Default weights: latency, default, bulk.
 const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
-const _: () = assert!(LITE_QOS_CHUNK_DEFAULT as u64 == pacer::CHUNK_WITH_LATENCY);
-/// Until transfers were measured, SafeUtil is bounded by this link rate (bytes/s).
+/// Until a link rate was found, SafeUtil is bounded by this one (bytes/s).
 const INITIAL_LINK_RATE: u64 = 100 << 20;
-/// The measured link rate is the best rate at which this node posted work
-/// requests over an interval of this length (in-flight limits keep posting close
-/// to delivery).
-const RATE_INTERVAL_NS: u64 = 500_000_000;
+/// Paced bytes in flight per node: what SafeUtil carries in this time, about two
+/// emulated round trips. Less leaves the wire idle between chunks; more is queue
+/// when SafeUtil overshoots the link (twice the latency class's median round trip
+/// instead raised its p50 beside bulk from 12 to 21 ms and bulk did not gain).
+const WINDOW_NS: u64 = 10_000_000;
 /// A waiter not picked rechecks at least this often, to notice that pacing ended
 /// (the chunk let through and a paced transfer's end wake it earlier).
 const TURN_WAIT_MS: u32 = 20;
@@ -114,13 +117,11 @@ struct QosState {
     mode: u32,
     weights: [u32; 3],
     target_ns: u64,
-    /// Set by the operator; 0: `measured_rate`.
+    /// Set by the operator; 0: the one `delivery` found.
     link_rate: u64,
-    /// Work request bytes of paced transfers.
+    /// Work request bytes of paced transfers; 0: sized to the link.
     chunk_bytes: u32,
-    measured_rate: u64,
-    rate_from_ns: u64,
-    rate_bytes: u64,
+    delivery: DeliveryRate,
     rules: KVec<Rule>,
     choices: KVec<Choice>,
     classes: [ClassCounters; 3],
@@ -156,15 +157,37 @@ impl QosState {
         (qp_for(self.mode, class, paced, nr_qps, spread), paced)
     }
 
-    fn ceiling(&self) -> u64 {
+    /// The link's rate: set, found, or assumed until found.
+    fn link(&self) -> u64 {
         if self.link_rate != 0 {
             self.link_rate
         } else {
-            match self.measured_rate {
+            match self.delivery.found() {
                 0 => INITIAL_LINK_RATE,
-                measured => measured,
+                found => found,
             }
         }
+    }
+
+    /// SafeUtil's ceiling.
+    fn ceiling(&self) -> u64 {
+        pacer::headroom(self.link())
+    }
+
+    /// Bytes per paced work request.
+    fn chunk(&self) -> u64 {
+        match self.chunk_bytes {
+            LITE_QOS_CHUNK_AUTO => pacer::link_chunk(self.link()),
+            chosen => u64::from(chosen),
+        }
+    }
+
+    /// Bytes one paced transfer may have in flight: its share of the node's window
+    /// at SafeUtil, at least two chunks.
+    fn inflight_budget(&self) -> u64 {
+        let flows = self.used.iter().filter(|&&used| used).count().max(1) as u64;
+        let window = self.bucket.rate().min(pacer::MAX_RATE) * (WINDOW_NS / 1_000_000) / 1000;
+        (window / flows).max(2 * self.chunk())
     }
 
     fn paced_weight(&self) -> u32 {
@@ -178,7 +201,7 @@ impl QosState {
         self.aimd.reconfigure(ceiling, floor, self.target_ns);
         let rate = if self.pacing(now) { self.aimd.safe_util() } else { 0 };
         self.bucket.set_rate(rate, now);
-        self.bucket.set_chunk(u64::from(self.chunk_bytes), now);
+        self.bucket.set_chunk(self.chunk(), now);
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
@@ -219,20 +242,10 @@ impl QosState {
         self.bucket.set_rate(if p99.is_some() { after } else { 0 }, now);
     }
 
-    /// The best rate over recent intervals is the link's measured rate.
-    fn measure(&mut self, bytes: u64, now: u64) {
-        self.rate_bytes = self.rate_bytes.saturating_add(bytes);
-        let elapsed = now.saturating_sub(self.rate_from_ns);
-        if elapsed >= RATE_INTERVAL_NS {
-            let rate = self.rate_bytes.saturating_mul(1000) / (elapsed / 1_000_000).max(1);
-            if rate > self.measured_rate {
-                self.measured_rate = rate.min(pacer::MAX_RATE);
-                if self.link_rate == 0 {
-                    self.reconfigure(now);
-                }
-            }
-            self.rate_from_ns = now;
-            self.rate_bytes = 0;
+    /// `bytes` were acknowledged: a faster link found changes the ceiling and chunks.
+    fn delivered(&mut self, bytes: u64, now: u64) {
+        if self.delivery.delivered(bytes, now) && self.link_rate == 0 {
+            self.reconfigure(now);
         }
     }
 
@@ -261,10 +274,8 @@ impl Qos {
             weights: DEFAULT_WEIGHTS,
             target_ns: DEFAULT_TARGET_NS,
             link_rate: 0,
-            chunk_bytes: LITE_QOS_CHUNK_DEFAULT,
-            measured_rate: 0,
-            rate_from_ns: now,
-            rate_bytes: 0,
+            chunk_bytes: LITE_QOS_CHUNK_AUTO,
+            delivery: DeliveryRate::new(now),
             rules: KVec::new(),
             choices: KVec::new(),
             classes: [ClassCounters::default(); 3],
@@ -312,8 +323,21 @@ impl Qos {
         let start_ns = now_ns();
         let (qp, paced) = st.route(class, start_ns, nr_qps, spread);
         let probe_qp = qp_for(st.mode, LITE_CLASS_LATENCY, false, nr_qps, spread);
-        let chunk = u64::from(st.chunk_bytes);
-        Ticket { qos: self, class, qp, probe_qp, paced, chunk, flow: None, start_ns, bytes: 0 }
+        let chunk = st.chunk();
+        Ticket {
+            qos: self,
+            class,
+            qp,
+            probe_qp,
+            paced,
+            chunk,
+            inflight: if paced { st.inflight_budget() } else { u64::MAX },
+            flow: None,
+            start_ns,
+            bytes: 0,
+            acknowledged: 0,
+            reported: 0,
+        }
     }
 
     /// Accounts an RPC call or message of the current task (its class, no latency).
@@ -340,7 +364,7 @@ impl Qos {
         if class == LITE_CLASS_LATENCY as usize {
             st.last_latency_ns = now;
         }
-        st.measure(bytes, now);
+        st.delivered(bytes, now);
         st.control(now);
     }
 
@@ -371,7 +395,10 @@ impl Qos {
         if req.set & !known != 0 {
             return Err(EINVAL);
         }
-        if req.set & LITE_QOS_SET_CHUNK != 0 && !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&req.chunk_bytes) {
+        if req.set & LITE_QOS_SET_CHUNK != 0
+            && req.chunk_bytes != LITE_QOS_CHUNK_AUTO
+            && !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&req.chunk_bytes)
+        {
             return Err(EINVAL);
         }
         if req.set & LITE_QOS_SET_MODE != 0 && req.mode > LITE_QOS_SW_PRI {
@@ -493,7 +520,9 @@ impl Qos {
             mode: st.mode,
             latency_active: st.latency_active(now) as u32,
             safe_util: st.bucket.rate(),
-            link_rate: st.ceiling(),
+            link_rate: st.link(),
+            found_rate: st.delivery.found(),
+            chunk_bytes: st.chunk(),
             tokens: st.bucket.banked(now),
             probes: st.probes,
             last_probe_ns: st.last_probe_ns,
@@ -529,9 +558,15 @@ pub(crate) struct Ticket<'a> {
     paced: bool,
     /// Work request bytes while paced.
     chunk: u64,
+    /// Bytes in flight while paced (`u64::MAX`: not paced).
+    inflight: u64,
     flow: Option<usize>,
     start_ns: u64,
     bytes: u64,
+    /// Bytes the transfer knows were acknowledged, and those of them reported to
+    /// the link's delivery rate.
+    acknowledged: u64,
+    reported: u64,
 }
 
 /// What the ticket lets the next work request carry.
@@ -571,6 +606,26 @@ impl Ticket<'_> {
         pacer::chunk_len(most as u64, self.paced.then_some(self.chunk)) as usize
     }
 
+    /// Bytes of work requests this transfer may have in flight (at most `most`): its
+    /// share of the node's paced window while paced.
+    pub(crate) fn inflight_limit(&self, most: usize) -> usize {
+        self.inflight.min(most as u64) as usize
+    }
+
+    /// `bytes` of the transfer (in all) are known to be acknowledged by the peer.
+    pub(crate) fn acknowledged(&mut self, bytes: u64) {
+        self.acknowledged = self.acknowledged.max(bytes);
+    }
+
+    /// Hands what was acknowledged since the last report to the delivery rate.
+    fn report(&mut self, st: &mut QosState, now: u64) {
+        let fresh = self.acknowledged.saturating_sub(self.reported);
+        self.reported = self.acknowledged;
+        if fresh > 0 {
+            st.delivered(fresh, now);
+        }
+    }
+
     /// Waits until a work request of `bytes` may go (at once for the latency class,
     /// and whenever pacing is off). EINTR when the task is killed meanwhile.
     pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
@@ -582,12 +637,13 @@ impl Ticket<'_> {
         }
         let mut waited_from = None;
         let mut st = self.qos.state.lock();
-        st.measure(bytes, now_ns());
+        self.report(&mut st, now_ns());
         loop {
             let now = now_ns();
             st.control(now);
             if !st.pacing(now) {
                 self.leave_flow(&mut st);
+                self.inflight = u64::MAX;
                 return Ok(unpaced);
             }
             let index = match self.flow {
@@ -629,7 +685,8 @@ impl Ticket<'_> {
                         if probe {
                             st_ref.next_probe_ns = now + PROBE_NS;
                         }
-                        self.chunk = u64::from(st_ref.chunk_bytes);
+                        self.chunk = st_ref.chunk();
+                        self.inflight = st_ref.inflight_budget();
                         drop(st);
                         self.qos.turn.notify_all();
                         let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
@@ -684,6 +741,7 @@ impl Drop for Ticket<'_> {
         {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
+            self.report(st, now);
             self.leave_flow(st);
             let class = self.class as usize;
             st.classes[class].active -= 1;

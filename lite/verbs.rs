@@ -225,10 +225,11 @@ impl Op {
         Ok(Op { raw })
     }
 
-    /// Waits until at most `outstanding` posted work requests are still in flight.
-    pub(crate) fn wait_below(&self, outstanding: u32) {
+    /// Waits until at most `outstanding` posted work requests are still in flight;
+    /// returns how many were then.
+    pub(crate) fn wait_below(&self, outstanding: u32) -> u32 {
         // SAFETY: `self.raw` is live.
-        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) };
+        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) }
     }
 
     /// As [`Self::wait`], busy-polling `dev`'s send CQ for up to `budget_ns` first.

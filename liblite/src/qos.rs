@@ -116,11 +116,11 @@ pub struct QosSettings {
     pub target99: Duration,
     /// Weights of latency, default and bulk.
     pub weights: [u32; 3],
-    /// The link rate in bytes/s; `None`: measured by the node.
+    /// The link rate in bytes/s; `None`: found by the node.
     pub link_rate: Option<u64>,
     /// Bytes per work request of paced transfers: what a latency-class operation
-    /// may wait behind.
-    pub chunk_bytes: u32,
+    /// may wait behind; `None`: sized to the link.
+    pub chunk_bytes: Option<u32>,
 }
 
 /// Changes to the settings; `None` fields stay as they are.
@@ -129,9 +129,10 @@ pub struct QosChange {
     pub mode: Option<QosMode>,
     pub target99: Option<Duration>,
     pub weights: Option<[u32; 3]>,
-    /// `Some(0)`: measure the link rate again.
+    /// `Some(0)`: use the link rate the node finds.
     pub link_rate: Option<u64>,
-    /// `LITE_QOS_CHUNK_MIN` to `LITE_QOS_CHUNK_MAX` bytes (1 to 32 KiB).
+    /// `LITE_QOS_CHUNK_MIN` to `LITE_QOS_CHUNK_MAX` bytes (1 to 32 KiB), or
+    /// `LITE_QOS_CHUNK_AUTO` (0): sized to the link.
     pub chunk_bytes: Option<u32>,
 }
 
@@ -234,7 +235,12 @@ pub struct QosStat {
     pub latency_active: bool,
     /// Bytes/s the paced classes may use now; `None`: unlimited.
     pub safe_util: Option<u64>,
+    /// The link rate SafeUtil is bounded by: set, or else found.
     pub link_rate: u64,
+    /// The link rate the node found (whether set or not); `None`: none yet.
+    pub found_rate: Option<u64>,
+    /// Bytes per paced work request now.
+    pub chunk_bytes: u64,
     pub tokens: u64,
     pub probes: u64,
     pub last_probe: Duration,
@@ -254,7 +260,7 @@ impl Lite {
             target99: Duration::from_nanos(arg.target99_ns),
             weights: arg.weights,
             link_rate: (arg.link_rate != 0).then_some(arg.link_rate),
-            chunk_bytes: arg.chunk_bytes,
+            chunk_bytes: (arg.chunk_bytes != LITE_QOS_CHUNK_AUTO).then_some(arg.chunk_bytes),
         })
     }
 
@@ -287,9 +293,9 @@ impl Lite {
             arg.link_rate = rate;
         }
         if let Some(bytes) = change.chunk_bytes {
-            if !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&bytes) {
+            if bytes != LITE_QOS_CHUNK_AUTO && !(LITE_QOS_CHUNK_MIN..=LITE_QOS_CHUNK_MAX).contains(&bytes) {
                 return Err(Error::InvalidArgument(format!(
-                    "the chunk size must be {LITE_QOS_CHUNK_MIN} to {LITE_QOS_CHUNK_MAX} bytes, not {bytes}"
+                    "the chunk size must be {LITE_QOS_CHUNK_MIN} to {LITE_QOS_CHUNK_MAX} bytes, or 0 (sized to the link), not {bytes}"
                 )));
             }
             arg.set |= LITE_QOS_SET_CHUNK;
@@ -376,6 +382,8 @@ impl Lite {
             latency_active: arg.latency_active != 0,
             safe_util: (arg.safe_util != 0).then_some(arg.safe_util),
             link_rate: arg.link_rate,
+            found_rate: (arg.found_rate != 0).then_some(arg.found_rate),
+            chunk_bytes: arg.chunk_bytes,
             tokens: arg.tokens,
             probes: arg.probes,
             last_probe: Duration::from_nanos(arg.last_probe_ns),

@@ -398,9 +398,10 @@
 #define LITE_QOS_CHUNK_MAX (32 << 10)
 
 /*
- The default chunk: Justitia's 5 KB, in whole 1 KiB MTUs.
+ `LiteQos::chunk_bytes` sized to the link (the default): four packet times on
+ the wire, or 25 us of it on links where that is more, up to `LITE_QOS_CHUNK_MAX`.
  */
-#define LITE_QOS_CHUNK_DEFAULT (5 << 10)
+#define LITE_QOS_CHUNK_AUTO 0
 
 /*
  `LiteClassRule::kind`: `id` is a process id (the rule covers its descendants).
@@ -476,7 +477,7 @@
 /*
  `_IOR('L', 39, LiteQosStat)`
  */
-#define LITE_IOC_QOS_STAT 2162707495
+#define LITE_IOC_QOS_STAT 2163756071
 
 /*
  `_IOW('L', 40, LiteReserve)`

@@ -774,8 +774,9 @@ pub const LITE_QOS_SET_CHUNK: u32 = 16;
 /// of a transfer.
 pub const LITE_QOS_CHUNK_MIN: u32 = 1024;
 pub const LITE_QOS_CHUNK_MAX: u32 = 32 << 10;
-/// The default chunk: Justitia's 5 KB, in whole 1 KiB MTUs.
-pub const LITE_QOS_CHUNK_DEFAULT: u32 = 5 << 10;
+/// `LiteQos::chunk_bytes` sized to the link (the default): four packet times on
+/// the wire, or 25 us of it on links where that is more, up to `LITE_QOS_CHUNK_MAX`.
+pub const LITE_QOS_CHUNK_AUTO: u32 = 0;
 
 /// The node's enforcement settings (`LITE_IOC_QOS_GET`, `LITE_IOC_QOS_SET`; setting
 /// needs CAP_NET_ADMIN).
@@ -792,10 +793,11 @@ pub struct LiteQos {
     /// weight sets the other classes' floor: their share of the link.
     pub weights: [u32; 3],
     /// Bytes per work request of paced transfers (`LITE_QOS_CHUNK_MIN` to
-    /// `LITE_QOS_CHUNK_MAX`): what a latency-class operation may wait behind.
+    /// `LITE_QOS_CHUNK_MAX`, or `LITE_QOS_CHUNK_AUTO`): what a latency-class
+    /// operation may wait behind.
     pub chunk_bytes: u32,
-    /// The link's rate in bytes/s, SafeUtil's ceiling; 0: measured (the highest
-    /// rate this node's transfers reached).
+    /// The link's rate in bytes/s (SafeUtil stays 1/16 below it); 0: found (the
+    /// best rate at which this node's transfers were acknowledged over 2 s).
     pub link_rate: u64,
 }
 
@@ -882,8 +884,12 @@ pub struct LiteQosStat {
     pub latency_active: u32,
     /// Rate the paced classes may use now (bytes/s); 0: unlimited.
     pub safe_util: u64,
-    /// The link rate SafeUtil is bounded by (bytes/s; set or measured).
+    /// The link rate SafeUtil is bounded by (bytes/s; set, or else found).
     pub link_rate: u64,
+    /// The link rate this node found (bytes/s; 0: none yet), whether set or not.
+    pub found_rate: u64,
+    /// Bytes per paced work request now.
+    pub chunk_bytes: u64,
     /// Bytes of tokens banked now.
     pub tokens: u64,
     /// Latency-class reference probes sent, and the last one's round trip (ns).
@@ -908,7 +914,7 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x80E8_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x80F8_4C27;
 /// `_IOW('L', 40, LiteReserve)`
 pub const LITE_IOC_RESERVE: u32 = 0x4008_4C28;
 

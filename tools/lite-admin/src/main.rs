@@ -141,11 +141,11 @@ enum Command {
         /// Weights of latency, default and bulk, such as 8,4,1.
         #[arg(long, value_delimiter = ',')]
         set: Option<Vec<u32>>,
-        /// Link rate in MB/s (0: measure it).
+        /// Link rate in MB/s, overriding the one the node finds (0: use the found one).
         #[arg(long)]
         link_mbps: Option<u64>,
-        /// Bytes per work request of paced transfers, in KiB (1 to 32; default 5):
-        /// what a latency-class operation may wait behind.
+        /// Bytes per work request of paced transfers, in KiB (1 to 32; 0, the
+        /// default: sized to the link): what a latency-class operation may wait behind.
         #[arg(long)]
         chunk_kib: Option<u32>,
     },

@@ -78,13 +78,18 @@ pub fn weights(weights: Option<[u32; 3]>, link_rate: Option<u64>, chunk_bytes: O
         lite.set_qos(&QosChange { weights, link_rate, chunk_bytes, ..Default::default() }).map_err(|e| e.to_string())?;
     }
     let s = lite.qos().map_err(|e| e.to_string())?;
+    let stat = lite.qos_stat().map_err(|e| e.to_string())?;
+    let found = stat.found_rate.map_or("none yet".to_string(), rate);
     println!(
-        "weights latency {} default {} bulk {}, link rate {}, paced chunks of {} KiB",
+        "weights latency {} default {} bulk {}, link rate {}, paced chunks of {}",
         s.weights[0],
         s.weights[1],
         s.weights[2],
-        s.link_rate.map_or("measured".to_string(), rate),
-        f64::from(s.chunk_bytes) / 1024.0
+        s.link_rate.map_or(format!("found: {found}"), |r| format!("{} (set; found: {found})", rate(r))),
+        match s.chunk_bytes {
+            Some(b) => format!("{} KiB (set)", f64::from(b) / 1024.0),
+            None => format!("{} KiB (sized to the link)", stat.chunk_bytes as f64 / 1024.0),
+        }
     );
     Ok(())
 }
@@ -188,6 +193,8 @@ struct StatsJson {
     latency_active: bool,
     safe_util: Option<u64>,
     link_rate: u64,
+    found_rate: Option<u64>,
+    chunk_bytes: u64,
     tokens: u64,
     probes: u64,
     last_probe_ns: u64,
@@ -204,6 +211,8 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
         latency_active: now.latency_active,
         safe_util: now.safe_util,
         link_rate: now.link_rate,
+        found_rate: now.found_rate,
+        chunk_bytes: now.chunk_bytes,
         tokens: now.tokens,
         probes: now.probes,
         last_probe_ns: now.last_probe.as_nanos() as u64,
@@ -235,11 +244,13 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
 
 fn print_stats(s: &StatsJson) {
     println!(
-        "mode {}, latency traffic {}, SafeUtil {}, link {}, tokens {} B, {} probes (last {}), AIMD -{} +{}",
+        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB, tokens {} B, {} probes (last {}), AIMD -{} +{}",
         s.mode,
         if s.latency_active { "active" } else { "idle" },
         s.safe_util.map_or("unlimited".to_string(), rate),
         rate(s.link_rate),
+        s.found_rate.map_or("none yet".to_string(), rate),
+        s.chunk_bytes as f64 / 1024.0,
         s.tokens,
         s.probes,
         human(s.last_probe_ns),
