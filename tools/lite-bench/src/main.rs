@@ -11,9 +11,14 @@
 //!   lite-bench lmrs --count N --holder NODE [--size 4096] [--iters I] [--threads 8]
 //!       LT_write 8 B latency to the first and to random ones of N LMRs (allocated
 //!       and freed from T threads)
-//!   lite-bench flow --holder NODE --size BYTES --seconds S [--class bulk] [--threads T]
-//!       one traffic flow of a priority class: back-to-back LT_write/LT_read, with
-//!       throughput and latency per interval (the priority-class benchmark's flows)
+//!   lite-bench flow --holder NODE --size BYTES --seconds S [--op write|read|rpc] [--reply-size BYTES]
+//!                   [--class bulk] [--threads T]
+//!       one traffic flow of a priority class: back-to-back LT_write/LT_read to an LMR
+//!       on NODE, or LT_RPC calls to `lite-bench serve` on NODE, with throughput and
+//!       latency per interval (the priority-class benchmark's flows)
+//!   lite-bench serve [--id N] [--seconds S] [--threads T]
+//!       the RPC server of `flow --op rpc`: answers every call with as many bytes as
+//!       the caller's reply buffer holds, for S seconds or until killed
 //!
 //! What the latencies mean: an LT_write is one ioctl that returns once the data is
 //! written at the holder, i.e. after the RDMA WRITE *and its acknowledgement*: a full
@@ -26,12 +31,13 @@
 mod stats;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use lite::uapi::LITE_RPC_MAX_MSG;
 use lite::{parse_size, Class, Lite, Lmr, MallocOptions, Perm};
 use serde_json::{json, Value};
 use stats::{parse_nodes, parse_sizes, throughput, Summary, XorShift};
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,7 +47,8 @@ use std::time::{Duration, Instant};
     about = "LITE-RS benchmark (run on a cluster node): one measurement per invocation, one JSON object on stdout, progress on stderr",
     after_help = "LT_write latency is a full round trip (RDMA write + ack): compare it with ib_write_lat x 2 \
                   (perftest reports half a ping-pong). LT_read compares with ib_read_lat x 1. Bandwidth is in \
-                  MiB/s (2^20 B/s), like perftest's BW average[MB/sec]. Sizes take K, M, G suffixes (powers of 1024)."
+                  MiB/s (2^20 B/s), like perftest's BW average[MB/sec]. Sizes take K, M, G suffixes (powers of 1024). \
+                  `flow --op rpc` calls `lite-bench serve`, which must run on the flow's --holder node."
 )]
 struct Cli {
     /// LMR namespace of the benchmark's LMRs (their names are bench-<pid>-...).
@@ -68,6 +75,45 @@ impl Op {
         }
     }
 }
+
+/// What a flow does back to back.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FlowOp {
+    /// LT_write of SIZE bytes to an LMR on NODE.
+    Write,
+    /// LT_read of SIZE bytes from an LMR on NODE.
+    Read,
+    /// LT_RPC to `lite-bench serve` on NODE: SIZE bytes in, REPLY_SIZE bytes out.
+    Rpc,
+}
+
+impl FlowOp {
+    fn name(self) -> &'static str {
+        match self {
+            FlowOp::Write => "write",
+            FlowOp::Read => "read",
+            FlowOp::Rpc => "rpc",
+        }
+    }
+
+    /// The LMR operation, `None` for RPC.
+    fn lmr_op(self) -> Option<Op> {
+        match self {
+            FlowOp::Write => Some(Op::Write),
+            FlowOp::Read => Some(Op::Read),
+            FlowOp::Rpc => None,
+        }
+    }
+}
+
+/// The RPC id `serve` answers and `flow --op rpc` calls unless told otherwise.
+const DEFAULT_RPC_ID: u32 = 32;
+/// How long one LT_RPC of a flow may take before the flow fails.
+const RPC_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a flow's first (untimed) LT_RPC waits for the server to register.
+const SERVER_WAIT: Duration = Duration::from_secs(10);
+/// The server's longest sleep in LT_recvRPC: how soon it notices its time is up.
+const SERVE_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Subcommand)]
 enum Command {
@@ -158,17 +204,29 @@ enum Command {
         threads: u32,
     },
     /// One flow of a priority class: back-to-back LT_write (or LT_read) of SIZE bytes
-    /// to an LMR on NODE from each of THREADS threads for SECONDS, after lowering this
-    /// process to CLASS if given; throughput and latency overall and per interval.
+    /// to an LMR on NODE, or LT_RPC calls to the server of RPC_ID on NODE (SIZE bytes
+    /// in, REPLY_SIZE out), from each of THREADS threads for SECONDS, after lowering
+    /// this process to CLASS if given; throughput and latency overall and per interval.
+    ///
+    /// For --op rpc, NODE must run `lite-bench serve --id RPC_ID` (it answers every
+    /// call with as many bytes as the caller's buffer holds); each thread's first call
+    /// is untimed and waits up to 10 s for the server to register. Bytes and MB/s of
+    /// an RPC flow count both directions (SIZE + REPLY_SIZE per call).
     Flow {
-        /// Node that holds the LMRs.
+        /// Node that holds the LMRs (for rpc: that runs the server).
         #[arg(long)]
         holder: u32,
-        /// Bytes per operation.
+        /// Bytes per operation (for rpc: request bytes).
         #[arg(long, value_parser = parse_size, default_value = "16")]
         size: u64,
         #[arg(long, value_enum, default_value = "write")]
-        op: Op,
+        op: FlowOp,
+        /// Reply bytes of each LT_RPC (--op rpc): the caller's buffer, which the server fills.
+        #[arg(long, value_parser = parse_size, default_value = "64")]
+        reply_size: u64,
+        /// RPC id served on NODE (--op rpc).
+        #[arg(long, default_value_t = DEFAULT_RPC_ID)]
+        rpc_id: u32,
         /// How long the flow runs.
         #[arg(long, default_value_t = 10.0)]
         seconds: f64,
@@ -180,6 +238,25 @@ enum Command {
         /// Width of the timeline's intervals.
         #[arg(long, default_value_t = 250)]
         interval_ms: u64,
+    },
+    /// The RPC server of `flow --op rpc`: serves RPC ID on this node, answering every
+    /// call with as many bytes as the caller's reply buffer holds.
+    ///
+    /// The caller's --reply-size thus sets the reply. THREADS threads receive and
+    /// answer until SECONDS have passed (then a JSON summary: calls, bytes, failed
+    /// replies) or until killed (no summary). Prints `serving RPC ID` on stderr once
+    /// registered, also with --quiet, for scripts to wait for. Its priority class is
+    /// its own or an operator rule's (`lite-admin class set --pid PID latency`).
+    Serve {
+        /// RPC id to serve (any but 0; one server per id and node).
+        #[arg(long, default_value_t = DEFAULT_RPC_ID)]
+        id: u32,
+        /// Serve this long, then exit with a summary (default: until killed).
+        #[arg(long)]
+        seconds: Option<f64>,
+        /// Threads receiving and answering (each replies and receives in one crossing).
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
     },
 }
 
@@ -215,9 +292,11 @@ fn main() -> ExitCode {
         Command::Malloc { size, ref holders, repeat } => {
             malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
         }
-        Command::Flow { holder, size, op, seconds, class, threads, interval_ms } => {
-            flow(&progress, cli.namespace, holder, size, op, seconds, class, threads, interval_ms)
+        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, interval_ms } => {
+            let spec = FlowSpec { holder, size, op, reply_size, rpc_id };
+            flow(&progress, cli.namespace, &spec, seconds, class, threads, interval_ms)
         }
+        Command::Serve { id, seconds, threads } => serve(&progress, id, seconds, threads),
         Command::Lmrs { count, holder, size, iters, warmup, seed, write_size, threads } => {
             lmrs(&progress, cli.namespace, count, holder, size, iters, warmup, seed, write_size, threads)
         }
@@ -508,23 +587,100 @@ fn write_loop(
 /// Completion time (since the flow's start) and latency of every operation.
 type Samples = Vec<(u64, u64)>;
 
-#[allow(clippy::too_many_arguments)]
+/// What one flow does, to which node.
+struct FlowSpec {
+    holder: u32,
+    /// Bytes per operation (for rpc: request bytes).
+    size: u64,
+    op: FlowOp,
+    /// Reply bytes per LT_RPC (rpc only).
+    reply_size: u64,
+    rpc_id: u32,
+}
+
+impl FlowSpec {
+    /// Bytes one operation moves: both directions of an RPC.
+    fn bytes_per_op(&self) -> u64 {
+        match self.op {
+            FlowOp::Rpc => self.size + self.reply_size,
+            FlowOp::Write | FlowOp::Read => self.size,
+        }
+    }
+
+    /// The reply buffer's size (0 for LMR operations).
+    fn reply_len(&self) -> u64 {
+        if self.op == FlowOp::Rpc {
+            self.reply_size
+        } else {
+            0
+        }
+    }
+
+    /// A reply of `len` bytes must fill the caller's buffer: `lite-bench serve` answers so.
+    fn check_reply(&self, len: usize, want: usize) -> Res<()> {
+        if len == want {
+            return Ok(());
+        }
+        Err(format!(
+            "LT_RPC: a reply of {len} bytes, want {want}: is node {} serving RPC {} with `lite-bench serve`?",
+            self.holder, self.rpc_id
+        ))
+    }
+}
+
+/// One timed LT_RPC of a flow.
+fn rpc_once(lite: &Lite, spec: &FlowSpec, input: &[u8], output: &mut [u8]) -> Res<()> {
+    let len = lite.rpc(spec.holder, spec.rpc_id, input, output, RPC_TIMEOUT).map_err(err("LT_RPC"))?;
+    spec.check_reply(len, output.len())
+}
+
+/// A thread's first LT_RPC, untimed: waits up to `SERVER_WAIT` for the server to
+/// register (a script may start it just before the flow).
+fn first_rpc(lite: &Lite, spec: &FlowSpec, input: &[u8], output: &mut [u8]) -> Res<()> {
+    let deadline = Instant::now() + SERVER_WAIT;
+    loop {
+        match lite.rpc(spec.holder, spec.rpc_id, input, output, RPC_TIMEOUT) {
+            Ok(len) => return spec.check_reply(len, output.len()),
+            Err(lite::Error::NoServer { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(lite::Error::NoServer { .. }) => {
+                return Err(format!(
+                    "LT_RPC: node {} has no server of RPC {} after {} s: start `lite-bench serve --id {}` there",
+                    spec.holder,
+                    spec.rpc_id,
+                    SERVER_WAIT.as_secs(),
+                    spec.rpc_id
+                ))
+            }
+            Err(e) => return Err(format!("first LT_RPC: {e}")),
+        }
+    }
+}
+
 fn flow(
     progress: &Progress,
     namespace: u32,
-    holder: u32,
-    size: u64,
-    op: Op,
+    spec: &FlowSpec,
     seconds: f64,
     class: Option<Class>,
     threads: u32,
     interval_ms: u64,
 ) -> Res<Value> {
+    let (holder, size, op) = (spec.holder, spec.size, spec.op);
     if threads == 0 || size == 0 || interval_ms == 0 {
         return Err("--threads, --size and --interval-ms must be at least 1".into());
     }
     if !(seconds > 0.0 && seconds.is_finite()) {
         return Err("--seconds must be positive".into());
+    }
+    if op == FlowOp::Rpc {
+        if spec.rpc_id == 0 {
+            return Err("--rpc-id must not be 0".into());
+        }
+        if size > LITE_RPC_MAX_MSG || spec.reply_size > LITE_RPC_MAX_MSG {
+            return Err(format!("--size and --reply-size of an RPC are at most {LITE_RPC_MAX_MSG} bytes"));
+        }
     }
     let (lite, me) = open(progress, Some(holder))?;
     // The class holds while this handle is open: it outlives the threads' handles.
@@ -532,10 +688,13 @@ fn flow(
         lite.lower_my_class(class).map_err(err("lower the class"))?;
     }
     let (class_now, source) = lite.my_class().map_err(err("read the class"))?;
+    let what = match op {
+        FlowOp::Rpc => format!("rpc {size} B in, {} B out, to RPC {} on node {holder}", spec.reply_size, spec.rpc_id),
+        FlowOp::Write | FlowOp::Read => format!("{} {size} B to node {holder}", op.name()),
+    };
     progress.say(&format!(
-        "{} flow: {} {size} B to node {holder}, {threads} thread(s), {seconds} s, class {class_now} (from {})",
+        "{} flow: {what}, {threads} thread(s), {seconds} s, class {class_now} (from {})",
         if class_now == Class::Latency { "latency" } else { "paced" },
-        op.name(),
         source.as_str()
     ));
     let limit = Duration::from_secs_f64(seconds);
@@ -545,40 +704,58 @@ fn flow(
     let start = Mutex::new(None::<(Instant, std::time::SystemTime)>);
     let samples: Mutex<Samples> = Mutex::new(Vec::new());
     let failure: Mutex<Option<String>> = Mutex::new(None);
+    let op_failed = match op {
+        FlowOp::Write => "LT_write",
+        FlowOp::Read => "LT_read",
+        FlowOp::Rpc => "LT_RPC",
+    };
     std::thread::scope(|scope| {
         for t in 0..threads {
             let (barrier, start, samples, failure) = (&barrier, &start, &samples, &failure);
             scope.spawn(move || {
                 // Every thread passes the barrier, set up or not, so none waits forever.
                 let setup = Lite::open().map_err(err("open /dev/lite"));
-                let buf = buffer(size);
+                let mut buffers = buffer(size).and_then(|input| Ok((input, buffer(spec.reply_len())?)));
                 let name = format!("bench-{}-flow-{t}", std::process::id());
-                let lmr = match &setup {
-                    Ok(lite) => lite.malloc(size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
-                    Err(e) => Err(e.clone()),
+                // Write and read flows: the LMR. RPC flows: none, but a first call,
+                // which finds the server.
+                let lmr: Res<Option<Lmr<'_>>> = match (&setup, &mut buffers) {
+                    (Ok(lite), Ok((input, output))) => match op.lmr_op() {
+                        Some(_) => lite
+                            .malloc(size, &name, &opts(vec![holder], namespace))
+                            .map(Some)
+                            .map_err(err("LT_malloc")),
+                        None => first_rpc(lite, spec, input, output).map(|()| None),
+                    },
+                    (Err(e), _) => Err(e.clone()),
+                    (_, Err(e)) => Err(e.clone()),
                 };
                 barrier.wait();
-                let run = || -> Res<Samples> {
+                let outcome = (|| -> Res<Samples> {
+                    let lite = setup.as_ref().map_err(|e| e.clone())?;
                     let lmr = lmr.as_ref().map_err(|e| e.clone())?;
-                    let mut buf = buf?;
+                    let (input, output) = buffers.as_mut().map_err(|e| e.clone())?;
                     let t0 = start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
                     let mut mine = Vec::new();
                     let mut last = Instant::now();
                     while last - t0 < limit {
-                        rw(lmr, op, &mut buf).map_err(err("LT_write/LT_read"))?;
+                        match (lmr, op.lmr_op()) {
+                            (Some(lmr), Some(lmr_op)) => rw(lmr, lmr_op, input).map_err(err(op_failed))?,
+                            _ => rpc_once(lite, spec, input, output)?,
+                        }
                         let now = Instant::now();
                         mine.push((nanos(now - t0), nanos(now - last)));
                         last = now;
                     }
                     Ok(mine)
-                };
-                match run() {
+                })();
+                match outcome {
                     Ok(mut mine) => samples.lock().unwrap().append(&mut mine),
                     Err(e) => {
                         failure.lock().unwrap().get_or_insert(e);
                     }
                 }
-                if let Ok(lmr) = lmr {
+                if let Ok(Some(lmr)) = lmr {
                     let _ = lmr.free();
                 }
             });
@@ -594,6 +771,7 @@ fn flow(
         .map_or(0, |d| d.as_millis() as u64);
     let mut samples = samples.into_inner().unwrap();
     samples.sort_unstable();
+    let per_op = spec.bytes_per_op();
     let interval = interval_ms * 1_000_000;
     let mut timeline = Vec::new();
     let mut i = 0;
@@ -609,7 +787,7 @@ fn flow(
         timeline.push(json!({
             "t": (bucket * interval) as f64 / 1e9,
             "ops": ops,
-            "mb_s": (ops * size) as f64 / (interval as f64 / 1e9) / 1e6,
+            "mb_s": (ops * per_op) as f64 / (interval as f64 / 1e9) / 1e6,
             "p50_ns": summary.median_ns,
             "p99_ns": summary.p99_ns,
         }));
@@ -618,9 +796,9 @@ fn flow(
     let elapsed = samples.last().map_or(0, |s| s.0);
     let mut lats: Vec<u64> = samples.iter().map(|s| s.1).collect();
     let latency = Summary::of(&mut lats).map(|s| s.to_json()).unwrap_or(Value::Null);
-    let (mib_s, mb_s) = throughput(ops * size, elapsed.max(1));
+    let (mib_s, mb_s) = throughput(ops * per_op, elapsed.max(1));
     progress.say(&format!("  {ops} ops, {mb_s:.2} MB/s"));
-    Ok(json!({
+    let mut value = json!({
         "bench": "flow",
         "op": op.name(),
         "node": me,
@@ -630,14 +808,137 @@ fn flow(
         "threads": threads,
         "seconds": elapsed as f64 / 1e9,
         "ops": ops,
-        "bytes": ops * size,
+        "bytes": ops * per_op,
         "mib_s": mib_s,
         "mb_s": mb_s,
         "latency": latency,
         "interval_ms": interval_ms,
         "started_unix_ms": started_unix_ms,
         "timeline": timeline,
+    });
+    if op == FlowOp::Rpc {
+        value["reply_size"] = json!(spec.reply_size);
+        value["rpc_id"] = json!(spec.rpc_id);
+    }
+    Ok(value)
+}
+
+/// What the serving threads did, together.
+#[derive(Default)]
+struct Served {
+    calls: AtomicU64,
+    messages: AtomicU64,
+    failed_replies: AtomicU64,
+    request_bytes: AtomicU64,
+    reply_bytes: AtomicU64,
+}
+
+fn serve(progress: &Progress, id: u32, seconds: Option<f64>, threads: u32) -> Res<Value> {
+    if id == 0 {
+        return Err("--id must not be 0".into());
+    }
+    if threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    let limit = match seconds {
+        Some(s) if !(s > 0.0 && s.is_finite()) => return Err("--seconds must be positive".into()),
+        Some(s) => Some(Duration::from_secs_f64(s)),
+        None => None,
+    };
+    let (lite, me) = open(progress, None)?;
+    lite.register_rpc(id).map_err(err("register the RPC server"))?;
+    let started = Instant::now();
+    let deadline = limit.map(|l| started + l);
+    // Also with --quiet: scripts wait for this line.
+    eprintln!(
+        "lite-bench: serving RPC {id} on node {me}, {threads} thread(s), {}",
+        seconds.map_or("until killed".to_string(), |s| format!("for {s} s"))
+    );
+    let served = Served::default();
+    let outcome = in_threads(threads, &|| serve_calls(progress, &lite, id, deadline, &served));
+    let _ = lite.unregister_rpc(id);
+    outcome?;
+    let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    progress.say(&format!(
+        "  {} calls, {} messages, {} failed replies",
+        count(&served.calls),
+        count(&served.messages),
+        count(&served.failed_replies)
+    ));
+    Ok(json!({
+        "bench": "serve",
+        "node": me,
+        "id": id,
+        "threads": threads,
+        "seconds": started.elapsed().as_secs_f64(),
+        "calls": count(&served.calls),
+        "messages": count(&served.messages),
+        "failed_replies": count(&served.failed_replies),
+        "request_bytes": count(&served.request_bytes),
+        "reply_bytes": count(&served.reply_bytes),
     }))
+}
+
+/// One serving thread: receives calls of `id` and answers each with as many bytes
+/// as the caller's buffer holds, until `deadline` (or forever). A reply that fails
+/// (its caller went away) is counted, and serving goes on.
+fn serve_calls(progress: &Progress, lite: &Lite, id: u32, deadline: Option<Instant>, served: &Served) -> Res<()> {
+    let mut buf = vec![0u8; LITE_RPC_MAX_MSG as usize];
+    let mut reply: Vec<u8> = Vec::new();
+    let mut pending: Option<(lite::ReplyToken, usize)> = None;
+    loop {
+        let wait = match deadline {
+            None => SERVE_POLL,
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                left.min(SERVE_POLL)
+            }
+        };
+        let got = match pending.take() {
+            Some((token, len)) => match lite.reply_and_recv(token, &reply[..len], id, &mut buf, wait) {
+                Ok(incoming) => Ok(incoming),
+                // Replied; nothing came in time.
+                Err(e @ (lite::Error::Timeout | lite::Error::Interrupted)) => Err(e),
+                Err(e) => {
+                    // The reply failed (or the receive did: it fails again below).
+                    if served.failed_replies.fetch_add(1, Ordering::Relaxed) == 0 {
+                        progress.say(&format!("a reply failed (its caller gone?): {e}; serving on"));
+                    }
+                    lite.recv_rpc(id, &mut buf, wait)
+                }
+            },
+            None => lite.recv_rpc(id, &mut buf, wait),
+        };
+        let incoming = match got {
+            Ok(incoming) => incoming,
+            Err(lite::Error::Timeout | lite::Error::Interrupted) => continue,
+            Err(e) => return Err(format!("LT_recvRPC of RPC {id}: {e}")),
+        };
+        served.request_bytes.fetch_add(incoming.len as u64, Ordering::Relaxed);
+        match incoming.reply {
+            None => {
+                served.messages.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(token) => {
+                served.calls.fetch_add(1, Ordering::Relaxed);
+                let len = incoming.reply_capacity.min(LITE_RPC_MAX_MSG as usize);
+                if reply.len() < len {
+                    reply.resize(len, 0xa5);
+                }
+                served.reply_bytes.fetch_add(len as u64, Ordering::Relaxed);
+                pending = Some((token, len));
+            }
+        }
+    }
+    if let Some((token, len)) = pending {
+        if lite.reply_rpc(token, &reply[..len]).is_err() {
+            served.failed_replies.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
 }
 
 fn malloc(progress: &Progress, namespace: u32, size: u64, holders: &[u32], repeat: u32) -> Res<Value> {
@@ -820,4 +1121,39 @@ fn in_threads(threads: u32, work: &(dyn Fn() -> Res<()> + Sync)) -> Res<()> {
         let running: Vec<_> = (0..threads.max(1)).map(|_| scope.spawn(work)).collect();
         running.into_iter().try_for_each(|t| t.join().map_err(|_| "a benchmark thread panicked".to_string())?)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_cli_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn an_rpc_flow_takes_a_reply_size_and_lat_takes_no_rpc() {
+        let cli = Cli::try_parse_from(["lite-bench", "flow", "--holder", "1", "--op", "rpc"]).unwrap();
+        let Command::Flow { op, size, reply_size, rpc_id, .. } = cli.command else { panic!("not a flow") };
+        assert!(op == FlowOp::Rpc);
+        assert_eq!((size, reply_size, rpc_id), (16, 64, DEFAULT_RPC_ID));
+        let cli = Cli::try_parse_from(["lite-bench", "serve"]).unwrap();
+        let Command::Serve { id, seconds, threads } = cli.command else { panic!("not serve") };
+        assert_eq!((id, seconds, threads), (DEFAULT_RPC_ID, None, 1), "serve answers flow's default id");
+        assert!(Cli::try_parse_from(["lite-bench", "lat", "--holder", "1", "--op", "rpc"]).is_err());
+    }
+
+    #[test]
+    fn an_rpc_moves_its_request_and_its_reply() {
+        let spec = |op| FlowSpec { holder: 1, size: 16, op, reply_size: 64, rpc_id: 32 };
+        assert_eq!(spec(FlowOp::Rpc).bytes_per_op(), 80);
+        assert_eq!(spec(FlowOp::Write).bytes_per_op(), 16);
+        assert_eq!(spec(FlowOp::Read).reply_len(), 0);
+        assert_eq!(spec(FlowOp::Rpc).reply_len(), 64);
+        assert!(spec(FlowOp::Rpc).check_reply(64, 64).is_ok());
+        let short = spec(FlowOp::Rpc).check_reply(0, 64).unwrap_err();
+        assert!(short.contains("lite-bench serve") && short.contains("RPC 32"), "{short}");
+    }
 }
