@@ -2,27 +2,53 @@
 """LITE-RS priority-class benchmark (`make bench-qos`; part of `make bench`): LITE's
 Fig. 16 and Justitia's Fig. 9 on the virtual cluster.
 
-Boots 3 nodes; node 0 sends to LMRs held by node 1. In each mode (none, hw-sep,
-sw-pri), after a latency flow alone (one latency-class process, 16 B LT_writes back
-to back), two bulk-class processes write 1 MiB LT_writes for 3 phases; the latency
-flow runs again during the middle one:
+Boots 3 nodes; node 0 sends to node 1. The latency class is three flows, each a
+latency-class process doing one operation back to back (`--latency-ops`):
 
-    bulk alone | bulk + latency | bulk alone
+    write  16 B LT_write to an LMR on node 1
+    rpc    LT_RPC to `lite-bench serve` on node 1, 16 B in, 64 B out
+    read   64 B LT_read from an LMR on node 1
 
-Reported per mode: the latency class's p50/p99 alone and beside bulk, the bulk
-bandwidth alone and beside latency, and the aggregate bandwidth beside latency
-against the `none` mode's. Targets (issue 6): with sw-pri, p99 beside bulk <= 1.5 x
-p99 alone, and aggregate bandwidth >= 0.90 x none's.
+The bulk class is two bulk-class processes doing 1 MiB LT_writes, or in a second row
+1 MiB LT_reads (remote READs, paced at the reader, node 0) (`--bulk-ops`). In each
+mode (none, hw-sep, sw-pri) and for each bulk operation, one pass: the latency
+flows alone, then the bulk flows for 3 phases with the latency flows again in the
+middle one:
 
-Then the frontier (`--frontier`, `--frontier-chunks`): the same protocol in sw-pri
-with SafeUtil held at fixed rates (the link rate set to each, AIMD kept from halving
-by the largest Target99) and paced chunks of each size, which shows what any
-SafeUtil and chunk size could trade between the two targets on this cluster,
-whatever AIMD would choose.
+    latency alone || bulk alone | bulk + latency | bulk alone
 
-Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the p99 the
-latency flow reaches alone in `none` mode, measured first: emulated guests have
-millisecond latencies, so a fixed microsecond target would mean nothing.
+The three latency flows run at once (three processes), alone and in the middle
+phase alike, not one after another: each flow's p99 then comes from a whole phase
+(a third of one would leave a third of the samples, and the tail of a few thousand
+emulated round trips of milliseconds is noise already); all three see the same
+bulk traffic and the same stretch of SW-Pri's AIMD, which moves SafeUtil while the
+phase runs (flows in turn would each see another part of it, the first one its
+reaction to latency traffic starting); and alone and beside bulk differ by the
+bulk flows only, so what the latency flows cost each other (three operations in
+flight instead of one) is in both p99s and cancels in their ratio. How one latency
+flow fares by itself is what `--latency-ops write` (say) measures.
+
+The RPC flow's server (`lite-bench serve`, in the latency class) runs on node 1
+from the start to the end of the benchmark.
+
+Reported per mode and bulk operation: each latency flow's p50/p99 alone and beside
+bulk and its p99 ratio, the bulk bandwidth alone and beside latency, and the
+aggregate bandwidth beside latency (bulk and latency flows) against the `none`
+mode's with the same bulk operation. Targets (issue 6): with sw-pri, p99 beside
+bulk <= 1.5 x p99 alone for every latency flow (the summary's `p99_ratio` is the
+largest of them), and aggregate bandwidth >= 0.90 x none's.
+
+Then the frontier (`--frontier`, `--frontier-chunks`): the same passes (one per bulk
+operation) in sw-pri with SafeUtil held at fixed rates (the link rate set to each,
+AIMD kept from halving by the largest Target99) and paced chunks of each size,
+which shows what any SafeUtil and chunk size could trade between the two targets
+on this cluster, whatever AIMD would choose.
+
+Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the
+largest p99 the latency flows reach alone in `none` mode, measured first: emulated
+guests have millisecond latencies, so a fixed microsecond target would mean
+nothing. (SW-Pri watches the p99 of all the class's completions together, which is
+at most the largest flow's.)
 
 Two regimes (`--regime`): `link` (the default) puts the holder's port behind a
 wire that drains at `--link-rate` bytes/s through a deep (lossless) queue
@@ -31,11 +57,17 @@ real RNIC's port; `cpu` is the plain segment, where the contended resource is th
 host cores that emulate the NICs. `--runs N` repeats the modes N times on one
 cluster, the order rotated each run, and reports each figure's median.
 
-Writes build/bench/qos-REGIME.json and qos-REGIME.svg (a time plot per mode: the
-latency class's p99 and each class's bandwidth per interval).
+Writes build/bench/qos-REGIME.json, qos-REGIME.svg (bulk write) and
+qos-REGIME-bulk-read.svg (a time plot per mode: each latency flow's p99 and each
+flow's bandwidth per interval), and the frontier plots qos-REGIME-frontier.svg and
+qos-REGIME-frontier-bulk-read.svg. The JSON: `modes[MODE][BULK_OP]` and
+`frontier[POINT][BULK_OP]` are summaries (`latency[LATENCY_OP]` with `alone`,
+`beside_bulk` and `p99_ratio`; `p99_ratio`, the largest; the bandwidths and
+ratios); `flows[MODE][BULK_OP]` the last run's flows as lite-bench printed them.
 """
 
 import argparse
+import copy
 import json
 import shlex
 import signal
@@ -52,13 +84,26 @@ SENDER, HOLDER = 0, 1
 OUT_DIR = REPO / "build" / "bench"
 MODES = ["none", "hw-sep", "sw-pri"]
 BULK_FLOWS = 2
-LATENCY_SIZE = 16
+# The latency class's flows (lite-bench flow --op OP), in the order they are reported.
+LATENCY_OPS = {
+    "write": {"size": 16, "label": "16 B LT_write"},
+    "rpc": {"size": 16, "reply_size": 64, "label": "LT_RPC 16 B in, 64 B out"},
+    "read": {"size": 64, "label": "64 B LT_read"},
+}
+BULK_OPS = {"write": "1 MiB LT_write", "read": "1 MiB LT_read"}
 BULK_SIZE = 1 << 20
+# The RPC flow's server on HOLDER (lite-bench's default id is the same).
+RPC_ID = 32
+RPC_SERVER_LOG = "/tmp/qos-rpc-server.log"
+RPC_SERVER_PID = "/tmp/qos-rpc-server.pid"
+# Colors of the latency flows in the time plots (bulk flows are blue).
+LATENCY_COLORS = {"write": "#d62728", "rpc": "#9467bd", "read": "#ff7f0e"}
 INTERVAL_MS = 250
 TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
 FRONTIER_MB_S = [1, 4, 16]
 FRONTIER_CHUNK_KIB = [5, 16]
-DEFAULT_CHUNK_KIB = 5
+# Chunks sized to the link (the module's default).
+DEFAULT_CHUNK_KIB = 0
 REGIMES = ["link", "cpu"]
 # The wire of the link regime: slow enough that the wire, not the emulation (the
 # release guests move ~10 MB/s of 1 MiB writes on the plain segment), is what bulk
@@ -68,17 +113,43 @@ DEFAULT_LINK_RATE = "4M"
 UNREACHABLE_TARGET_US = 10_000_000
 
 
-def latency_flow(seconds, interval_ms=INTERVAL_MS):
-    """A latency-class flow: a shell that the operator puts in class latency (a process
-    rule covers its children), which then runs the flow."""
-    flow = (f"lite-bench --quiet flow --holder {HOLDER} --size {LATENCY_SIZE} --seconds {seconds} "
-            f"--interval-ms {interval_ms}")
-    return f"sh -c {shlex.quote('lite-admin class set --pid $$ latency >/dev/null && exec ' + flow)}"
+def in_latency_class(command):
+    """`command` run by a shell that the operator puts in class latency (a process
+    rule covers its children; exec keeps the pid)."""
+    return f"sh -c {shlex.quote('lite-admin class set --pid $$ latency >/dev/null && exec ' + command)}"
 
 
-def bulk_flow(seconds, interval_ms=INTERVAL_MS):
-    return (f"lite-bench --quiet flow --holder {HOLDER} --size {BULK_SIZE} --seconds {seconds} --class bulk "
-            f"--interval-ms {interval_ms}")
+def latency_flow(seconds, op="write", interval_ms=INTERVAL_MS):
+    """A latency-class flow of LATENCY_OPS[op]."""
+    spec = LATENCY_OPS[op]
+    rpc = f" --reply-size {spec['reply_size']} --rpc-id {RPC_ID}" if op == "rpc" else ""
+    return in_latency_class(f"lite-bench --quiet flow --holder {HOLDER} --op {op} --size {spec['size']}{rpc} "
+                            f"--seconds {seconds} --interval-ms {interval_ms}")
+
+
+def bulk_flow(seconds, op="write", interval_ms=INTERVAL_MS):
+    return (f"lite-bench --quiet flow --holder {HOLDER} --op {op} --size {BULK_SIZE} --seconds {seconds} "
+            f"--class bulk --interval-ms {interval_ms}")
+
+
+def rpc_server():
+    """Starts the RPC flow's server on HOLDER in the background (in class latency: it
+    answers the latency class) and waits until it has registered; it runs until
+    the cluster goes down."""
+    serve = in_latency_class(f"lite-bench serve --id {RPC_ID}")
+    return (f"{serve} > {RPC_SERVER_LOG} 2>&1 < /dev/null & echo $! > {RPC_SERVER_PID}; i=0; "
+            f"while [ $i -lt 300 ]; do grep -q 'serving RPC' {RPC_SERVER_LOG} && exit 0; "
+            f"kill -0 $(cat {RPC_SERVER_PID}) 2>/dev/null || break; sleep 0.1; i=$((i + 1)); done; "
+            f"cat {RPC_SERVER_LOG}; exit 1")
+
+
+def parse_ops(text, known, what):
+    """A comma-separated choice of `known`'s keys, in the order given; ValueError
+    naming the flag otherwise."""
+    ops = [o.strip() for o in text.split(",") if o.strip()]
+    if not ops or any(o not in known for o in ops) or len(set(ops)) != len(ops):
+        raise ValueError(f"{what}: a comma-separated choice of {','.join(known)}, each at most once")
+    return ops
 
 
 def last_json(text):
@@ -103,50 +174,95 @@ def bandwidth(flows, lo_ms, hi_ms):
     [lo_ms, hi_ms) over its length (buckets without completions have no entry)."""
     if hi_ms <= lo_ms:
         return 0.0
-    done = sum(b["ops"] * f["size"] for f in flows for b in in_window(f, lo_ms, hi_ms))
+    done = sum(b["ops"] * op_bytes(f) for f in flows for b in in_window(f, lo_ms, hi_ms))
     return done / ((hi_ms - lo_ms) / 1000) / 1e6
 
 
+def op_bytes(flow):
+    """Bytes one operation of `flow` moves (an RPC's both ways, as lite-bench counts)."""
+    return flow["size"] + flow.get("reply_size", 0)
+
+
+def by_op(flows):
+    """Latency flows as {op: flow}; a single flow's JSON is taken as the one flow."""
+    if "timeline" in flows:
+        return {flows.get("op", "write"): flows}
+    return flows
+
+
 def summarize_mode(alone, both, bulks):
-    """One mode's figures from its flows' JSON: the latency flow alone, the latency
-    flow beside bulk, and the bulk flows (which ran before, during and after it)."""
-    lat_lo = both["started_unix_ms"]
-    lat_hi = lat_lo + both["seconds"] * 1000
+    """One pass's figures from its flows' JSON: the latency flows alone and beside
+    bulk ({op: flow}, or one flow), and the bulk flows (which ran before, during
+    and after the latency flows). Bulk counts as beside latency from the first
+    latency flow's start to the last one's end."""
+    alone, both = by_op(alone), by_op(both)
+    ops = [op for op in both if op in alone]
+    if not ops:
+        raise ValueError("no latency flow ran both alone and beside bulk")
+    lat_lo = min(both[op]["started_unix_ms"] for op in ops)
+    lat_hi = max(both[op]["started_unix_ms"] + both[op]["seconds"] * 1000 for op in ops)
     first = min(f["started_unix_ms"] for f in bulks)
     last = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in bulks)
     bulk_alone = (bandwidth(bulks, first, lat_lo) + bandwidth(bulks, lat_hi, last)) / 2
     bulk_beside = bandwidth(bulks, lat_lo, lat_hi)
+    latency = {}
+    for op in ops:
+        a, b = alone[op], both[op]
+        latency[op] = {
+            "size": b["size"],
+            **({"reply_size": b["reply_size"]} if "reply_size" in b else {}),
+            "alone": {"p50_ns": a["latency"]["median_ns"], "p99_ns": a["latency"]["p99_ns"], "ops": a["ops"]},
+            "beside_bulk": {"p50_ns": b["latency"]["median_ns"], "p99_ns": b["latency"]["p99_ns"], "ops": b["ops"]},
+            "p99_ratio": b["latency"]["p99_ns"] / max(1, a["latency"]["p99_ns"]),
+        }
+    latency_mb_s = sum(both[op]["mb_s"] for op in ops)
     return {
-        "latency_alone": {"p50_ns": alone["latency"]["median_ns"], "p99_ns": alone["latency"]["p99_ns"],
-                          "ops": alone["ops"]},
-        "latency_beside_bulk": {"p50_ns": both["latency"]["median_ns"], "p99_ns": both["latency"]["p99_ns"],
-                                "ops": both["ops"]},
-        "p99_ratio": both["latency"]["p99_ns"] / max(1, alone["latency"]["p99_ns"]),
+        "latency": latency,
+        "p99_ratio": max(f["p99_ratio"] for f in latency.values()),
         "bulk_alone_mb_s": bulk_alone,
         "bulk_beside_latency_mb_s": bulk_beside,
-        "aggregate_beside_latency_mb_s": bulk_beside + both["mb_s"],
+        "latency_mb_s": latency_mb_s,
+        "aggregate_beside_latency_mb_s": bulk_beside + latency_mb_s,
     }
 
 
 def median(values):
     values = sorted(values)
     mid = len(values) // 2
-    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+    if len(values) % 2 or values[mid - 1] == values[mid]:
+        return values[mid]
+    return (values[mid - 1] + values[mid]) / 2
+
+
+def _median_tree(values):
+    """The median of each number in like-shaped dicts (keys all of them have)."""
+    first = values[0]
+    if isinstance(first, dict):
+        return {k: _median_tree([v[k] for v in values]) for k in first if all(k in v for v in values)}
+    if isinstance(first, (int, float)) and not isinstance(first, bool):
+        return median(values)
+    return first
 
 
 def median_summary(runs):
-    """Each figure of one mode's summaries (one per run), as its median."""
+    """Each figure of one pass's summaries (one per run), as its median. Each latency
+    flow's p99 ratio is the median of its ratios; `p99_ratio`, the largest of those."""
     if len(runs) == 1:
-        return dict(runs[0])
-    out = {}
-    for key, value in runs[0].items():
-        if isinstance(value, dict):
-            out[key] = {k: median([r[key][k] for r in runs]) for k in value}
-        else:
-            out[key] = median([r[key] for r in runs])
+        return copy.deepcopy(runs[0])
+    out = _median_tree(runs)
+    for op, f in out.get("latency", {}).items():
+        f["p99_ratio_runs"] = [r["latency"][op]["p99_ratio"] for r in runs]
+    if out.get("latency"):
+        out["p99_ratio"] = max(f["p99_ratio"] for f in out["latency"].values())
     out["runs"] = len(runs)
     out["p99_ratio_runs"] = [r["p99_ratio"] for r in runs]
     return out
+
+
+def per_bulk(summaries, bulk_op):
+    """{name: summary} of one bulk operation from {name: {bulk_op: summary}} (the same
+    summary objects, so add_ratios on it fills them in)."""
+    return {name: s[bulk_op] for name, s in summaries.items() if bulk_op in s}
 
 
 def add_ratios(summary, modes=None):
@@ -163,25 +279,55 @@ def add_ratios(summary, modes=None):
     return summary
 
 
+def latency_label(op, f=None):
+    """A latency flow's name in tables: its operation and sizes."""
+    f = f or LATENCY_OPS.get(op, {})
+    if "size" not in f:
+        return op
+    sizes = f"{f['size']}/{f['reply_size']} B" if "reply_size" in f else f"{f['size']} B"
+    return f"{op} {sizes}"
+
+
 def table(summary, first="mode"):
-    head = [first, "lat p50 alone", "lat p99 alone", "lat p50 +bulk", "lat p99 +bulk", "p99 ratio",
+    """Rows per name (mode or frontier point), bulk operation and latency flow:
+    `summary` is {name: {bulk_op: summary}}. The bulk columns are the pass's, on
+    its first row."""
+    head = [first, "bulk", "latency flow", "p50 alone", "p99 alone", "p50 +bulk", "p99 +bulk", "p99 ratio",
             "bulk MB/s alone", "bulk MB/s +lat", "aggregate vs none"]
     rows = [head]
-    for mode, s in summary.items():
-        rows.append([mode, f"{s['latency_alone']['p50_ns'] / 1e6:.2f} ms", f"{s['latency_alone']['p99_ns'] / 1e6:.2f} ms",
-                     f"{s['latency_beside_bulk']['p50_ns'] / 1e6:.2f} ms",
-                     f"{s['latency_beside_bulk']['p99_ns'] / 1e6:.2f} ms", f"{s['p99_ratio']:.2f}",
-                     f"{s['bulk_alone_mb_s']:.2f}", f"{s['bulk_beside_latency_mb_s']:.2f}",
-                     "-" if s["aggregate_ratio"] is None else f"{s['aggregate_ratio']:.2f}"])
+
+    def ms(ns):
+        return f"{ns / 1e6:.2f} ms"
+
+    for name, passes in summary.items():
+        for j, (bulk_op, s) in enumerate(passes.items()):
+            for i, (op, f) in enumerate(s["latency"].items()):
+                ratio = s.get("aggregate_ratio")
+                lead = [f"{s['bulk_alone_mb_s']:.2f}", f"{s['bulk_beside_latency_mb_s']:.2f}",
+                        "-" if ratio is None else f"{ratio:.2f}"] if i == 0 else ["", "", ""]
+                rows.append([name if i == j == 0 else "", f"1 MiB {bulk_op}" if i == 0 else "",
+                             latency_label(op, f), ms(f["alone"]["p50_ns"]), ms(f["alone"]["p99_ns"]),
+                             ms(f["beside_bulk"]["p50_ns"]), ms(f["beside_bulk"]["p99_ns"]),
+                             f"{f['p99_ratio']:.2f}"] + lead)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def pass_line(s):
+    """One pass's figures in a line of progress."""
+    lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_bulk']['p99_ns'] / 1e6:.2f} ms"
+                    for op, f in s["latency"].items())
+    return (f"latency p99 alone / beside bulk: {lat}; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
+            f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency")
 
 
 def pacing_note(stats):
     """SW-Pri's state from `lite-admin stats --json`, when it was limiting bulk."""
     if not stats or stats.get("mode") != "sw-pri" or stats.get("safe_util") is None:
         return ""
-    return (f"; SafeUtil {stats['safe_util'] / 1e6:.2f} of {stats['link_rate'] / 1e6:.2f} MB/s, "
+    found = stats.get("found_rate")
+    return (f"; SafeUtil {stats['safe_util'] / 1e6:.2f} of {stats['link_rate'] / 1e6:.2f} MB/s "
+            f"(found {found / 1e6 if found else 0:.2f}), {stats.get('chunk_bytes', 0) / 1024:g} KiB chunks, "
             f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load")
 
 
@@ -190,11 +336,12 @@ def _esc(s):
 
 
 def svg_timeline(title, modes):
-    """Per mode, two stacked panels over time: the latency class's p99 per interval
-    (ms), and each class's bandwidth (MB/s). `modes`: [(name, {"latency": [flow...],
-    "bulk": [flow...]})]; flows carry started_unix_ms and timeline buckets."""
+    """Per mode, two stacked panels over time: each latency flow's p99 per interval
+    (ms), and each flow's bandwidth (MB/s). `modes`: [(name, {"latency": [flow...],
+    "bulk": [flow...]})]; flows carry started_unix_ms, timeline buckets and (latency
+    flows) their op, which picks their color."""
     pw, ph, ml, mt = 380, 170, 56, 26
-    w, h = pw * len(modes), 2 * ph + 60
+    w, h = pw * len(modes), 2 * ph + 76
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
              f'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>',
              f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{_esc(title)}</text>']
@@ -209,10 +356,13 @@ def svg_timeline(title, modes):
         def series(flow, key, scale=1.0):
             return [((flow["started_unix_ms"] - t0) / 1000 + b["t"], b[key] * scale) for b in flow["timeline"]]
 
-        panels = [("latency class p99 (ms)", [(series(f, "p99_ns", 1e-6), "#d62728") for f in flows["latency"]]),
-                  ("MB/s: bulk (blue), latency (red)",
+        def color(flow):
+            return LATENCY_COLORS.get(flow.get("op", "write"), "#d62728")
+
+        panels = [("latency class p99 (ms)", [(series(f, "p99_ns", 1e-6), color(f)) for f in flows["latency"]]),
+                  ("MB/s: bulk (blue), latency",
                    [(series(f, "mb_s"), "#1f77b4") for f in flows["bulk"]]
-                   + [(series(f, "mb_s"), "#d62728") for f in flows["latency"]])]
+                   + [(series(f, "mb_s"), color(f)) for f in flows["latency"]])]
         for j, (label, lines) in enumerate(panels):
             x0, y0 = i * pw + ml, 30 + j * (ph + 10) + mt
             iw, ih = pw - ml - 14, ph - mt - 20
@@ -234,7 +384,11 @@ def svg_timeline(title, modes):
                 if pts:
                     coords = " ".join(f"{x0 + iw * x / span:.1f},{y0 + ih - ih * y / ymax:.1f}" for x, y in pts)
                     parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5"/>')
-        parts.append(f'<text x="{i * pw + pw / 2}" y="{h - 6}" text-anchor="middle">seconds</text>')
+        parts.append(f'<text x="{i * pw + pw / 2}" y="{h - 22}" text-anchor="middle">seconds</text>')
+    ops = [op for op in LATENCY_OPS if any(f.get("op", "write") == op for _, fl in modes for f in fl["latency"])]
+    legend = ", ".join(f'<tspan fill="{LATENCY_COLORS[op]}">{_esc(LATENCY_OPS[op]["label"])}</tspan>' for op in ops)
+    parts.append(f'<text x="{w / 2}" y="{h - 6}" text-anchor="middle">latency flows: {legend}; '
+                 f'<tspan fill="#1f77b4">bulk flows</tspan></text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -299,20 +453,49 @@ class Runner:
         data = last_json(res.out)
         if res.rc != 0 or data is None:
             raise CommandFailed(f"{what} exited {res.rc}: {res.out.strip()[-1500:]}")
+        if not data.get("ops"):
+            raise CommandFailed(f"{what} completed no operation in its {data.get('seconds')} s")
         return data
 
-    def mode(self, mode, seconds):
-        """Latency alone, then bulk for 3 phases with latency in the middle one."""
+    def flows(self, jobs):
+        """Waits for every job of {key: (job, what)}, then raises the first failure, so
+        that no flow of a failed pass still runs into the next one."""
+        out, failed = {}, None
+        for key, (job, what) in jobs.items():
+            try:
+                out[key] = self.flow(job, what)
+            except CommandFailed as e:
+                failed = failed or e
+        if failed:
+            raise failed
+        return out
+
+    def latency_flows(self, ops, seconds, phase="alone"):
+        """Starts the latency flows of `ops` at once: {op: (job, what)}."""
+        return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
+                     f"latency flow {op} {phase}") for op in ops}
+
+    def serve_rpc(self):
+        """The RPC flow's server on HOLDER (until the cluster goes down)."""
+        self.c.exec(HOLDER, rpc_server(), timeout=60)
+
+    def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
+        """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
+        with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
+        beside bulk, [bulk flow], SW-Pri's state halfway)."""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
-        alone = self.flow(self.c.exec_async(SENDER, latency_flow(seconds), timeout=self.timeout), "latency flow")
-        bulks = [self.c.exec_async(SENDER, bulk_flow(3 * seconds), timeout=self.timeout) for _ in range(BULK_FLOWS)]
+        alone = self.flows(self.latency_flows(latency_ops, seconds))
+        bulks = {i: (self.c.exec_async(SENDER, bulk_flow(3 * seconds, bulk_op), timeout=self.timeout),
+                     f"bulk flow {bulk_op}") for i in range(BULK_FLOWS)}
         time.sleep(seconds)
-        both_job = self.c.exec_async(SENDER, latency_flow(seconds), timeout=self.timeout)
+        both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
         # Halfway through, SW-Pri's state: SafeUtil, AIMD steps, pacing.
         time.sleep(seconds / 2)
         pacing = last_json(self.c.exec(SENDER, "lite-admin stats --json").out)
-        both = self.flow(both_job, "latency flow beside bulk")
-        bulk = [self.flow(job, "bulk flow") for job in bulks]
+        flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
+                            **{("bulk", i): job for i, job in bulks.items()}})
+        both = {op: flows[("latency", op)] for op in latency_ops}
+        bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
         return alone, both, bulk, pacing
 
 
@@ -325,11 +508,18 @@ def main():
                     help=f"the link regime's wire, bytes/s (K, M: powers of 1024; default {DEFAULT_LINK_RATE})")
     ap.add_argument("--runs", type=int, default=1, help="runs of every mode, order rotated (default 1)")
     ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
-    ap.add_argument("--target-us", type=int, help="Target99 (default: 1.5 x the latency flow's p99 alone)")
-    ap.add_argument("--out", default=str(OUT_DIR), help="where qos.json, qos.svg and qos-frontier.svg go (default build/bench)")
-    ap.add_argument("--link-mbps", type=int, help="link rate SW-Pri assumes (default: measured)")
+    ap.add_argument("--target-us", type=int, help="Target99 (default: 1.5 x the largest p99 of the latency flows alone)")
+    ap.add_argument("--out", default=str(OUT_DIR),
+                    help="where qos-REGIME.json and the plots go (default build/bench)")
+    ap.add_argument("--link-mbps", type=int, help="link rate SW-Pri assumes (default: the one it finds)")
     ap.add_argument("--modes", default=",".join(MODES),
                     help=f"comma-separated modes to run (default {','.join(MODES)}; ratios need none)")
+    ap.add_argument("--latency-ops", default=",".join(LATENCY_OPS),
+                    help="comma-separated latency flows, run at once: write (16 B LT_write), rpc (LT_RPC 16 B in, "
+                         f"64 B out), read (64 B LT_read) (default {','.join(LATENCY_OPS)})")
+    ap.add_argument("--bulk-ops", default=",".join(BULK_OPS),
+                    help="comma-separated bulk operations, a pass of every mode each: write (1 MiB LT_write), "
+                         f"read (1 MiB LT_read) (default {','.join(BULK_OPS)})")
     ap.add_argument("--frontier", default=None,
                     help="comma-separated MB/s to hold sw-pri's SafeUtil at after the modes "
                          f"(default in the cpu regime {','.join(map(str, FRONTIER_MB_S))}; in the link regime none)")
@@ -341,9 +531,11 @@ def main():
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--modes: choose from {', '.join(MODES)}")
-    if args.link_mbps is None and args.regime == "link":
-        # SW-Pri does not find the bottleneck's rate by itself yet (issue 20): told.
-        args.link_mbps = max(1, round(vwire.parse_bytes(args.link_rate) / 1e6))
+    try:
+        latency_ops = parse_ops(args.latency_ops, LATENCY_OPS, "--latency-ops")
+        bulk_ops = parse_ops(args.bulk_ops, BULK_OPS, "--bulk-ops")
+    except ValueError as e:
+        ap.error(str(e))
     if args.frontier is None:
         args.frontier = ",".join(map(str, FRONTIER_MB_S)) if args.regime == "cpu" else ""
     if args.runs < 1:
@@ -378,7 +570,12 @@ def main():
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
-                          "latency_size": LATENCY_SIZE, "bulk_size": BULK_SIZE, "bulk_flows": BULK_FLOWS,
+                          "latency_ops": latency_ops,
+                          "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
+                                            for op in latency_ops},
+                          "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
+                          if "rpc" in latency_ops else None,
+                          "bulk_ops": bulk_ops, "bulk_size": BULK_SIZE, "bulk_flows": BULK_FLOWS,
                           "interval_ms": INTERVAL_MS},
                "modes": {}, "flows": {}, "frontier": {}, "errors": []}
     try:
@@ -386,55 +583,60 @@ def main():
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
+        if "rpc" in latency_ops:
+            print(f"RPC server: lite-bench serve --id {RPC_ID} on node {HOLDER}", flush=True)
+            runner.serve_rpc()
         target_us = args.target_us
         if target_us is None:
-            print("[0] latency flow alone, to set Target99 ...", flush=True)
+            print("[0] latency flows alone, to set Target99 ...", flush=True)
             c.exec(SENDER, "lite-admin mode none")
-            probe = runner.flow(c.exec_async(SENDER, latency_flow(args.seconds), timeout=runner.timeout),
-                                "latency flow")
-            target_us = max(1, int(probe["latency"]["p99_ns"] * 1.5 / 1000))
+            probe = runner.flows(runner.latency_flows(latency_ops, args.seconds))
+            target_us = max(1, int(max(f["latency"]["p99_ns"] for f in probe.values()) * 1.5 / 1000))
         c.exec(SENDER, f"lite-admin target --us {target_us}")
         if args.link_mbps:
             c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
             results["config"]["link_mbps"] = args.link_mbps
         results["config"]["target99_us"] = target_us
         print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
-        per_run = {mode: [] for mode in modes}
-        order = [(run, modes[(i + run) % len(modes)]) for run in range(args.runs) for i in range(len(modes))]
-        for i, (run, mode) in enumerate(order, 1):
-            print(f"[{i}/{len(order)}] run {run + 1}, mode {mode}: latency alone {args.seconds:g} s, then 2 bulk "
-                  f"flows for {3 * args.seconds:g} s with latency in the middle ...", flush=True)
+
+        def run_pass(name, mode, bulk_op):
+            """One pass of the protocol; its summary, or None when it failed."""
             try:
-                alone, both, bulk, pacing = runner.mode(mode, args.seconds)
+                alone, both, bulk, pacing = runner.mode(mode, args.seconds, bulk_op, latency_ops)
             except CommandFailed as e:
                 print(f"      FAILED: {str(e)[-1500:]}", flush=True)
-                results["errors"].append({"step": f"run {run + 1} {mode}", "error": str(e)[-4000:]})
-                continue
-            results["flows"][mode] = {"latency_alone": alone, "latency": [both], "bulk": bulk, "pacing": pacing}
+                results["errors"].append({"step": f"{name}, bulk {bulk_op}", "error": str(e)[-4000:]})
+                return None
+            results["flows"].setdefault(name, {})[bulk_op] = {"latency_alone": alone, "latency": both,
+                                                              "bulk": bulk, "pacing": pacing}
             s = summarize_mode(alone, both, bulk)
-            per_run[mode].append(s)
-            print(f"      latency p99 alone {s['latency_alone']['p99_ns'] / 1e6:.2f} ms, beside bulk "
-                  f"{s['latency_beside_bulk']['p99_ns'] / 1e6:.2f} ms; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
-                  f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency{pacing_note(pacing)}", flush=True)
-        results["modes"] = {mode: median_summary(runs) for mode, runs in per_run.items() if runs}
+            print(f"      {pass_line(s)}{pacing_note(pacing)}", flush=True)
+            return s
+
+        per_run = {mode: {b: [] for b in bulk_ops} for mode in modes}
+        # Modes rotate each run, and so do the bulk operations within a mode.
+        order = [(run, modes[(i + run) % len(modes)], bulk_ops[(j + run) % len(bulk_ops)])
+                 for run in range(args.runs) for i in range(len(modes)) for j in range(len(bulk_ops))]
+        for i, (run, mode, bulk_op) in enumerate(order, 1):
+            print(f"[{i}/{len(order)}] run {run + 1}, mode {mode}, bulk {BULK_OPS[bulk_op]}: "
+                  f"{len(latency_ops)} latency flow(s) alone {args.seconds:g} s, then {BULK_FLOWS} bulk flows for "
+                  f"{3 * args.seconds:g} s with the latency flows in the middle ...", flush=True)
+            s = run_pass(mode, mode, bulk_op)
+            if s is not None:
+                per_run[mode][bulk_op].append(s)
+        results["modes"] = {mode: {b: median_summary(runs[b]) for b in bulk_ops if runs[b]}
+                            for mode, runs in per_run.items() if any(runs.values())}
         if frontier:
             c.exec(SENDER, f"lite-admin target --us {UNREACHABLE_TARGET_US}")
         for i, (kib, mb_s) in enumerate(frontier, 1):
             point = f"{mb_s} MB/s, {kib} KiB"
-            print(f"[frontier {i}/{len(frontier)}] sw-pri with SafeUtil held at {mb_s} MB/s, {kib} KiB chunks ...",
-                  flush=True)
             c.exec(SENDER, f"lite-admin weights --link-mbps {mb_s} --chunk-kib {kib}")
-            try:
-                alone, both, bulk, pacing = runner.mode("sw-pri", args.seconds)
-            except CommandFailed as e:
-                print(f"      FAILED: {str(e)[-1500:]}", flush=True)
-                results["errors"].append({"step": f"frontier {point}", "error": str(e)[-4000:]})
-                continue
-            results["flows"][f"sw-pri at {point}"] = {"latency_alone": alone, "latency": [both], "bulk": bulk,
-                                                     "pacing": pacing}
-            s = results["frontier"][point] = summarize_mode(alone, both, bulk)
-            print(f"      latency p99 ratio {s['p99_ratio']:.2f}; bulk {s['bulk_beside_latency_mb_s']:.2f} MB/s "
-                  f"beside latency{pacing_note(pacing)}", flush=True)
+            for bulk_op in bulk_ops:
+                print(f"[frontier {i}/{len(frontier)}] sw-pri with SafeUtil held at {mb_s} MB/s, {kib} KiB chunks, "
+                      f"bulk {BULK_OPS[bulk_op]} ...", flush=True)
+                s = run_pass(f"sw-pri at {point}", "sw-pri", bulk_op)
+                if s is not None:
+                    results["frontier"].setdefault(point, {})[bulk_op] = s
         c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0} --chunk-kib {DEFAULT_CHUNK_KIB}")
         c.exec(SENDER, f"lite-admin target --us {target_us}")
         c.exec(SENDER, "lite-admin mode sw-pri")
@@ -445,41 +647,54 @@ def main():
         results["kernel_bug_reports"] = [f"node{n}: {line}" for n, line in c.splats()]
         c.down(quiet=True)
     results["duration_s"] = round(time.time() - started, 1)
-    add_ratios(results["modes"])
-    add_ratios(results["frontier"], results["modes"])
-    json_path, svg_path = out_dir / f"qos-{args.regime}.json", out_dir / f"qos-{args.regime}.svg"
-    frontier_path = out_dir / f"qos-{args.regime}-frontier.svg"
+    for bulk_op in bulk_ops:
+        add_ratios(per_bulk(results["modes"], bulk_op))
+        add_ratios(per_bulk(results["frontier"], bulk_op), per_bulk(results["modes"], bulk_op))
+    json_path = out_dir / f"qos-{args.regime}.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     regime = (f"holder behind a {wire_rate / 2**20:g} MiB/s wire" if wires else "plain segment (CPU-bound)")
     when = f"{regime}, {args.kernel} kernel, {time.strftime('%Y-%m-%d %H:%M')}"
-    svg_path.write_text(svg_timeline(
-        f"Latency class beside 2 bulk flows, by mode ({when})",
-        [(m, {"latency": f["latency"], "bulk": f["bulk"]}) for m, f in results["flows"].items() if m in MODES]))
-    frontier_path.write_text(svg_frontier(f"Latency p99 ratio against aggregate bandwidth ({when})",
-                                          results["modes"], results["frontier"]))
+    plots = []
+    for bulk_op in bulk_ops:
+        suffix = "" if bulk_op == "write" else f"-bulk-{bulk_op}"
+        svg_path = out_dir / f"qos-{args.regime}{suffix}.svg"
+        frontier_path = out_dir / f"qos-{args.regime}-frontier{suffix}.svg"
+        svg_path.write_text(svg_timeline(
+            f"Latency class beside {BULK_FLOWS} bulk flows of {BULK_OPS[bulk_op]}, by mode ({when})",
+            [(m, {"latency": list(f[bulk_op]["latency"].values()), "bulk": f[bulk_op]["bulk"]})
+             for m, f in results["flows"].items() if m in MODES and bulk_op in f]))
+        frontier_path.write_text(svg_frontier(
+            f"Latency p99 ratio against aggregate bandwidth, bulk {BULK_OPS[bulk_op]} ({when})",
+            per_bulk(results["modes"], bulk_op), per_bulk(results["frontier"], bulk_op)))
+        plots += [svg_path, frontier_path]
     rc = 0
+    flows_text = ", ".join(LATENCY_OPS[op]["label"] for op in latency_ops)
     if results["modes"]:
         runs = f", median of {args.runs} runs" if args.runs > 1 else ""
-        print(f"\n== {args.regime} regime ({regime}{runs}): latency class (16 B LT_write) beside 2 bulk flows "
-              "(1 MiB LT_write) ==")
+        print(f"\n== {args.regime} regime ({regime}{runs}): latency class ({flows_text}, at once) beside "
+              f"{BULK_FLOWS} bulk flows ({' | '.join(BULK_OPS[b] for b in bulk_ops)}) ==")
         print(table(results["modes"]))
-        sw = results["modes"].get("sw-pri", {}).get("met", {})
-        print("sw-pri targets: " + ", ".join(f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: "
-                                             f"{'met' if v else 'missed' if v is not None else 'no data'}"
-                                             for k, v in sw.items()))
+        for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
+            print(f"sw-pri targets, bulk {bulk_op}: " + ", ".join(
+                f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: {'met' if v else 'missed' if v is not None else 'no data'}"
+                for k, v in sw["met"].items()) + " (p99_ratio: the largest of the latency flows')")
     if results["frontier"]:
         print("\n== frontier: sw-pri with SafeUtil held at a rate and chunks of a size (no AIMD) ==")
         print(table(results["frontier"], first="SafeUtil, chunk"))
-        met = [p for p, s in results["frontier"].items() if all(s["met"].values())]
+        met = [f"{p} (bulk {b})" for p, passes in results["frontier"].items() for b, s in passes.items()
+               if all(s["met"].values())]
         print(f"settings meeting both targets: {'; '.join(met) if met else 'none'}")
-    if results["errors"] or len(results["modes"]) < len(modes) or len(results["frontier"]) < len(frontier):
+    passes = sum(len(v) for v in results["modes"].values())
+    frontier_passes = sum(len(v) for v in results["frontier"].values())
+    if (results["errors"] or passes < len(modes) * len(bulk_ops)
+            or frontier_passes < len(frontier) * len(bulk_ops)):
         rc = 1
     if results["kernel_bug_reports"]:
         print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
         rc = 1
     if args.json:
         print(json.dumps(results))
-    print(f"results: {json_path}\nplots:   {svg_path}, {frontier_path}\n({results['duration_s']:.0f} s)")
+    print(f"results: {json_path}\nplots:   {', '.join(map(str, plots))}\n({results['duration_s']:.0f} s)")
     return rc
 
 

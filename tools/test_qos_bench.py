@@ -1,21 +1,57 @@
 #!/usr/bin/env python3
 """Tests of qos_bench.py's arithmetic on made-up flows (run by `make test`)."""
 
+import contextlib
+import io
+import json
+import re
+import shlex
 import sys
+import tempfile
 import unittest
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import qos_bench as q  # noqa: E402
+from vcluster import CommandFailed, Result  # noqa: E402
 
 
-def flow(start_ms, seconds, size, buckets, p50=1_000_000, p99=2_000_000, interval_ms=250):
-    """A flow JSON like lite-bench's: `buckets` are ops per interval from the start."""
+def flow(start_ms, seconds, size, buckets, p50=1_000_000, p99=2_000_000, interval_ms=250, op=None,
+         reply_size=None):
+    """A flow JSON like lite-bench's: `buckets` are ops per interval from the start
+    (an RPC flow's bytes count its reply too, as lite-bench's do)."""
     ops = sum(buckets)
-    return {"started_unix_ms": start_ms, "seconds": seconds, "size": size, "ops": ops,
-            "mb_s": ops * size / seconds / 1e6, "latency": {"median_ns": p50, "p99_ns": p99},
-            "timeline": [{"t": i * interval_ms / 1000, "ops": n, "mb_s": n * size / (interval_ms / 1000) / 1e6,
-                          "p50_ns": p50, "p99_ns": p99} for i, n in enumerate(buckets) if n]}
+    per_op = size + (reply_size or 0)
+    f = {"started_unix_ms": start_ms, "seconds": seconds, "size": size, "ops": ops,
+         "mb_s": ops * per_op / seconds / 1e6, "latency": {"median_ns": p50, "p99_ns": p99},
+         "timeline": [{"t": i * interval_ms / 1000, "ops": n, "mb_s": n * per_op / (interval_ms / 1000) / 1e6,
+                       "p50_ns": p50, "p99_ns": p99} for i, n in enumerate(buckets) if n]}
+    if op:
+        f["op"] = op
+    if reply_size is not None:
+        f["reply_size"] = reply_size
+    return f
+
+
+MB = 1_000_000
+
+
+def latency_flows(start_ms, p99s, seconds=1.0, ops=100):
+    """The three latency flows of one phase, {op: flow}, with the given p99 each."""
+    sizes = {"write": (16, None), "rpc": (16, 64), "read": (64, None)}
+    return {op: flow(start_ms, seconds, sizes[op][0], [ops // 4] * 4, p50=p99 // 2, p99=p99, op=op,
+                     reply_size=sizes[op][1]) for op, p99 in p99s.items()}
+
+
+def summary(p99_ratios, bulk_alone=10.0, aggregate=10.0):
+    """A pass summary as summarize_mode makes it, with the given per-op ratios."""
+    return {"latency": {op: {"size": 16, "alone": {"p50_ns": MB, "p99_ns": 2 * MB, "ops": 100},
+                             "beside_bulk": {"p50_ns": MB, "p99_ns": int(2 * MB * r), "ops": 90}, "p99_ratio": r}
+                        for op, r in p99_ratios.items()},
+            "p99_ratio": max(p99_ratios.values()), "bulk_alone_mb_s": bulk_alone,
+            "bulk_beside_latency_mb_s": aggregate - 0.1, "latency_mb_s": 0.1,
+            "aggregate_beside_latency_mb_s": aggregate}
 
 
 class QosBenchTest(unittest.TestCase):
@@ -37,6 +73,131 @@ class QosBenchTest(unittest.TestCase):
         self.assertAlmostEqual(s["bulk_beside_latency_mb_s"], 4.0)
         self.assertAlmostEqual(s["p99_ratio"], 1.5)
         self.assertAlmostEqual(s["aggregate_beside_latency_mb_s"], 4.0 + both["mb_s"])
+
+    def test_three_latency_flows_are_summarized_each_and_judged_by_the_worst(self):
+        bulk = [flow(0, 3.0, MB, [2] * 4 + [1] * 4 + [2] * 4, op="write"),
+                flow(0, 3.0, MB, [2] * 4 + [1] * 4 + [2] * 4, op="write")]
+        alone = latency_flows(-5_000, {"write": 2 * MB, "rpc": 4 * MB, "read": 3 * MB})
+        # Started one after another, as exec_async starts them: 1.00, 1.05, 1.10 s.
+        both = {op: f for op, f in zip(["write", "rpc", "read"], [
+            latency_flows(1_000, {"write": 3 * MB})["write"],
+            latency_flows(1_050, {"rpc": 8 * MB})["rpc"],
+            latency_flows(1_100, {"read": 3 * MB})["read"]])}
+        s = q.summarize_mode(alone, both, bulk)
+        self.assertEqual(list(s["latency"]), ["write", "rpc", "read"])
+        self.assertAlmostEqual(s["latency"]["write"]["p99_ratio"], 1.5)
+        self.assertAlmostEqual(s["latency"]["rpc"]["p99_ratio"], 2.0)
+        self.assertAlmostEqual(s["latency"]["read"]["p99_ratio"], 1.0)
+        self.assertAlmostEqual(s["p99_ratio"], 2.0, msg="the target holds for every flow: the worst one")
+        self.assertEqual(s["latency"]["rpc"]["reply_size"], 64)
+        self.assertNotIn("reply_size", s["latency"]["write"])
+        self.assertEqual(s["latency"]["read"]["alone"], {"p50_ns": 1_500_000, "p99_ns": 3 * MB, "ops": 100})
+        self.assertEqual(s["latency"]["rpc"]["beside_bulk"]["p99_ns"], 8 * MB)
+        # Bulk is beside latency from the first latency start (1.0 s) to the last end
+        # (2.1 s): in each of the 2 flows, buckets 4-7 (1 op each) and 8 (2 ops); alone
+        # before (4 buckets of 2 ops: 16 MB in 1 s) and after (3 of 2: 12 MB in 0.9 s).
+        self.assertAlmostEqual(s["bulk_beside_latency_mb_s"], 2 * (4 * 1 + 2) * MB / 1.1 / 1e6)
+        self.assertAlmostEqual(s["bulk_alone_mb_s"], (16 / 1.0 + 12 / 0.9) / 2)
+        lat = sum(f["mb_s"] for f in both.values())
+        self.assertAlmostEqual(s["latency_mb_s"], lat)
+        self.assertAlmostEqual(s["aggregate_beside_latency_mb_s"], s["bulk_beside_latency_mb_s"] + lat)
+
+    def test_an_rpc_flow_moves_its_request_and_its_reply(self):
+        f = flow(0, 1.0, 16, [100] * 4, op="rpc", reply_size=64)
+        self.assertEqual(q.op_bytes(f), 80)
+        self.assertAlmostEqual(q.bandwidth([f], 0, 1000), 400 * 80 / 1e6)
+        self.assertEqual(q.op_bytes(flow(0, 1.0, MB, [1])), MB)
+
+    def test_a_single_flow_is_the_write_flow(self):
+        alone, both = flow(-5_000, 1.0, 16, [100] * 4, p99=4 * MB), flow(1_000, 1.0, 16, [50] * 4, p99=6 * MB)
+        s = q.summarize_mode(alone, both, [flow(0, 3.0, MB, [2] * 12)])
+        self.assertEqual(list(s["latency"]), ["write"])
+        self.assertAlmostEqual(s["latency"]["write"]["p99_ratio"], 1.5)
+        with self.assertRaises(ValueError):
+            q.summarize_mode({"write": alone}, {"rpc": both}, [flow(0, 3.0, MB, [2] * 12)])
+
+    def test_medians_over_runs_are_per_flow_and_the_worst_flow_is_judged(self):
+        runs = [summary({"write": 1.2, "rpc": 3.0, "read": 1.0}, bulk_alone=9.0),
+                summary({"write": 1.4, "rpc": 1.1, "read": 1.3}, bulk_alone=10.0),
+                summary({"write": 1.3, "rpc": 1.2, "read": 2.0}, bulk_alone=12.0)]
+        m = q.median_summary(runs)
+        self.assertEqual(m["runs"], 3)
+        self.assertAlmostEqual(m["latency"]["write"]["p99_ratio"], 1.3)
+        self.assertAlmostEqual(m["latency"]["rpc"]["p99_ratio"], 1.2)
+        self.assertAlmostEqual(m["latency"]["read"]["p99_ratio"], 1.3)
+        self.assertEqual(m["latency"]["rpc"]["p99_ratio_runs"], [3.0, 1.1, 1.2])
+        # The largest of the flows' medians (1.3), not the median of each run's largest (2.0).
+        self.assertAlmostEqual(m["p99_ratio"], 1.3)
+        self.assertEqual(m["p99_ratio_runs"], [3.0, 1.4, 2.0])
+        self.assertAlmostEqual(m["bulk_alone_mb_s"], 10.0)
+        self.assertEqual(m["latency"]["write"]["beside_bulk"]["p99_ns"], int(2 * MB * 1.3))
+        one = q.median_summary(runs[:1])
+        one["latency"]["write"]["p99_ratio"] = 99
+        self.assertEqual(runs[0]["latency"]["write"]["p99_ratio"], 1.2, "a single run is copied, not shared")
+
+    def test_aggregate_is_against_none_with_the_same_bulk_operation(self):
+        modes = {"none": {"write": summary({"write": 4.0}, 10.0, 10.0), "read": summary({"write": 3.0}, 5.0, 5.0)},
+                 "sw-pri": {"write": summary({"write": 1.4}, 9.0, 9.5), "read": summary({"write": 1.4}, 5.0, 4.0)}}
+        frontier = {"4 MB/s, 16 KiB": {"read": summary({"write": 1.1}, 5.0, 4.75)}}
+        for bulk_op in ("write", "read"):
+            q.add_ratios(q.per_bulk(modes, bulk_op))
+            q.add_ratios(q.per_bulk(frontier, bulk_op), q.per_bulk(modes, bulk_op))
+        self.assertAlmostEqual(modes["sw-pri"]["write"]["aggregate_ratio"], 0.95)
+        self.assertAlmostEqual(modes["sw-pri"]["read"]["aggregate_ratio"], 0.8)
+        self.assertEqual(modes["sw-pri"]["read"]["met"], {"p99_ratio": True, "aggregate_ratio": False})
+        self.assertAlmostEqual(frontier["4 MB/s, 16 KiB"]["read"]["aggregate_ratio"], 0.95)
+        self.assertEqual(frontier["4 MB/s, 16 KiB"]["read"]["met"], {"p99_ratio": True, "aggregate_ratio": True})
+        self.assertNotIn("write", frontier["4 MB/s, 16 KiB"])
+
+    def test_the_table_has_a_row_per_mode_bulk_and_latency_flow(self):
+        modes = {"none": {"write": summary({"write": 4.0, "rpc": 3.0, "read": 2.5}),
+                          "read": summary({"write": 3.0, "rpc": 2.0, "read": 2.0}, 5.0, 5.0)},
+                 "sw-pri": {"write": summary({"write": 1.4, "rpc": 1.2, "read": 1.1}, 9.0, 9.5)}}
+        for bulk_op in ("write", "read"):
+            q.add_ratios(q.per_bulk(modes, bulk_op))
+        modes["none"]["write"]["latency"]["rpc"]["reply_size"] = 64
+        lines = q.table(modes).splitlines()
+        self.assertEqual(len(lines), 1 + 3 * 3, "a header and a row per latency flow of each pass")
+        cells = [re.split(r"\s{2,}", line) for line in lines]
+        self.assertEqual(cells[0][:3], ["mode", "bulk", "latency flow"])
+        self.assertEqual(cells[1][:4], ["none", "1 MiB write", "write 16 B", "1.00 ms"])
+        self.assertTrue(lines[2].lstrip().startswith("rpc 16/64 B"), "later rows leave mode and bulk empty")
+        self.assertIn("4.00", lines[1])
+        self.assertTrue(lines[1].rstrip().endswith("1.00"), "aggregate vs none on the pass's first row")
+        self.assertFalse(lines[2].rstrip().endswith("1.00"))
+        self.assertTrue(lines[4].lstrip().startswith("1 MiB read"), "the second bulk row of the same mode")
+        self.assertTrue(lines[7].startswith("sw-pri"))
+        self.assertTrue(lines[7].rstrip().endswith("0.95"))
+        no_none = {"sw-pri": {"write": summary({"write": 1.4})}}
+        q.add_ratios(q.per_bulk(no_none, "write"))
+        self.assertTrue(q.table(no_none, first="SafeUtil, chunk").splitlines()[1].rstrip().endswith("-"))
+        self.assertIn("rpc 2.00 / 4.00 ms", q.pass_line(modes["none"]["read"]))
+
+    def test_the_flows_run_what_they_are_named(self):
+        write, rpc, read = (shlex.split(q.latency_flow(5, op))[2] for op in ("write", "rpc", "read"))
+        self.assertIn("--op write --size 16 ", write)
+        self.assertIn(f"--op rpc --size 16 --reply-size 64 --rpc-id {q.RPC_ID} ", rpc)
+        self.assertIn("--op read --size 64 ", read)
+        for cmd in (write, rpc, read):
+            self.assertTrue(cmd.startswith("lite-admin class set --pid $$ latency >/dev/null && exec lite-bench"))
+            self.assertIn(f"--holder {q.HOLDER} ", cmd)
+        self.assertIn(f"--op read --size {1 << 20} --seconds 9 --class bulk", q.bulk_flow(9, "read"))
+        self.assertIn("--op write", q.bulk_flow(9))
+
+    def test_the_rpc_server_serves_the_latency_class_and_is_waited_for(self):
+        cmd = q.rpc_server()
+        self.assertIn(f"exec lite-bench serve --id {q.RPC_ID}", cmd)
+        self.assertIn("class set --pid $$ latency", cmd)
+        self.assertIn("grep -q 'serving RPC'", cmd)
+        self.assertTrue(cmd.rstrip().endswith("exit 1"), "no server in time fails the step, with its log")
+
+    def test_the_operations_to_run_are_chosen_by_flags(self):
+        self.assertEqual(q.parse_ops("write,rpc,read", q.LATENCY_OPS, "--latency-ops"), ["write", "rpc", "read"])
+        self.assertEqual(q.parse_ops(" read ", q.BULK_OPS, "--bulk-ops"), ["read"])
+        for bad in ("", "write,write", "rpc", "write,send"):
+            with self.assertRaises(ValueError, msg=bad) as e:
+                q.parse_ops(bad, q.BULK_OPS, "--bulk-ops")
+            self.assertIn("--bulk-ops", str(e.exception))
 
     def test_ratios_are_against_the_none_mode_and_checked_against_the_targets(self):
         base = {"aggregate_beside_latency_mb_s": 10.0, "bulk_alone_mb_s": 10.0, "p99_ratio": 8.0}
@@ -86,6 +247,161 @@ class QosBenchTest(unittest.TestCase):
         svg = q.svg_timeline("t", [("none", {"latency": [f], "bulk": [f]}), ("sw-pri", {"latency": [f], "bulk": []})])
         self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
         self.assertEqual(svg.count("latency class p99"), 2)
+
+    def test_the_plot_colors_each_latency_flow(self):
+        flows = latency_flows(0, {"write": MB, "rpc": MB, "read": MB})
+        svg = q.svg_timeline("t", [("none", {"latency": list(flows.values()), "bulk": [flow(0, 1.0, MB, [1] * 4)]})])
+        for op, color in q.LATENCY_COLORS.items():
+            self.assertEqual(svg.count(f'stroke="{color}"'), 2, f"{op}: a p99 line and a bandwidth line")
+            self.assertIn(f'<tspan fill="{color}">{q.LATENCY_OPS[op]["label"]}</tspan>', svg)
+        only_write = q.svg_timeline("t", [("none", {"latency": [flows["write"]], "bulk": []})])
+        self.assertNotIn(q.LATENCY_OPS["rpc"]["label"], only_write, "the legend names the flows that ran")
+
+
+class FakeCluster:
+    """Runs nothing: answers lite-bench flow commands with made-up flow JSON, and
+    records what ran where and in which order."""
+
+    def __init__(self, fail_op=None):
+        self.commands, self.fail_op, self.clock = [], fail_op, 1_000_000
+
+    def exec(self, n, script, timeout=120, check=True):
+        self.commands.append((n, script))
+        return Result(0, json.dumps({"mode": "sw-pri"}) if "stats --json" in script else "")
+
+    def exec_async(self, n, script, timeout=900):
+        self.commands.append((n, script))
+        args = shlex.split(script)
+        if args[0] == "sh":
+            args = shlex.split(args[2].split("exec ", 1)[1])
+        opt = {k: v for k, v in zip(args, args[1:]) if k.startswith("--")}
+        op, size, seconds = opt["--op"], int(opt["--size"]), float(opt["--seconds"])
+        self.clock += 10
+        f = flow(self.clock, seconds, size, [10] * int(seconds * 4), op=op,
+                 reply_size=int(opt["--reply-size"]) if "--reply-size" in opt else None)
+        job = mock.Mock()
+        job.wait.return_value = Result(1, "lite-bench: error: no server") if op == self.fail_op and \
+            "--class" not in opt else Result(0, "progress\n" + json.dumps(f) + "\n")
+        return job
+
+
+class RunnerTest(unittest.TestCase):
+    def setUp(self):
+        patcher = mock.patch.object(q.time, "sleep")
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def test_a_pass_runs_the_latency_flows_at_once_alone_and_beside_bulk(self):
+        c = FakeCluster()
+        alone, both, bulk, pacing = q.Runner(c, 100).mode("sw-pri", 2, "read")
+        self.assertEqual(list(alone), ["write", "rpc", "read"])
+        self.assertEqual(list(both), ["write", "rpc", "read"])
+        self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
+        self.assertEqual(pacing, {"mode": "sw-pri"})
+        kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
+                 "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
+        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["bulk"] * q.BULK_FLOWS + ["latency"] * 3 + ["stats"])
+        self.assertTrue(all(n == q.SENDER for n, _ in c.commands))
+        self.assertIn("--seconds 6 ", [s for _, s in c.commands if "--class bulk" in s][0], "3 phases of bulk")
+        s = q.summarize_mode(alone, both, bulk)
+        self.assertEqual(set(s["latency"]), {"write", "rpc", "read"})
+
+    def test_a_pass_runs_the_chosen_latency_flows_only(self):
+        c = FakeCluster()
+        alone, both, _, _ = q.Runner(c, 100).mode("none", 1, "write", ["rpc"])
+        self.assertEqual((list(alone), list(both)), (["rpc"], ["rpc"]))
+        self.assertTrue(all("--op rpc" in s for _, s in c.commands if "latency" in s and "flow" in s))
+
+    def test_a_failed_flow_fails_the_pass_after_every_flow_ended(self):
+        c = FakeCluster(fail_op="rpc")
+        with self.assertRaises(CommandFailed) as e:
+            q.Runner(c, 100).mode("none", 1)
+        self.assertIn("latency flow rpc alone exited 1", str(e.exception))
+
+    def test_the_rpc_server_starts_on_the_holder(self):
+        c = FakeCluster()
+        q.Runner(c, 100).serve_rpc()
+        self.assertEqual(c.commands, [(q.HOLDER, q.rpc_server())])
+
+
+class MainTest(unittest.TestCase):
+    """main() on a FakeCluster: the passes it runs, the JSON, plots and table."""
+
+    def run_main(self, *argv):
+        tmpdir = tempfile.TemporaryDirectory()
+        self.addCleanup(tmpdir.cleanup)
+        tmp = Path(tmpdir.name)
+        (tmp / "build/release/guest/bin").mkdir(parents=True)
+        (tmp / "build/release/guest/bin/lite-bench").touch()
+        clusters = []
+
+        class Fake(FakeCluster):
+            meta = {"accel": "tcg"}
+
+            def __init__(self, run_dir):
+                super().__init__()
+                clusters.append(self)
+
+            def up(self, **kw):
+                pass
+
+            def join(self, nodes):
+                pass
+
+            def splats(self):
+                return []
+
+            def down(self, quiet=False):
+                pass
+
+        out = io.StringIO()
+        with mock.patch.object(q, "Cluster", Fake), mock.patch.object(q, "REPO", tmp), \
+                mock.patch.object(q.time, "sleep"), mock.patch.object(q.signal, "signal"), \
+                mock.patch.object(sys, "argv", ["qos_bench.py", "--out", str(tmp / "out"), *argv]), \
+                contextlib.redirect_stdout(out):
+            rc = q.main()
+        return rc, out.getvalue(), tmp / "out", clusters[0]
+
+    def test_every_mode_runs_a_pass_per_bulk_operation(self):
+        rc, out, d, c = self.run_main("--seconds", "1", "--regime", "cpu", "--frontier", "4",
+                                      "--frontier-chunks", "16")
+        self.assertEqual(rc, 0, out)
+        res = json.loads((d / "qos-cpu.json").read_text())
+        self.assertEqual(res["config"]["latency_ops"], ["write", "rpc", "read"])
+        self.assertEqual(res["config"]["bulk_ops"], ["write", "read"])
+        self.assertEqual(res["config"]["latency_flows"]["rpc"], {"size": 16, "reply_size": 64})
+        self.assertEqual(res["config"]["rpc_server"]["node"], q.HOLDER)
+        for mode in q.MODES:
+            for bulk_op in ("write", "read"):
+                s = res["modes"][mode][bulk_op]
+                self.assertEqual(list(s["latency"]), ["write", "rpc", "read"])
+                self.assertAlmostEqual(s["aggregate_ratio"], 1.0, msg="identical made-up flows")
+                flows = res["flows"][mode][bulk_op]
+                self.assertEqual([f["op"] for f in flows["bulk"]], [bulk_op] * q.BULK_FLOWS)
+                self.assertEqual(list(flows["latency"]), ["write", "rpc", "read"])
+        self.assertEqual(set(res["frontier"]["4 MB/s, 16 KiB"]), {"write", "read"})
+        for name in ("qos-cpu.svg", "qos-cpu-bulk-read.svg", "qos-cpu-frontier.svg", "qos-cpu-frontier-bulk-read.svg"):
+            self.assertTrue((d / name).read_text().startswith("<svg"), name)
+        servers = [i for i, (n, s) in enumerate(c.commands) if n == q.HOLDER and "lite-bench serve" in s]
+        first_flow = min(i for i, (_, s) in enumerate(c.commands) if "lite-bench --quiet flow" in s)
+        self.assertEqual(len(servers), 1, "one server for the whole benchmark")
+        self.assertLess(servers[0], first_flow, "started before any flow")
+        self.assertIn("rpc 16/64 B", out)
+        self.assertIn("sw-pri targets, bulk read", out)
+
+    def test_one_latency_and_one_bulk_operation_make_a_quick_run(self):
+        rc, out, d, c = self.run_main("--seconds", "1", "--latency-ops", "write", "--bulk-ops", "read",
+                                      "--modes", "none,sw-pri")
+        self.assertEqual(rc, 0, out)
+        res = json.loads((d / "qos-link.json").read_text())
+        self.assertEqual(set(res["modes"]), {"none", "sw-pri"})
+        self.assertEqual(list(res["modes"]["sw-pri"]), ["read"])
+        self.assertEqual(list(res["modes"]["sw-pri"]["read"]["latency"]), ["write"])
+        self.assertIsNone(res["config"]["rpc_server"])
+        self.assertFalse(any("serve" in s for _, s in c.commands), "no RPC server without the rpc flow")
+        self.assertFalse(any("--op rpc" in s for _, s in c.commands))
+        self.assertTrue((d / "qos-link-bulk-read.svg").exists())
+        self.assertFalse((d / "qos-link.svg").exists())
 
 
 if __name__ == "__main__":
