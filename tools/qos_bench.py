@@ -115,8 +115,11 @@ UNREACHABLE_TARGET_US = 10_000_000
 
 def in_latency_class(command):
     """`command` run by a shell that the operator puts in class latency (a process
-    rule covers its children; exec keeps the pid)."""
-    return f"sh -c {shlex.quote('lite-admin class set --pid $$ latency >/dev/null && exec ' + command)}"
+    rule covers its children), which takes its rule away afterwards: a node keeps
+    at most 64 rules, and a pass starts six latency flows."""
+    script = (f"lite-admin class set --pid $$ latency >/dev/null && {{ {command}; rc=$?; "
+              f"lite-admin class unset --pid $$ >/dev/null; exit $rc; }}")
+    return f"sh -c {shlex.quote(script)}"
 
 
 def latency_flow(seconds, op="write", interval_ms=INTERVAL_MS):

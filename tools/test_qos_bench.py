@@ -179,14 +179,15 @@ class QosBenchTest(unittest.TestCase):
         self.assertIn(f"--op rpc --size 16 --reply-size 64 --rpc-id {q.RPC_ID} ", rpc)
         self.assertIn("--op read --size 64 ", read)
         for cmd in (write, rpc, read):
-            self.assertTrue(cmd.startswith("lite-admin class set --pid $$ latency >/dev/null && exec lite-bench"))
+            self.assertTrue(cmd.startswith("lite-admin class set --pid $$ latency >/dev/null && { lite-bench"))
+            self.assertIn("lite-admin class unset --pid $$", cmd, "the rule outlives the flow")
             self.assertIn(f"--holder {q.HOLDER} ", cmd)
         self.assertIn(f"--op read --size {1 << 20} --seconds 9 --class bulk", q.bulk_flow(9, "read"))
         self.assertIn("--op write", q.bulk_flow(9))
 
     def test_the_rpc_server_serves_the_latency_class_and_is_waited_for(self):
         cmd = q.rpc_server()
-        self.assertIn(f"exec lite-bench serve --id {q.RPC_ID}", cmd)
+        self.assertIn(f"{{ lite-bench serve --id {q.RPC_ID}", cmd)
         self.assertIn("class set --pid $$ latency", cmd)
         self.assertIn("grep -q 'serving RPC'", cmd)
         self.assertTrue(cmd.rstrip().endswith("exit 1"), "no server in time fails the step, with its log")
@@ -239,7 +240,7 @@ class QosBenchTest(unittest.TestCase):
     def test_the_latency_flow_runs_in_the_latency_class(self):
         cmd = q.latency_flow(3)
         self.assertIn("lite-admin class set --pid $$ latency", cmd)
-        self.assertIn("exec lite-bench --quiet flow", cmd)
+        self.assertIn("&& { lite-bench --quiet flow", cmd)
         self.assertIn("--class bulk", q.bulk_flow(9))
 
     def test_the_plot_has_a_panel_pair_per_mode(self):
@@ -273,7 +274,7 @@ class FakeCluster:
         self.commands.append((n, script))
         args = shlex.split(script)
         if args[0] == "sh":
-            args = shlex.split(args[2].split("exec ", 1)[1])
+            args = shlex.split(args[2].split("&& { ", 1)[1].split(";", 1)[0])
         opt = {k: v for k, v in zip(args, args[1:]) if k.startswith("--")}
         op, size, seconds = opt["--op"], int(opt["--size"]), float(opt["--seconds"])
         self.clock += 10
