@@ -19,6 +19,9 @@
 //!   exists (work conserving).
 //! - `DeliveryRate`: the link's rate as this node finds it: the best rate at which
 //!   its transfers' bytes were acknowledged over whole intervals.
+//! - `ChunkScale`: chunks grow (to 8x) while backlogged flows get less than 90 % of
+//!   SafeUtil: each chunk is a hand-off between the flows' tasks, and where those
+//!   wake slowly (emulated vCPUs) small chunks cannot carry the rate.
 //!
 //! Everything is in nanoseconds, bytes and bytes per second; nothing allocates, and
 //! nothing divides a 128-bit number (the kernel's Rust has no such division).
@@ -443,6 +446,73 @@ impl DeliveryRate {
     }
 }
 
+/// How many link chunks a paced chunk is, from how well the pacer delivers SafeUtil.
+pub(crate) struct ChunkScale {
+    scale: u64,
+    /// Judgements in a row that delivered SafeUtil at the current scale.
+    good: u32,
+    from_ns: u64,
+    /// Paced bytes let through since `from_ns`, and the time their flows waited.
+    bytes: u64,
+    waited_ns: u64,
+}
+
+pub(crate) const MAX_CHUNK_SCALE: u64 = 8;
+const SCALE_INTERVAL_NS: u64 = 500_000_000;
+/// Judgements that must deliver SafeUtil before smaller chunks are tried again.
+const GOOD_BEFORE_SHRINK: u32 = 8;
+
+impl ChunkScale {
+    pub(crate) fn new(now_ns: u64) -> Self {
+        ChunkScale { scale: 1, good: 0, from_ns: now_ns, bytes: 0, waited_ns: 0 }
+    }
+
+    pub(crate) fn scale(&self) -> u64 {
+        self.scale
+    }
+
+    /// A paced chunk of `bytes` went after waiting `waited_ns` for its turn and tokens.
+    pub(crate) fn admitted(&mut self, bytes: u64, waited_ns: u64) {
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.waited_ns = self.waited_ns.saturating_add(waited_ns);
+    }
+
+    /// Judges the last interval against the bucket's `rate`, once an interval has
+    /// passed: chunks double while the flows waited (they were backlogged, in sum
+    /// at least half the time) and still got less than 90 % of the rate; they halve
+    /// after `GOOD_BEFORE_SHRINK` intervals that got 95 %. True when the scale changed.
+    pub(crate) fn judge(&mut self, rate: u64, now_ns: u64) -> bool {
+        let elapsed = now_ns.saturating_sub(self.from_ns);
+        if elapsed < SCALE_INTERVAL_NS {
+            return false;
+        }
+        let achieved = self.bytes.saturating_mul(1000) / (elapsed / 1_000_000).max(1);
+        let backlogged = self.waited_ns >= elapsed / 2;
+        (self.from_ns, self.bytes, self.waited_ns) = (now_ns, 0, 0);
+        if rate == 0 {
+            return false;
+        }
+        let rate = rate.min(MAX_RATE);
+        if backlogged && achieved < rate / 10 * 9 {
+            self.good = 0;
+            if self.scale < MAX_CHUNK_SCALE {
+                self.scale *= 2;
+                return true;
+            }
+        } else if achieved >= rate / 20 * 19 {
+            self.good += 1;
+            if self.good >= GOOD_BEFORE_SHRINK && self.scale > 1 {
+                self.good = 0;
+                self.scale /= 2;
+                return true;
+            }
+        } else {
+            self.good = 0;
+        }
+        false
+    }
+}
+
 /// The bulk classes' floor: their weight's share of the link.
 pub(crate) fn bulk_floor(max_rate: u64, bulk_weight: u32, latency_weight: u32) -> u64 {
     let total = u64::from(bulk_weight) + u64::from(latency_weight);
@@ -672,6 +742,42 @@ mod tests {
         assert_eq!(link_chunk(100_000_000_000), CHUNK_MAX);
         assert_eq!(link_chunk(u64::MAX), CHUNK_MAX);
         assert_eq!(headroom(16_000), 15_000);
+    }
+
+    #[test]
+    fn chunks_grow_while_the_pacer_falls_short_and_shrink_once_it_keeps_up() {
+        let rate = 3_000_000;
+        let mut c = ChunkScale::new(0);
+        let second = 1_000_000_000;
+        let mut now = 0;
+        let mut interval = |c: &mut ChunkScale, delivered: u64, waited: u64| {
+            c.admitted(delivered / 2, waited / 2);
+            c.admitted(delivered - delivered / 2, waited - waited / 2);
+            now += second;
+            c.judge(rate, now)
+        };
+        // Backlogged flows (waiting all the time) that get 55 % of the rate: doubles.
+        assert!(interval(&mut c, rate * 55 / 100, 2 * second));
+        assert_eq!(c.scale(), 2);
+        // App-limited flows (hardly waiting) get what they ask for: no change.
+        assert!(!interval(&mut c, rate / 10, second / 10));
+        assert_eq!(c.scale(), 2);
+        for _ in 0..5 {
+            interval(&mut c, rate / 2, 2 * second);
+        }
+        assert_eq!(c.scale(), MAX_CHUNK_SCALE, "capped");
+        // Delivering: after enough good intervals, smaller chunks are tried again.
+        for i in 0..GOOD_BEFORE_SHRINK {
+            let changed = interval(&mut c, rate * 96 / 100, 2 * second);
+            assert_eq!(changed, i + 1 == GOOD_BEFORE_SHRINK);
+        }
+        assert_eq!(c.scale(), MAX_CHUNK_SCALE / 2);
+        // Within an interval nothing is judged; unlimited is never judged short.
+        let mut d = ChunkScale::new(0);
+        d.admitted(1, second);
+        assert!(!d.judge(rate, second / 4));
+        assert!(!d.judge(0, second));
+        assert_eq!(d.scale(), 1);
     }
 
     #[test]
