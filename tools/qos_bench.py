@@ -45,10 +45,11 @@ which shows what any SafeUtil and chunk size could trade between the two targets
 on this cluster, whatever AIMD would choose.
 
 Target99 (what sw-pri steers the latency class's p99 to) defaults to 1.5 x the
-largest p99 the latency flows reach alone in `none` mode, measured first: emulated
-guests have millisecond latencies, so a fixed microsecond target would mean
-nothing. (SW-Pri watches the p99 of all the class's completions together, which is
-at most the largest flow's.)
+p99 the latency flows reach alone in `none` mode, measured first: emulated guests
+have millisecond latencies, so a fixed microsecond target would mean nothing. It is
+the p99 SW-Pri itself watches: that of the class's one-sided operations (RPCs are
+accounted without a latency), as `lite-admin stats` reports it, or the largest
+flow's if the module has none.
 
 Two regimes (`--regime`): `link` (the default) puts the holder's port behind a
 wire that drains at `--link-rate` bytes/s through a deep (lossless) queue
@@ -111,6 +112,14 @@ REGIMES = ["link", "cpu"]
 DEFAULT_LINK_RATE = "4M"
 # The largest Target99 the module takes (10 s): AIMD never halves below it.
 UNREACHABLE_TARGET_US = 10_000_000
+
+
+def target99_us(alone_flows, stats):
+    """1.5 x the latency class's p99 alone as SW-Pri sees it (`lite-admin stats`),
+    else as the slowest flow saw it."""
+    classes = {c["class"]: c for c in (stats or {}).get("classes", [])}
+    p99 = classes.get("latency", {}).get("p99_ns") or max(f["latency"]["p99_ns"] for f in alone_flows.values())
+    return max(1, int(p99 * 1.5 / 1000))
 
 
 def in_latency_class(command):
@@ -594,7 +603,7 @@ def main():
             print("[0] latency flows alone, to set Target99 ...", flush=True)
             c.exec(SENDER, "lite-admin mode none")
             probe = runner.flows(runner.latency_flows(latency_ops, args.seconds))
-            target_us = max(1, int(max(f["latency"]["p99_ns"] for f in probe.values()) * 1.5 / 1000))
+            target_us = target99_us(probe, last_json(c.exec(SENDER, "lite-admin stats --json").out))
         c.exec(SENDER, f"lite-admin target --us {target_us}")
         if args.link_mbps:
             c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
