@@ -93,12 +93,14 @@ test-host: deps
 	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py tools/test_vwire.py
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
-# data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster.
+# data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,
+# then SW-Pri behind a rate-limited link (release kernel).
 test-vm:
 	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
 	tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
 	$(MAKE) --no-print-directory guest KERNEL=release
 	tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
+	tools/vmtest.py --kernel release --suite link --run-dir build/vmtest-link
 
 # The integration tests' `N passed, N failed` is the last line of the output.
 test:
