@@ -14,7 +14,7 @@ Every child runs in its own process group under a hard time limit, and `down`
   vcluster.py up [--nodes 3] [--join]     boot a cluster and keep it
        [--bottleneck NODE:RATE[:QUEUE]]   NODE's port behind a RATE bytes/s queue (vwire.py)
        [--wired LIST]                     those nodes' ports behind wires without limits
-  vcluster.py fault N KEY=VALUE...        loss=1% burst=4 dup=0.5% delay=5ms[+JITTER] noise=8 rate=4M
+  vcluster.py fault N KEY=VALUE...        loss=1% burst=4 dup=0.5% delay=5ms[+JITTER] noise=8 (wires without a rate)
   vcluster.py partition N SECONDS         every frame to and from N lost, then healed
   vcluster.py status                      nodes and their wires
   vcluster.py exec N 'command'            run a command on node N
@@ -366,9 +366,16 @@ class Cluster:
             time.sleep(0.05)
 
     def wire_mgmt(self, n):
-        """Node n's wirefilter management socket; SystemExit when n has no wire."""
-        if str(n) not in self.meta.get("wires", {}):
+        """Node n's wirefilter management socket; SystemExit when n has no wire, or a
+        rate-limited one: wirefilter's management socket stops accepting (accept:
+        EINVAL) once its interface speed paces traffic, so a bottleneck's settings
+        are fixed at `up` and faults go on wires without a rate (`--wired`)."""
+        wire = self.meta.get("wires", {}).get(str(n))
+        if wire is None:
             raise SystemExit(f"vcluster: node {n} has no wire (up --wired {n} or --bottleneck {n}:RATE)")
+        if wire["rate"]:
+            raise SystemExit(f"vcluster: node {n}'s wire is rate-limited, and wirefilter takes no management "
+                             f"command while it paces traffic: put faults on a wire without a rate (--wired)")
         return self.run / f"wire{n}.mgmt"
 
     def start_node(self, n):

@@ -73,15 +73,15 @@ FAULTS = {
     "dup": lambda v: f"dup {_percent(v)}",
     "delay": lambda v: f"delay {_ms(v)}",
     "noise": lambda v: f"noise {int(v)}",
-    "rate": lambda v: f"speed {parse_bytes(v)}",
 }
 
 
 def fault_commands(settings):
     """['loss=1%', 'delay=5ms+2', ...] -> management commands. `delay` takes MS or
     MS+JITTER (uniform); `burst` is the mean length of loss bursts (Gilbert model);
-    `noise` bits damaged per MiB (RoCE's ICRC must catch them); `rate` bytes/s
-    (0: unlimited)."""
+    `noise` bits damaged per MiB (RoCE's ICRC must catch them). The rate is set when
+    the wire starts (`--bottleneck`): once it paces traffic, wirefilter's management
+    socket accepts no more connections."""
     commands = []
     for item in settings:
         key, sep, value = item.partition("=")
