@@ -27,7 +27,9 @@ TESTS = []
 # ~10 MB/s on the release kernel: 1 GiB round trips only fit the latter.
 SETUP = {"two_nodes_join_with_k_rc_qps_each", "late_third_node_boots_and_joins_everyone"}
 BIG = set()
-# Tests of the `link` suite: node 1 behind a rate-limited wire (release kernel).
+# Tests of the `link` suite (release kernel): node 1 behind a rate-limited wire,
+# node 2 behind one without a rate, for faults (a rate-limited wire takes no
+# management command, see vcluster.wire_mgmt).
 LINK = set()
 LINK_RATE = 4 << 20
 
@@ -748,7 +750,8 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # in none and then in sw-pri mode, which must find the link itself. Generous
     # bounds (one run on emulated guests, see the README for the measured medians):
     # sw-pri keeps the latency class's median beside bulk under half of none's and
-    # its p99 ratio under 3/4 of none's, and bulk keeps at least half of none's rate.
+    # its p99 ratio under 3/4 of none's, and bulk keeps more than a third of none's rate
+    # (measured 0.54-0.64; its floor, the bulk classes' weight share, is 1/9).
     runner = qos_bench.Runner(c, timeout=600)
     c.exec(0, f"lite-admin target --us {60_000}")
     seen, pacing = {}, None
@@ -764,9 +767,39 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
           flush=True)
     check(p50["sw-pri"] <= 0.5 * p50["none"], f"sw-pri did not keep the latency class out of the queue: {seen}")
     check(sw["p99_ratio"] <= 0.75 * none["p99_ratio"], f"sw-pri's p99 ratio is not far below none's: {seen}")
-    check(agg >= 0.5, f"sw-pri gave up more than half of the bandwidth: {agg:.2f} of none's")
+    check(agg >= 0.35, f"sw-pri gave up most of the bandwidth: {agg:.2f} of none's")
     found = (pacing or {}).get("found_rate") or 0
     check(0.5 * LINK_RATE <= found <= 1.05 * LINK_RATE, f"link rate found: {pacing}")
+
+
+@link
+def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
+    # Every frame to and from node 2 lost for longer than the manager's 8 s without
+    # a heartbeat: the others mark it down and tear down their QPs to it; node 2's
+    # agent, hearing nothing, ends its session. Once the link heals the agent
+    # connects again and node 2 comes back as a new incarnation, with fresh QPs to
+    # every node, and no operator step; data round trips through it again.
+    epoch = c.status(2)["epoch"]
+    integrity(c, 0, 4 << 20, "1,2", 11, 600)
+    mgmt = c.wire_mgmt(2)
+    vwire.apply(mgmt, ["loss 100"])
+    cut = time.time()
+    try:
+        for n in (0, 1):
+            wait_peers(c, n, down=[2], timeout=60)
+        res = ping(c, 0, 2, count=1, check_ok=False)
+        check(res.rc != 0, f"ping through a partition: {res.out}")
+        time.sleep(max(0.0, 15 - (time.time() - cut)))
+    finally:
+        vwire.apply(mgmt, ["loss 0"])
+    healed = time.time()
+    c.wait_connected([0, 1, 2], timeout=120)
+    print(f"    down after the cut, every pair connected again {time.time() - healed:.1f} s after the heal",
+          flush=True)
+    check(c.status(2)["epoch"] > epoch, "the partitioned node must come back as a new incarnation")
+    for src, dst in ((0, 1), (1, 2), (2, 0)):
+        ping(c, src, dst, count=5)
+    integrity(c, 0, 4 << 20, "1,2", 12, 600)
 
 
 @big
@@ -961,7 +994,7 @@ def main():
     start = time.time()
     try:
         # Node 2 boots later. The big suite holds a third of 1 GiB per node.
-        wires = {1: (LINK_RATE, vwire.DEFAULT_QUEUE)} if args.suite == "link" else None
+        wires = {1: (LINK_RATE, vwire.DEFAULT_QUEUE), 2: (0, vwire.DEFAULT_QUEUE)} if args.suite == "link" else None
         cluster.up(nodes=2, variant=args.kernel, mem=1536 if args.suite == "big" else 1024, wires=wires)
         for fn in TESTS:
             if args.only and not any(part in fn.__name__ for part in args.only.split(",")):

@@ -11,7 +11,11 @@ use lite::{Error, Lite, PeerState};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// A session that brings nothing for this long ends and the agent connects again,
+/// until the manager's welcome says how long its own patience is.
+const DEFAULT_SILENCE: Duration = Duration::from_secs(12);
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -186,6 +190,11 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
 
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
+    // The manager heartbeats every agent: silence means the link to it is cut (its
+    // FIN may never arrive), and the manager declares this node down meanwhile. A
+    // new session after that makes it a new incarnation, with fresh QPs to every
+    // peer, which is how a partition heals without an operator.
+    let (mut silence, mut heard) = (DEFAULT_SILENCE, Instant::now());
     loop {
         if STOP.load(Ordering::Relaxed) {
             let _ = s.send(&ToManager::Leave);
@@ -194,15 +203,21 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) => return Err("the manager closed the connection".into()),
-            Ok(_) => {}
+            Ok(_) => heard = Instant::now(),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
-                continue
+                if heard.elapsed() > silence {
+                    return Err(format!("no word from the manager for {} s", silence.as_secs()));
+                }
+                continue;
             }
             Err(e) => return Err(format!("lost the manager: {e}")),
         }
         let msg: ToAgent = serde_json::from_str(&line).map_err(|e| format!("bad message from manager: {e}"))?;
         match msg {
-            ToAgent::Welcome { id, epoch } => {
+            ToAgent::Welcome { id, epoch, silence_ms } => {
+                if silence_ms > 0 {
+                    silence = Duration::from_millis(silence_ms);
+                }
                 let current = lite.info().map_err(|e| e.to_string())?;
                 if current.node_id.is_some() && (current.node_id != Some(id) || current.epoch != epoch) {
                     lite.leave().map_err(|e| e.to_string())?; // a new incarnation starts clean

@@ -97,8 +97,9 @@ pub fn run(opts: Options) -> Result<(), String> {
         match accepted {
             Ok(stream) => {
                 let state = state.clone();
-                let (heartbeat, allow_any_port) = (opts.heartbeat, opts.allow_any_port);
-                thread::spawn(move || accept(state, stream, conn, heartbeat, allow_any_port));
+                let timing = Timing { heartbeat: opts.heartbeat, dead_after: opts.dead_after };
+                let allow_any_port = opts.allow_any_port;
+                thread::spawn(move || accept(state, stream, conn, timing, allow_any_port));
             }
             Err(e) => eprintln!("manager: accept failed: {e}"),
         }
@@ -106,9 +107,23 @@ pub fn run(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
-fn accept(state: State, mut stream: TcpStream, conn: u64, heartbeat: Duration, allow_any_port: bool) {
+#[derive(Clone, Copy)]
+struct Timing {
+    heartbeat: Duration,
+    dead_after: Duration,
+}
+
+impl Timing {
+    /// How long an agent waits for a word before it connects again: past the time
+    /// at which this manager declares its node down, by two heartbeats.
+    fn silence_ms(&self) -> u64 {
+        (self.dead_after + 2 * self.heartbeat).as_millis() as u64
+    }
+}
+
+fn accept(state: State, mut stream: TcpStream, conn: u64, timing: Timing, allow_any_port: bool) {
     if allow_any_port || admissible(&mut stream) {
-        serve(state, stream, conn, heartbeat)
+        serve(state, stream, conn, timing)
     }
 }
 
@@ -134,10 +149,10 @@ fn admissible(stream: &mut TcpStream) -> bool {
     false
 }
 
-fn serve(state: State, stream: TcpStream, conn: u64, heartbeat: Duration) {
+fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = stream.set_nodelay(true);
-    let _ = stream.set_write_timeout(Some(heartbeat * 2));
+    let _ = stream.set_write_timeout(Some(timing.heartbeat * 2));
     let Ok(writer) = stream.try_clone() else { return };
     let mut me: Option<Known> = None;
     for line in BufReader::new(stream).lines() {
@@ -158,7 +173,7 @@ fn serve(state: State, stream: TcpStream, conn: u64, heartbeat: Duration) {
                     Ok((id, epoch)) => {
                         eprintln!("manager: node {id} (epoch {epoch}) joined from {peer} ({hostname})");
                         let Ok(mut w) = writer.try_clone() else { break };
-                        if send(&mut w, &ToAgent::Welcome { id, epoch }).is_err() {
+                        if send(&mut w, &ToAgent::Welcome { id, epoch, silence_ms: timing.silence_ms() }).is_err() {
                             break;
                         }
                         if let Some(old) = st.links.insert(id, Link { epoch, conn, stream: w }) {
@@ -221,7 +236,8 @@ mod tests {
             let state = state.clone();
             thread::spawn(move || {
                 let (stream, _) = listener.accept().expect("accept");
-                accept(state, stream, 1, Duration::from_secs(1), allow_any_port);
+                let timing = Timing { heartbeat: Duration::from_secs(1), dead_after: Duration::from_secs(8) };
+                accept(state, stream, 1, timing, allow_any_port);
             })
         };
         let mut client = connect(addr);
@@ -249,7 +265,7 @@ mod tests {
     #[test]
     fn allow_any_port_admits_them() {
         let (reply, members) = hello_from(|a| TcpStream::connect(a).expect("connect"), true);
-        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1 });
+        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1, silence_ms: 10_000 });
         assert_eq!(members, 1);
     }
 
@@ -261,7 +277,7 @@ mod tests {
         }
         let connect = |a: SocketAddr| reserved_port::connect_from_reserved_port(a).expect("connect");
         let (reply, members) = hello_from(connect, false);
-        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1 });
+        assert_eq!(reply, ToAgent::Welcome { id: 8, epoch: 1, silence_ms: 10_000 });
         assert_eq!(members, 1);
     }
 }

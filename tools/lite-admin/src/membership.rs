@@ -82,7 +82,16 @@ pub enum ToManager {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(tag = "msg", rename_all = "snake_case")]
 pub enum ToAgent {
-    Welcome { id: u32, epoch: u64 },
+    /// `silence_ms`: the agent ends a session that brought nothing for this long (a
+    /// partition) and connects again; by then the manager has declared its node
+    /// down, so it comes back as a new incarnation (0 from older managers: the
+    /// agent's default).
+    Welcome {
+        id: u32,
+        epoch: u64,
+        #[serde(default)]
+        silence_ms: u64,
+    },
     Refused { reason: String },
     Members { members: Vec<Member> },
     Conn { from: u32, from_epoch: u64, to_epoch: u64, info: Conn },
