@@ -674,10 +674,18 @@ def main():
         vwire.partition(c.wire_mgmt(args.node), args.seconds, log=lambda m: log(f"node {args.node}: {m}"))
     elif args.cmd == "status":
         wires = c.meta.get("wires", {})
-        nodes = {n: {"alive": c.alive(n),
-                     "wire": {**vwire.settings(c.wire_mgmt(n)), "queue": wires[str(n)]["queue"]}
-                     if str(n) in wires else None}
-                 for n in c.meta.get("nodes", [])}
+
+        def wire(n):
+            """A wire's settings: asked of a wire without a rate, as started for a
+            rate-limited one (whose management socket takes no connection)."""
+            w = wires.get(str(n))
+            if w is None:
+                return None
+            if w["rate"]:
+                return {"rate": w["rate"], "queue": w["queue"]}
+            return {**vwire.settings(c.wire_mgmt(n)), "queue": w["queue"]}
+
+        nodes = {n: {"alive": c.alive(n), "wire": wire(n)} for n in c.meta.get("nodes", [])}
         if args.json:
             print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "nodes": nodes}, indent=1))
         else:
