@@ -743,6 +743,19 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     check(sw["after_mb_s"] >= 1.2 * sw["during_mb_s"], f"bulk not faster once latency traffic stopped: {seen}")
 
 
+def call_left_waiting(c, caller, server, rpc_id, tag):
+    """A call from node `caller` waiting at a server on node `server` that never
+    answers, expected to fail with EHOSTDOWN: (the server, the caller's job)."""
+    serve = Background(c, server, tag, f"lite-selftest rpc-serve {rpc_id} --delay-ms 600000")
+    serve.wait_for("ready")
+    job = c.exec_async(caller, f"lite-selftest rpc-call {server} {rpc_id} --count 1 --expect-error EHOSTDOWN")
+    deadline = time.time() + 120
+    while c.status(caller)["rpc"]["calls"] < 1:
+        check(time.time() < deadline, f"the call never left node {caller}")
+        time.sleep(0.5)
+    return serve, job
+
+
 @link
 def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # Node 1 behind a 4 MiB/s wire: two bulk writers of 1 MiB from node 0, a
@@ -750,9 +763,9 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # in none and then in sw-pri mode, which must find the link itself. Generous
     # bounds (one run on emulated guests, see the README for the measured medians):
     # sw-pri keeps the latency class's median beside bulk under half of none's (one
-    # run measures 0.23-0.33) and its p99 ratio under 0.9 of none's (0.25-0.66), and
-    # bulk keeps more than a third of none's rate
-    # (measured 0.54-0.64; its floor, the bulk classes' weight share, is 1/9).
+    # run measures 0.23-0.33), its p99 ratio under 0.9 of none's (0.25-0.66), and
+    # bulk more than a third of none's rate (0.54-0.64; its floor, the bulk classes'
+    # weight share, is 1/9).
     runner = qos_bench.Runner(c, timeout=600)
     c.exec(0, f"lite-admin target --us {60_000}")
     seen, pacing = {}, None
@@ -783,14 +796,7 @@ def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
     # that waited at the cut node fails with EHOSTDOWN.
     epoch = c.status(2)["epoch"]
     integrity(c, 0, 4 << 20, "1,2", 11, 600)
-    # A call waits at node 2's (slow) server when the link is cut: it must fail.
-    serve = Background(c, 2, "cut-off", "lite-selftest rpc-serve 13 --delay-ms 600000")
-    serve.wait_for("ready")
-    caller = c.exec_async(0, "lite-selftest rpc-call 2 13 --count 1 --expect-error EHOSTDOWN")
-    deadline = time.time() + 120
-    while c.status(0)["rpc"]["calls"] < 1:
-        check(time.time() < deadline, "the call never left node 0")
-        time.sleep(0.5)
+    serve, caller = call_left_waiting(c, 0, 2, 13, "cut-off")
     mgmt = c.wire_mgmt(2)
     vwire.apply(mgmt, ["loss 100"])
     cut = time.time()
@@ -926,13 +932,7 @@ def leaving_node_is_torn_down_and_can_rejoin(c):
 @test
 def killed_node_is_marked_down_and_others_keep_working(c):
     # A call is waiting at node 1's (slow) server when node 1 dies.
-    serve = Background(c, 1, "doomed", "lite-selftest rpc-serve 12 --delay-ms 600000")
-    serve.wait_for("ready")
-    caller = c.exec_async(0, "lite-selftest rpc-call 1 12 --count 1 --expect-error EHOSTDOWN")
-    deadline = time.time() + 120
-    while c.status(0)["rpc"]["calls"] < 1:
-        check(time.time() < deadline, "the call never left node 0")
-        time.sleep(0.5)
+    serve, caller = call_left_waiting(c, 0, 1, 12, "doomed")
     c.kill_node(1)
     for n in (0, 2):
         wait_peers(c, n, down=[1])
