@@ -46,6 +46,17 @@ const BURST_OPS: u64 = TOKEN_OPS * 5;
 
 const NS_PER_S: u64 = 1_000_000_000;
 
+/// The rate (bytes/s, at most `MAX_RATE`) of `bytes` over `ns`. Milliseconds keep
+/// the product in 64 bits.
+pub(crate) fn per_second(bytes: u64, ns: u64) -> u64 {
+    (bytes.saturating_mul(1000) / (ns / 1_000_000).max(1)).min(MAX_RATE)
+}
+
+/// The bytes `rate` carries in `ns` (whole milliseconds).
+pub(crate) fn bytes_in(rate: u64, ns: u64) -> u64 {
+    rate.min(MAX_RATE) * (ns / 1_000_000) / 1000
+}
+
 /// The paced chunk for a link of `rate` bytes/s: the queueing budget's packets, or
 /// what `MIN_CHUNK_NS` carries at that rate if more, in whole packets.
 pub(crate) fn link_chunk(rate: u64) -> u64 {
@@ -434,8 +445,7 @@ impl DeliveryRate {
         if elapsed < RATE_INTERVAL_NS {
             return false;
         }
-        // Milliseconds keep the product in 64 bits for any rate below `MAX_RATE`.
-        let rate = (self.bytes.saturating_mul(1000) / (elapsed / 1_000_000).max(1)).min(MAX_RATE);
+        let rate = per_second(self.bytes, elapsed);
         self.from_ns = now_ns;
         self.bytes = 0;
         if rate > self.best {
@@ -486,7 +496,7 @@ impl ChunkScale {
         if elapsed < SCALE_INTERVAL_NS {
             return false;
         }
-        let achieved = self.bytes.saturating_mul(1000) / (elapsed / 1_000_000).max(1);
+        let achieved = per_second(self.bytes, elapsed);
         let backlogged = self.waited_ns >= elapsed / 2;
         (self.from_ns, self.bytes, self.waited_ns) = (now_ns, 0, 0);
         if rate == 0 {

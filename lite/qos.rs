@@ -198,8 +198,7 @@ impl QosState {
     /// at SafeUtil, at least two chunks.
     fn inflight_budget(&self) -> u64 {
         let flows = self.used.iter().filter(|&&used| used).count().max(1) as u64;
-        let window = self.bucket.rate().min(pacer::MAX_RATE) * (WINDOW_NS / 1_000_000) / 1000;
-        (window / flows).max(2 * self.chunk())
+        (pacer::bytes_in(self.bucket.rate(), WINDOW_NS) / flows).max(2 * self.chunk())
     }
 
     /// Bytes one transfer of `class` that is not paced may have in flight: in SW-Pri
@@ -209,8 +208,7 @@ impl QosState {
             return u64::MAX;
         }
         let transfers = u64::from(self.classes[LITE_CLASS_DEFAULT as usize].active + self.classes[LITE_CLASS_BULK as usize].active).max(1);
-        let window = self.link().min(pacer::MAX_RATE) * (UNPACED_WINDOW_NS / 1_000_000) / 1000;
-        (window / transfers).max(MIN_INFLIGHT)
+        (pacer::bytes_in(self.link(), UNPACED_WINDOW_NS) / transfers).max(MIN_INFLIGHT)
     }
 
     fn paced_weight(&self) -> u32 {
@@ -582,7 +580,8 @@ pub(crate) struct Ticket<'a> {
     paced: bool,
     /// Work request bytes while paced.
     chunk: u64,
-    /// Bytes in flight while paced (`u64::MAX`: not paced).
+    /// Bytes of work requests in flight at most (`u64::MAX`: no limit but the
+    /// transfer's own).
     inflight: u64,
     flow: Option<usize>,
     start_ns: u64,
