@@ -19,6 +19,7 @@ use crate::lock::LockNode;
 use crate::polling::{self, PollBudget, Wait};
 use crate::qos::{Admit, Qos, Ticket};
 use crate::rpc::{RpcNode, RpcPeer};
+use crate::kvec::swap_remove;
 use crate::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -79,36 +80,6 @@ pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
     // SAFETY: the C glue creates the workqueue before it registers the ib_client and
     // /dev/lite (the only ways into the module) and destroys it after both are gone.
     unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) }
-}
-
-/// Removes and returns element `index`, moving the last element into its place.
-pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
-    let last = vec.len() - 1;
-    vec.as_mut_slice().swap(index, last);
-    // SAFETY: `last < len`, so the element at `last` is initialized; after `set_len(last)`
-    // the vector no longer owns it, so reading it out moves ownership to the caller once.
-    unsafe {
-        vec.set_len(last);
-        core::ptr::read(vec.as_ptr().add(last))
-    }
-}
-
-/// Removes element `i`, keeping the order of the rest (FIFO queues).
-pub(crate) fn remove_at<T>(vec: &mut KVec<T>, i: usize) -> T {
-    vec.as_mut_slice()[i..].rotate_left(1);
-    swap_remove(vec, vec.len() - 1)
-}
-
-/// Keeps the elements for which `keep` holds, in order.
-pub(crate) fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
-    let mut i = 0;
-    while i < vec.len() {
-        if keep(&vec[i]) {
-            i += 1;
-        } else {
-            drop(remove_at(vec, i));
-        }
-    }
 }
 
 /// Starting PSN of a QP: any 24-bit value works; deriving it from the QPN keeps both

@@ -18,6 +18,7 @@ mod cluster;
 mod errno;
 mod ffi;
 mod inflight;
+mod kvec;
 mod lock;
 mod lockword;
 mod memory;

@@ -8,7 +8,8 @@
 //! The owner changes the word only with RDMA atomics through its loopback QP, so
 //! its changes are atomic against the other nodes'.
 
-use crate::cluster::{remove_at, retain, swap_remove, Lite};
+use crate::cluster::Lite;
+use crate::kvec::{remove_at, retain, swap_remove};
 use crate::errno::{EDEADLK, EHOSTDOWN, EIDRM, ENOLCK, EOWNERDEAD, ETIMEDOUT};
 use crate::lockword::{self, WaitStep, WAITERS};
 use crate::memory::{FileLmrs, Word, WordRef};

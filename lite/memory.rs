@@ -16,7 +16,8 @@
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
-use crate::cluster::{module_queue, swap_remove, Lite, PendingCall, Peer, CONTROL_TIMEOUT_MS};
+use crate::cluster::{module_queue, Lite, PendingCall, Peer, CONTROL_TIMEOUT_MS};
+use crate::kvec::{swap_remove, truncate};
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::polling::Wait;
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
@@ -1576,14 +1577,6 @@ impl Lite {
             MsgKind::LockWake => self.lock_woken(from, &decode(body)?).map(|()| empty),
             MsgKind::Echo | MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => Err(EINVAL),
         }
-    }
-}
-
-/// Shortens a byte vector (bytes need no drop).
-pub(crate) fn truncate(bytes: &mut KVec<u8>, len: usize) {
-    if len < bytes.len() {
-        // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
-        unsafe { bytes.set_len(len) };
     }
 }
 

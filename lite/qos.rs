@@ -21,7 +21,7 @@
 //! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
 
 use crate::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES};
-use crate::cluster::{remove_at, retain, swap_remove};
+use crate::kvec::{remove_at, retain, swap_remove};
 use crate::ffi;
 use crate::pacer::{self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW};
 use crate::uapi::*;

@@ -27,7 +27,7 @@
 //! pinning happen with none held.
 
 use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
-use crate::memory::truncate;
+use crate::kvec::{Fifo, truncate};
 use crate::errno::{ECONNREFUSED, ECONNRESET, EHOSTDOWN, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::ffi;
 use crate::region::{self, Extent};
@@ -583,7 +583,7 @@ impl RpcPeer {
                 st.dead && st.users == 0
             };
             if done {
-                crate::cluster::swap_remove(&mut list, i);
+                crate::kvec::swap_remove(&mut list, i);
             } else {
                 i += 1;
             }
@@ -722,69 +722,6 @@ impl Request {
                 }
             }
         }
-    }
-}
-
-/// A FIFO over a vector (the 6.12 `KVec` has no removal).
-struct Fifo<T> {
-    items: KVec<Option<T>>,
-    head: usize,
-}
-
-impl<T> Fifo<T> {
-    fn new() -> Self {
-        Fifo { items: KVec::new(), head: 0 }
-    }
-
-    /// Appends `item`; hands it back when there is no memory.
-    fn push(&mut self, item: T, flags: kernel::alloc::Flags) -> core::result::Result<(), T> {
-        if self.items.reserve(1, flags).is_err() {
-            return Err(item);
-        }
-        // Within the capacity just reserved: cannot fail.
-        let _ = self.items.push(Some(item), flags);
-        Ok(())
-    }
-
-    fn front(&self) -> Option<&T> {
-        self.items.get(self.head).and_then(|i| i.as_ref())
-    }
-
-    fn pop(&mut self) -> Option<T> {
-        let item = self.items.get_mut(self.head)?.take();
-        self.head += 1;
-        if self.head == self.items.len() || (self.head >= 64 && self.head * 2 >= self.items.len()) {
-            let len = self.items.len();
-            self.items.as_mut_slice().rotate_left(self.head);
-            // SAFETY: the last `head` elements are `None` (taken), which need no drop;
-            // the first `len - head` stay initialized.
-            unsafe { self.items.set_len(len - self.head) };
-            self.head = 0;
-        }
-        item
-    }
-
-    /// Puts an item back at the front (a receive that could not deliver it).
-    fn push_front(&mut self, item: T) -> Result {
-        if self.head > 0 {
-            self.head -= 1;
-            self.items[self.head] = Some(item);
-        } else {
-            self.items.push(Some(item), GFP_KERNEL)?;
-            self.items.as_mut_slice().rotate_right(1);
-        }
-        Ok(())
-    }
-
-    fn len(&self) -> usize {
-        self.items.len() - self.head
-    }
-
-    /// Every item, in order.
-    fn drain(&mut self) -> KVec<Option<T>> {
-        let items = core::mem::replace(&mut self.items, KVec::new());
-        self.head = 0;
-        items
     }
 }
 
@@ -994,7 +931,7 @@ impl Lite {
         {
             let mut ids = file.ids.lock();
             let i = ids.iter().position(|&x| x == id).ok_or(ENOENT)?;
-            crate::cluster::swap_remove(&mut ids, i);
+            crate::kvec::swap_remove(&mut ids, i);
         }
         let server = {
             let mut servers = self.rpc.servers.lock();

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Helpers for the 6.12 `KVec`, which has no removal: element removal, byte
+//! truncation and a FIFO. Generic; no LITE state.
+
+use kernel::prelude::*;
+
+/// Removes and returns element `index`, moving the last element into its place.
+pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
+    let last = vec.len() - 1;
+    vec.as_mut_slice().swap(index, last);
+    // SAFETY: `last < len`, so the element at `last` is initialized; after `set_len(last)`
+    // the vector no longer owns it, so reading it out moves ownership to the caller once.
+    unsafe {
+        vec.set_len(last);
+        core::ptr::read(vec.as_ptr().add(last))
+    }
+}
+
+/// Removes element `i`, keeping the order of the rest (FIFO queues).
+pub(crate) fn remove_at<T>(vec: &mut KVec<T>, i: usize) -> T {
+    vec.as_mut_slice()[i..].rotate_left(1);
+    swap_remove(vec, vec.len() - 1)
+}
+
+/// Keeps the elements for which `keep` holds, in order.
+pub(crate) fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
+    let mut i = 0;
+    while i < vec.len() {
+        if keep(&vec[i]) {
+            i += 1;
+        } else {
+            drop(remove_at(vec, i));
+        }
+    }
+}
+
+/// Shortens a byte vector (bytes need no drop).
+pub(crate) fn truncate(bytes: &mut KVec<u8>, len: usize) {
+    if len < bytes.len() {
+        // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
+        unsafe { bytes.set_len(len) };
+    }
+}
+
+/// A FIFO over a vector (the 6.12 `KVec` has no removal).
+pub(crate) struct Fifo<T> {
+    items: KVec<Option<T>>,
+    head: usize,
+}
+
+impl<T> Fifo<T> {
+    pub(crate) fn new() -> Self {
+        Fifo { items: KVec::new(), head: 0 }
+    }
+
+    /// Appends `item`; hands it back when there is no memory.
+    pub(crate) fn push(&mut self, item: T, flags: kernel::alloc::Flags) -> core::result::Result<(), T> {
+        if self.items.reserve(1, flags).is_err() {
+            return Err(item);
+        }
+        // Within the capacity just reserved: cannot fail.
+        let _ = self.items.push(Some(item), flags);
+        Ok(())
+    }
+
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.items.get(self.head).and_then(|i| i.as_ref())
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        let item = self.items.get_mut(self.head)?.take();
+        self.head += 1;
+        if self.head == self.items.len() || (self.head >= 64 && self.head * 2 >= self.items.len()) {
+            let len = self.items.len();
+            self.items.as_mut_slice().rotate_left(self.head);
+            // SAFETY: the last `head` elements are `None` (taken), which need no drop;
+            // the first `len - head` stay initialized.
+            unsafe { self.items.set_len(len - self.head) };
+            self.head = 0;
+        }
+        item
+    }
+
+    /// Puts an item back at the front (a receive that could not deliver it).
+    pub(crate) fn push_front(&mut self, item: T) -> Result {
+        if self.head > 0 {
+            self.head -= 1;
+            self.items[self.head] = Some(item);
+        } else {
+            self.items.push(Some(item), GFP_KERNEL)?;
+            self.items.as_mut_slice().rotate_right(1);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.items.len() - self.head
+    }
+
+    /// Every item, in order.
+    pub(crate) fn drain(&mut self) -> KVec<Option<T>> {
+        let items = core::mem::replace(&mut self.items, KVec::new());
+        self.head = 0;
+        items
+    }
+}
