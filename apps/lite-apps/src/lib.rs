@@ -1,6 +1,8 @@
-//! What the LITE-RS applications share: argument parsing, checksums, percentiles,
-//! progress lines and a deterministic random generator. Nothing here talks to LITE.
+//! What the LITE-RS applications share: argument parsing, checksums and progress
+//! lines (percentiles and the random generator are lite-stats'). Nothing here talks
+//! to LITE.
 
+use lite_stats::Rng;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -14,42 +16,6 @@ pub fn fnv1a(parts: &[&[u8]]) -> u64 {
         }
     }
     h
-}
-
-/// The `p` quantile (0..=1) of sorted samples; 0 when there are none.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// xorshift64*: reproducible pseudo-random numbers from a seed.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// Zipfian ranks over `0..n` with exponent `theta` (YCSB's generator, Gray et al.):

@@ -9,6 +9,7 @@ mod stats;
 
 use clap::{Parser, Subcommand};
 use lite::{gid_to_string, qp_state_name, Lite, PeerState};
+use lite_stats::Summary;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -511,8 +512,11 @@ fn wait(connected: &[u32], down: &[u32], timeout: Duration) -> Result<(), String
 struct PingJson {
     node: u32,
     size: u32,
-    #[serde(flatten)]
-    summary: stats::Summary,
+    count: usize,
+    min_ns: u64,
+    median_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
 }
 
 fn ping(node: u32, count: u32, size: u32, timeout: Duration, json: bool) -> Result<(), String> {
@@ -534,9 +538,12 @@ fn ping(node: u32, count: u32, size: u32, timeout: Duration, json: bool) -> Resu
     if progress {
         eprintln!();
     }
-    let summary = stats::summarize(&rtts).ok_or("no samples")?;
+    let mut ns: Vec<u64> = rtts.iter().map(|d| d.as_nanos() as u64).collect();
+    let summary = Summary::of(&mut ns).ok_or("no samples")?;
     if json {
-        println!("{}", serde_json::to_string(&PingJson { node, size, summary }).map_err(|e| e.to_string())?);
+        let Summary { count, min_ns, median_ns, p99_ns, max_ns, .. } = summary;
+        let line = PingJson { node, size, count, min_ns, median_ns, p99_ns, max_ns };
+        println!("{}", serde_json::to_string(&line).map_err(|e| e.to_string())?);
     } else {
         println!(
             "node {node}: {} round trips of {size} B, min {}, median {}, p99 {}, max {}",

@@ -34,7 +34,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use lite::uapi::LITE_RPC_MAX_MSG;
 use lite::{parse_size, Class, Lite, Lmr, MallocOptions, Perm};
 use serde_json::{json, Value};
-use stats::{parse_nodes, parse_sizes, throughput, Summary, XorShift};
+use lite_stats::{Rng, Summary};
+use stats::{parse_nodes, parse_sizes, summary_json, throughput};
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -400,7 +401,7 @@ fn lat(progress: &Progress, namespace: u32, op: Op, holder: u32, sizes: &[u64], 
         }
         let ioctls = lite.crossings().saturating_sub(crossings);
         let s = Summary::of(&mut samples).expect("iters >= 1");
-        let mut r = s.to_json();
+        let mut r = summary_json(s);
         r["size"] = json!(size);
         r["ioctls_per_op"] = json!(ioctls as f64 / f64::from(iters));
         progress.say(&format!(
@@ -524,7 +525,7 @@ fn bw(
         let bytes = writes * size;
         let ns = nanos(end - start);
         let (mib_s, mb_s) = throughput(bytes, ns);
-        let lat = Summary::of(&mut lats[i]).map(|s| s.to_json()).unwrap_or(Value::Null);
+        let lat = Summary::of(&mut lats[i]).map(summary_json).unwrap_or(Value::Null);
         progress.say(&format!("  {size} B x {threads} thread(s): {mib_s:.1} MiB/s ({writes} writes in {:.2} s)", ns as f64 / 1e9));
         results.push(json!({
             "size": size,
@@ -795,7 +796,7 @@ fn flow(
     let ops = samples.len() as u64;
     let elapsed = samples.last().map_or(0, |s| s.0);
     let mut lats: Vec<u64> = samples.iter().map(|s| s.1).collect();
-    let latency = Summary::of(&mut lats).map(|s| s.to_json()).unwrap_or(Value::Null);
+    let latency = Summary::of(&mut lats).map(summary_json).unwrap_or(Value::Null);
     let (mib_s, mb_s) = throughput(ops * per_op, elapsed.max(1));
     progress.say(&format!("  {ops} ops, {mb_s:.2} MB/s"));
     let mut value = json!({
@@ -1058,18 +1059,18 @@ fn lmrs(
     all.push(first);
     let setup_s = setup.elapsed().as_secs_f64();
     let seed = seed.unwrap_or((u64::from(pid) << 32) ^ nanos(progress.started.elapsed()));
-    let mut rng = XorShift::new(seed);
+    let mut rng = Rng::new(seed);
     // Alternating, so that both series see the same moments of a noisy cluster.
     progress.say(&format!(
         "{iters} LT_writes of {write_size} B to the first LMR, alternating with as many to random ones of the {count}"
     ));
     for _ in 0..warmup {
-        time_write(&all[rng.below(all.len())])?;
+        time_write(&all[rng.below(all.len() as u64) as usize])?;
     }
     let (mut to_first, mut to_random) = (Vec::with_capacity(iters as usize), Vec::with_capacity(iters as usize));
     for _ in 0..iters {
         to_first.push(time_write(&all[count as usize - 1])?);
-        to_random.push(time_write(&all[rng.below(all.len())])?);
+        to_random.push(time_write(&all[rng.below(all.len() as u64) as usize])?);
     }
     let first = Summary::of(&mut to_first).expect("iters >= 1");
     let random = Summary::of(&mut to_random).expect("iters >= 1");
@@ -1095,9 +1096,9 @@ fn lmrs(
         "setup_s": setup_s,
         "median_ns": random.median_ns,
         "p99_ns": random.p99_ns,
-        "alone": alone.to_json(),
-        "first": first.to_json(),
-        "random": random.to_json(),
+        "alone": summary_json(alone),
+        "first": summary_json(first),
+        "random": summary_json(random),
     });
     progress.say(&format!("freeing the {count} LMRs from {threads} threads"));
     let freeing = Instant::now();

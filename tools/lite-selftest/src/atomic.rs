@@ -70,15 +70,15 @@ pub fn count(lite: &Lite, a: &Count) -> ExitCode {
     });
     let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
     lat.sort_unstable();
-    let pct = |p: f64| crate::percentile(&lat, p);
+    let pct = |p: f64| lite_stats::percentile(&lat, p);
     let failed = failed.load(Ordering::Relaxed);
     let summary = serde_json::json!({
         "increments": lat.len(),
         "failed_threads": failed,
         "cas_retries": retries.load(Ordering::Relaxed),
         "seconds": start.elapsed().as_secs_f64(),
-        "p50_ns": pct(0.5),
-        "p99_ns": pct(0.99),
+        "p50_ns": pct(50.0),
+        "p99_ns": pct(99.0),
         "first_error": first_error.into_inner().unwrap_or_else(|e| e.into_inner()),
     });
     println!("{summary}");

@@ -4,6 +4,7 @@
 
 use lite::uapi::LITE_CHUNK_SIZE;
 use lite::{Lite, Lmr, MallocOptions, Perm};
+use lite_stats::Rng;
 use nix::errno::Errno;
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -115,24 +116,17 @@ fn write_pattern(lmr: &Lmr<'_>, name: &str) -> lite::Result<()> {
     Ok(())
 }
 
-/// xorshift64 as a byte stream (8 little-endian bytes per step): one seed gives the
-/// same bytes however the stream is cut into pieces, so nothing needs to be kept.
+/// Random numbers as a byte stream (8 little-endian bytes per step): one seed gives
+/// the same bytes however the stream is cut into pieces, so nothing needs to be kept.
 struct Stream {
-    state: u64,
+    rng: Rng,
     word: [u8; 8],
     used: usize,
 }
 
 impl Stream {
     fn new(seed: u64) -> Stream {
-        Stream { state: splitmix64(seed).max(1), word: [0; 8], used: 8 }
-    }
-
-    fn next_word(&mut self) -> u64 {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        self.state
+        Stream { rng: Rng::new(seed), word: [0; 8], used: 8 }
     }
 
     fn fill(&mut self, buf: &mut [u8]) {
@@ -141,11 +135,11 @@ impl Stream {
         self.used += carried;
         let mut words = buf[carried..].chunks_exact_mut(8);
         for w in &mut words {
-            w.copy_from_slice(&self.next_word().to_le_bytes());
+            w.copy_from_slice(&self.rng.next_u64().to_le_bytes());
         }
         let tail = words.into_remainder();
         if !tail.is_empty() {
-            self.word = self.next_word().to_le_bytes();
+            self.word = self.rng.next_u64().to_le_bytes();
             tail.copy_from_slice(&self.word[..tail.len()]);
             self.used = tail.len();
         }

@@ -19,9 +19,9 @@
 //!   operation that began after the free of its handle's round had returned, and
 //!   succeeded.
 
-use crate::rng::Rng;
 use lite::uapi::*;
 use lite::Lite;
+use lite_stats::Rng;
 use nix::errno::Errno;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;

@@ -7,6 +7,7 @@
 
 use crate::atomic::map;
 use lite::{Lite, Lmr};
+use lite_stats::Rng;
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -82,10 +83,10 @@ pub fn count(lite: &Lite, a: &Count) -> ExitCode {
         "increments": timings.len(),
         "seconds": seconds,
         "increments_per_s": timings.len() as f64 / seconds,
-        "lock_p50_ns": crate::percentile(&lock, 0.5),
-        "lock_p99_ns": crate::percentile(&lock, 0.99),
-        "unlock_p50_ns": crate::percentile(&unlock, 0.5),
-        "unlock_p99_ns": crate::percentile(&unlock, 0.99),
+        "lock_p50_ns": lite_stats::percentile(&lock, 50.0),
+        "lock_p99_ns": lite_stats::percentile(&lock, 99.0),
+        "unlock_p50_ns": lite_stats::percentile(&unlock, 50.0),
+        "unlock_p99_ns": lite_stats::percentile(&unlock, 99.0),
         "taken_from_dead_holders": held_over.into_inner().unwrap_or_else(|e| e.into_inner()),
         "first_error": first_error,
     });
@@ -167,16 +168,13 @@ pub fn rounds(lite: &Lite, a: &Rounds) -> ExitCode {
         Err(code) => return code,
     };
     let arrivals = a.offset + 8;
-    let mut seed = u64::from(std::process::id()).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut rng = Rng::new(u64::from(std::process::id()));
     let mut early = 0u64;
     let mut waits = Vec::new();
     let mut error = None;
     for round in 0..a.rounds {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
         if a.skew_ms > 0 {
-            std::thread::sleep(Duration::from_millis(seed % a.skew_ms));
+            std::thread::sleep(Duration::from_millis(rng.below(a.skew_ms)));
         }
         let result = lmr.fetch_add(arrivals, 1).and_then(|_| {
             let began = Instant::now();

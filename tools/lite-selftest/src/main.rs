@@ -39,13 +39,13 @@ mod lmr;
 mod lmr_hostile;
 mod lmr_race;
 mod fuzz_user;
-mod rng;
 mod rpc;
 mod user_hostile;
 
 use clap::{Parser, Subcommand};
 use lite::uapi::*;
 use lite::{Lite, Perm};
+use lite_stats::Rng;
 use nix::errno::Errno;
 use std::process::ExitCode;
 
@@ -71,7 +71,7 @@ enum Command {
         /// Holder nodes, comma-separated (default: this node).
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         holders: Vec<u32>,
-        /// Seed of the xorshift64 data.
+        /// Seed of the random data.
         #[arg(long, value_name = "N")]
         seed: u64,
         /// Bytes per write/read (default 3 MiB + 4099: unaligned, so pieces cross chunk
@@ -459,13 +459,8 @@ fn unprivileged_checks(c: &mut Checks) {
 /// Random ioctl numbers (our type byte, random nr/size/direction) and random
 /// argument pointers; the kernel must answer each with an errno or success.
 fn fuzz(lite: &Lite, seed: u64, count: u32) -> Checks {
-    let mut state = seed | 1;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rng = Rng::new(seed);
+    let mut next = || rng.next_u64();
     let mut buf = vec![0u8; 65536];
     for _ in 0..count {
         let r = next();
@@ -565,10 +560,4 @@ fn main() -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
-}
-
-/// The `p` quantile (0..=1) of ascending `sorted` samples, 0 when there are none.
-pub fn percentile(sorted: &[u64], p: f64) -> u64 {
-    let at = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
-    sorted.get(at).copied().unwrap_or(0)
 }

@@ -3,11 +3,12 @@
 //! one-way messages, multicast, and hostile arguments.
 //!
 //! Request format: [reply length u64][seed u64][payload]; the payload and the reply
-//! are xorshift64 streams of `seed` and `seed + 1`, so both sides check every byte.
+//! are random streams of `seed` and `seed + 1`, so both sides check every byte.
 
 use crate::Checks;
 use lite::uapi::*;
 use lite::{Error, Lite};
+use lite_stats::Rng;
 use nix::errno::Errno;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,12 +17,9 @@ use std::time::{Duration, Instant};
 const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn fill(buf: &mut [u8], seed: u64) {
-    let mut x = seed | 1;
+    let mut rng = Rng::new(seed);
     for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+        chunk.copy_from_slice(&rng.next_u64().to_le_bytes()[..chunk.len()]);
     }
 }
 
@@ -211,13 +209,13 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
     let calls = a.count * u64::from(a.threads);
     let mut lat = latencies.into_inner().unwrap_or_else(|e| e.into_inner());
     lat.sort_unstable();
-    let pct = |p: f64| crate::percentile(&lat, p);
+    let pct = |p: f64| lite_stats::percentile(&lat, p);
     let failed = failures.load(Ordering::Relaxed);
     let crossings = lite.crossings() - crossings_before;
     let summary = serde_json::json!({
         "calls": calls, "failed": failed, "seconds": elapsed,
         "calls_per_s": calls as f64 / elapsed.max(1e-9),
-        "p50_ns": pct(0.5), "p99_ns": pct(0.99),
+        "p50_ns": pct(50.0), "p99_ns": pct(99.0),
         "crossings_per_call": crossings as f64 / calls.max(1) as f64,
         "first_error": first_error.into_inner().unwrap_or_else(|e| e.into_inner()),
     });
@@ -236,8 +234,8 @@ fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
         Ok(lat) => {
             let mut ns: Vec<u64> = lat.iter().map(|d| d.as_nanos() as u64).collect();
             ns.sort_unstable();
-            let pct = |p: f64| crate::percentile(&ns, p);
-            println!("{}", serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(0.5), "p99_ns": pct(0.99)}));
+            let pct = |p: f64| lite_stats::percentile(&ns, p);
+            println!("{}", serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(50.0), "p99_ns": pct(99.0)}));
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {

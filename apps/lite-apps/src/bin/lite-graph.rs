@@ -10,7 +10,8 @@
 
 use clap::{Parser, Subcommand};
 use lite::{Error, Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{Rng, Zipf};
+use lite_apps::Zipf;
+use lite_stats::Rng;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

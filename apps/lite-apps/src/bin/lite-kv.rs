@@ -13,7 +13,8 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use lite::{Error, Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{fnv1a, percentile, Progress, Rng, Zipf};
+use lite_apps::{fnv1a, Progress, Zipf};
+use lite_stats::{percentile, Rng};
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -671,11 +672,11 @@ fn bench(store: &Store<'_>, a: &BenchArgs) -> Result<(), String> {
         "seconds": seconds,
         "ops_per_s": ops as f64 / seconds,
         "gets": all.get_ns.len(),
-        "get_p50_ns": percentile(&all.get_ns, 0.5),
-        "get_p99_ns": percentile(&all.get_ns, 0.99),
+        "get_p50_ns": percentile(&all.get_ns, 50.0),
+        "get_p99_ns": percentile(&all.get_ns, 99.0),
         "puts": all.put_ns.len(),
-        "put_p50_ns": percentile(&all.put_ns, 0.5),
-        "put_p99_ns": percentile(&all.put_ns, 0.99),
+        "put_p50_ns": percentile(&all.put_ns, 50.0),
+        "put_p99_ns": percentile(&all.put_ns, 99.0),
         "wrong_values": all.wrong,
         "torn_reads": store.torn_reads.load(Ordering::Relaxed),
     });
@@ -688,10 +689,10 @@ fn bench(store: &Store<'_>, a: &BenchArgs) -> Result<(), String> {
             a.read_pct,
             a.threads,
             ops as f64 / seconds,
-            percentile(&all.get_ns, 0.5) as f64 / 1e3,
-            percentile(&all.get_ns, 0.99) as f64 / 1e3,
-            percentile(&all.put_ns, 0.5) as f64 / 1e3,
-            percentile(&all.put_ns, 0.99) as f64 / 1e3,
+            percentile(&all.get_ns, 50.0) as f64 / 1e3,
+            percentile(&all.get_ns, 99.0) as f64 / 1e3,
+            percentile(&all.put_ns, 50.0) as f64 / 1e3,
+            percentile(&all.put_ns, 99.0) as f64 / 1e3,
             all.wrong
         );
     }

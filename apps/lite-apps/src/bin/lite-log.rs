@@ -15,7 +15,8 @@
 
 use clap::{Parser, Subcommand};
 use lite::{parse_size, Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{fnv1a, percentile, Progress};
+use lite_apps::{fnv1a, Progress};
+use lite_stats::percentile;
 use std::io::BufRead;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -359,8 +360,8 @@ fn append(lite: &Lite, name: &str, a: &AppendArgs) -> Result<(), String> {
         "threads": a.threads,
         "seconds": seconds,
         "commits_per_s": lat.len() as f64 / seconds,
-        "p50_ns": percentile(&lat, 0.5),
-        "p99_ns": percentile(&lat, 0.99),
+        "p50_ns": percentile(&lat, 50.0),
+        "p99_ns": percentile(&lat, 99.0),
     });
     if a.json {
         println!("{summary}");
@@ -370,8 +371,8 @@ fn append(lite: &Lite, name: &str, a: &AppendArgs) -> Result<(), String> {
             lat.len(),
             a.size,
             lat.len() as f64 / seconds,
-            percentile(&lat, 0.5) as f64 / 1e3,
-            percentile(&lat, 0.99) as f64 / 1e3
+            percentile(&lat, 50.0) as f64 / 1e3,
+            percentile(&lat, 99.0) as f64 / 1e3
         );
     }
     match first_error.into_inner().unwrap_or_else(|e| e.into_inner()) {

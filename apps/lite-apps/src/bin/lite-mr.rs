@@ -9,7 +9,8 @@
 
 use clap::{Parser, Subcommand};
 use lite::{parse_size, Error, Lite, Lmr, MallocOptions, Perm};
-use lite_apps::{fnv1a, Progress, Rng};
+use lite_apps::{fnv1a, Progress};
+use lite_stats::Rng;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;

@@ -2,9 +2,9 @@
 //! structured random argument (see the parent module), issued through `Fuzz::one`.
 
 use super::{Args, NOBODY};
-use crate::rng::Rng;
 use lite::uapi::*;
 use lite::Lite;
+use lite_stats::Rng;
 use nix::errno::Errno;
 use nix::sys::mman::{mmap_anonymous, mprotect, MapFlags, ProtFlags};
 use std::collections::BTreeMap;
@@ -148,7 +148,7 @@ impl Fuzz {
         let mut rng = Rng::new(seed);
         for i in 0..PAGE as u64 / 8 {
             // SAFETY: inside the read-write page just mapped.
-            unsafe { ((ro + i * 8) as *mut u64).write(rng.next()) };
+            unsafe { ((ro + i * 8) as *mut u64).write(rng.next_u64()) };
         }
         protect(ro, ProtFlags::PROT_READ)?;
         let name = |i| {
@@ -164,11 +164,11 @@ impl Fuzz {
     // ---- interesting values ----
 
     fn v64(&mut self) -> u64 {
-        pick!(self, 0, 1, self.rng.below(64), 4095, 4096, 4097, 4 << 20, u64::from(u32::MAX), u64::MAX, self.rng.next())
+        pick!(self, 0, 1, self.rng.below(64), 4095, 4096, 4097, 4 << 20, u64::from(u32::MAX), u64::MAX, self.rng.next_u64())
     }
 
     fn v32(&mut self) -> u32 {
-        pick!(self, 0, 1, self.rng.below(64) as u32, 4095, 4096, 4097, u32::MAX, self.rng.next() as u32)
+        pick!(self, 0, 1, self.rng.below(64) as u32, 4095, 4096, 4097, u32::MAX, self.rng.next_u64() as u32)
     }
 
     /// Mostly 0, as reserved fields must be.
@@ -204,7 +204,7 @@ impl Fuzz {
             0..=4 => 0,
             5..=7 => self.nodes.iter().filter(|&&n| n < 32).fold(0, |m, &n| if self.rng.chance(50) { m | 1 << n } else { m }),
             8 => pick!(self, 1 << 3, 1 << 15, 1 << 16, u32::MAX),
-            _ => self.rng.next() as u32,
+            _ => self.rng.next_u64() as u32,
         }
     }
 
@@ -222,13 +222,13 @@ impl Fuzz {
         match self.rng.below(30) {
             0 => [0; 64],
             1 => [b'x'; 64],
-            2 => std::array::from_fn(|_| self.rng.next() as u8),
+            2 => std::array::from_fn(|_| self.rng.next_u64() as u8),
             _ => pick_from(&mut self.rng, &self.names),
         }
     }
 
     fn rpc_id(&mut self) -> u32 {
-        if self.rng.chance(85) { 1 + self.rng.below(8) as u32 } else { pick!(self, 0, 9, u32::MAX, self.rng.next() as u32) }
+        if self.rng.chance(85) { 1 + self.rng.below(8) as u32 } else { pick!(self, 0, 9, u32::MAX, self.rng.next_u64() as u32) }
     }
 
     /// RPC message and buffer lengths.
@@ -247,7 +247,7 @@ impl Fuzz {
             70..=77 => 0,
             78..=85 => KERNEL_ADDR + self.rng.below(1 << 30),
             86..=93 => self.ro + self.rng.below(64),
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
@@ -259,7 +259,7 @@ impl Fuzz {
                 (h.lh, h.size)
             }
             80..=89 if !self.stale.is_empty() => (pick_from(&mut self.rng, &self.stale), 4096),
-            _ => (pick!(self, 0, 1, 2, u64::MAX, self.rng.next()), 4096),
+            _ => (pick!(self, 0, 1, 2, u64::MAX, self.rng.next_u64()), 4096),
         }
     }
 
@@ -277,7 +277,7 @@ impl Fuzz {
         match cmd {
             LITE_IOC_PEERS | LITE_IOC_CLASS_RULES => {
                 // LiteClassRules has the same layout.
-                let capacity = pick!(self, 0, 1, 2, 16, 64, u32::MAX, self.rng.next() as u32);
+                let capacity = pick!(self, 0, 1, 2, 16, 64, u32::MAX, self.rng.next_u64() as u32);
                 bytes(LitePeerList { entries: self.uptr(), capacity, count: self.v32() })
             }
             LITE_IOC_PING => {
@@ -292,17 +292,17 @@ impl Fuzz {
                     _ => pick!(self, LITE_LMR_MAX_SIZE, LITE_LMR_MAX_SIZE + 1, 1 << 62, u64::MAX), // ENOMEM at once
                 };
                 let (nodes, perm, namespace, reserved, name) = (self.node_mask(), self.perm(), self.namespace(), self.reserved(), self.name());
-                bytes(LiteMalloc { size, nodes, perm, namespace, reserved, name, lh: self.rng.next() })
+                bytes(LiteMalloc { size, nodes, perm, namespace, reserved, name, lh: self.rng.next_u64() })
             }
             LITE_IOC_REGISTER => {
                 let (fits, any) = (1 + self.rng.below(BUF), self.v64());
                 let len = pick!(self, 0, fits, fits, fits, fits, fits, BUF, BUF + 1, LITE_REGISTER_MAX_SIZE + 1, any);
                 let (buf, perm, namespace, name) = (self.uptr(), self.perm(), self.namespace(), self.name());
-                bytes(LiteRegister { buf, len, perm, namespace, name, lh: self.rng.next() })
+                bytes(LiteRegister { buf, len, perm, namespace, name, lh: self.rng.next_u64() })
             }
             LITE_IOC_MAP => {
                 let (namespace, perm, name) = (self.namespace(), self.perm(), self.name());
-                bytes(LiteMap { namespace, perm, name, lh: self.rng.next(), size: self.rng.next() })
+                bytes(LiteMap { namespace, perm, name, lh: self.rng.next_u64(), size: self.rng.next_u64() })
             }
             LITE_IOC_UNMAP | LITE_IOC_FREE => bytes(LiteHandle { lh: self.handle().0 }),
             LITE_IOC_GRANT => {
@@ -328,7 +328,7 @@ impl Fuzz {
                 let op = pick!(self, LITE_ATOMIC_FETCH_ADD, LITE_ATOMIC_FETCH_ADD, LITE_ATOMIC_COMPARE_SWAP, 0, 3);
                 let swap = if op == LITE_ATOMIC_FETCH_ADD && self.rng.chance(80) { 0 } else { self.v64() };
                 let (offset, reserved, operand) = (self.offset(size), self.reserved(), self.v64());
-                bytes(LiteAtomic { lh, offset, op, reserved, operand, swap, old: self.rng.next() })
+                bytes(LiteAtomic { lh, offset, op, reserved, operand, swap, old: self.rng.next_u64() })
             }
             LITE_IOC_LOCK => {
                 let op = pick!(self, LITE_LOCK_ACQUIRE, LITE_LOCK_ACQUIRE, LITE_LOCK_RELEASE, LITE_LOCK_RELEASE, 0, 3);
@@ -390,7 +390,7 @@ impl Fuzz {
             }
             // Output-only arguments (INFO, MEM_STAT, RPC_STAT, QOS_GET, QOS_STAT), LEAVE and
             // random command numbers: random bytes of the size the number encodes.
-            _ => (0..(cmd >> 16) & 0x3FFF).map(|_| self.rng.next() as u8).collect(),
+            _ => (0..(cmd >> 16) & 0x3FFF).map(|_| self.rng.next_u64() as u8).collect(),
         }
     }
 
