@@ -792,50 +792,10 @@ pub unsafe extern "C" fn lite_reply_recv(
 /// A static, NUL-terminated description of a negative errno returned by liblite.
 #[no_mangle]
 pub extern "C" fn lite_strerror(code: c_int) -> *const c_char {
-    let msg: &'static CStr = match Errno::from_raw(-code) {
-        Errno::ENODEV => c"no RDMA device, or /dev/lite missing: load lite.ko and create an RDMA device",
-        Errno::EPERM => {
-            c"permission denied: operator commands (membership, classes, reserve) need CAP_NET_ADMIN; \
-                         only an LMR's master may grant or free it"
-        }
-        Errno::EPROTO => c"module and liblite ABI versions differ: rebuild both from one tree",
-        Errno::EADDRNOTAVAIL => c"the RDMA port has no RoCE address: configure an IPv4 address",
-        Errno::ENOTCONN => c"this node has not joined a cluster: run `lite-admin join MANAGER`",
-        Errno::EBUSY => c"already joined under another id: run `lite-admin leave` first",
-        Errno::ENOENT => {
-            c"no such node in the cluster (see `lite-admin status`), or no LMR of that name \
-                          in the namespace"
-        }
-        Errno::EHOSTDOWN => {
-            c"node is down or unreachable (for an LMR: a holder or its master): \
-                             see `lite-admin status`"
-        }
-        Errno::ETIMEDOUT => c"the peer did not answer in time",
-        Errno::EINTR => c"interrupted by a signal",
-        Errno::EINVAL => {
-            c"invalid argument (for an LMR: zero length or size, name not 1-63 bytes, \
-                          unknown permission bits or nodes, atomic offset not a multiple of 8)"
-        }
-        Errno::EIO => c"a peer's answer was corrupt",
-        Errno::EBADF => c"unknown LMR handle: unmapped, freed, or obtained through another lite_open",
-        Errno::EACCES => {
-            c"the LMR handle lacks the permission: map it with the permission needed, \
-                          or have the master grant it"
-        }
-        Errno::ERANGE => c"offset and length reach beyond the end of the LMR",
-        Errno::EEXIST => c"the LMR name is taken in the namespace: map that LMR or choose another name",
-        Errno::EIDRM => c"the LMR was freed by its master: unmap the handle",
-        Errno::ENOMEM => {
-            c"the holders lack the memory for the LMR, or it exceeds the size limit: \
-                          ask for less or spread it over more nodes"
-        }
-        Errno::EFAULT => c"a buffer is not valid user memory over its whole length",
-        Errno::ECONNREFUSED => c"no server for that RPC id on that node: start it there and retry",
-        Errno::ECONNRESET => c"the RPC server exited before it replied: restart it and retry",
-        Errno::EMSGSIZE => c"message larger than LITE_RPC_MAX_MSG (4 MiB)",
-        Errno::EOVERFLOW => c"the message does not fit the buffer: retry with one of the reported size",
-        _ if code == 0 => c"success",
-        _ => c"system error (see errno)",
+    let msg = match crate::ERRNO_MESSAGES.iter().find(|(errno, _)| -(*errno as c_int) == code) {
+        Some((_, msg)) => *msg,
+        None if code == 0 => c"success",
+        None => c"system error (see errno)",
     };
     msg.as_ptr()
 }

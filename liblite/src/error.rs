@@ -2,6 +2,7 @@
 
 use lite_uapi::{LITE_LMR_MAX_SIZE, LITE_NODE_ANY};
 use nix::errno::Errno;
+use std::ffi::CStr;
 use std::fmt;
 
 /// Every failure liblite reports. Messages name the cause and the remedy.
@@ -102,6 +103,58 @@ pub(crate) enum LmrCall<'a> {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// The errnos liblite returns, each with what it means for a LITE call and what to
+/// do about it: the messages of `lite_strerror` and the errno names tools accept.
+pub const ERRNO_MESSAGES: [(Errno, &CStr); 23] = [
+    (Errno::ENODEV, c"no RDMA device, or /dev/lite missing: load lite.ko and create an RDMA device"),
+    (
+        Errno::EPERM,
+        c"permission denied: operator commands (membership, classes, reserve) need CAP_NET_ADMIN; \
+         only an LMR's master may grant or free it",
+    ),
+    (Errno::EPROTO, c"module and liblite ABI versions differ: rebuild both from one tree"),
+    (Errno::EADDRNOTAVAIL, c"the RDMA port has no RoCE address: configure an IPv4 address"),
+    (Errno::ENOTCONN, c"this node has not joined a cluster: run `lite-admin join MANAGER`"),
+    (Errno::EBUSY, c"already joined under another id: run `lite-admin leave` first"),
+    (
+        Errno::ENOENT,
+        c"no such node in the cluster (see `lite-admin status`), or no LMR of that name \
+         in the namespace",
+    ),
+    (
+        Errno::EHOSTDOWN,
+        c"node is down or unreachable (for an LMR: a holder or its master): \
+         see `lite-admin status`",
+    ),
+    (Errno::ETIMEDOUT, c"the peer did not answer in time"),
+    (Errno::EINTR, c"interrupted by a signal"),
+    (
+        Errno::EINVAL,
+        c"invalid argument (for an LMR: zero length or size, name not 1-63 bytes, \
+         unknown permission bits or nodes, atomic offset not a multiple of 8)",
+    ),
+    (Errno::EIO, c"a peer's answer was corrupt"),
+    (Errno::EBADF, c"unknown LMR handle: unmapped, freed, or obtained through another lite_open"),
+    (
+        Errno::EACCES,
+        c"the LMR handle lacks the permission: map it with the permission needed, \
+         or have the master grant it",
+    ),
+    (Errno::ERANGE, c"offset and length reach beyond the end of the LMR"),
+    (Errno::EEXIST, c"the LMR name is taken in the namespace: map that LMR or choose another name"),
+    (Errno::EIDRM, c"the LMR was freed by its master: unmap the handle"),
+    (
+        Errno::ENOMEM,
+        c"the holders lack the memory for the LMR, or it exceeds the size limit: \
+         ask for less or spread it over more nodes",
+    ),
+    (Errno::EFAULT, c"a buffer is not valid user memory over its whole length"),
+    (Errno::ECONNREFUSED, c"no server for that RPC id on that node: start it there and retry"),
+    (Errno::ECONNRESET, c"the RPC server exited before it replied: restart it and retry"),
+    (Errno::EMSGSIZE, c"message larger than LITE_RPC_MAX_MSG (4 MiB)"),
+    (Errno::EOVERFLOW, c"the message does not fit the buffer: retry with one of the reported size"),
+];
 
 impl Error {
     /// The errno that best describes this error (the C ABI returns it negated).

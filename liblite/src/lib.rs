@@ -12,7 +12,7 @@ mod qos;
 mod rpc;
 mod size;
 
-pub use error::{Error, Result};
+pub use error::{Error, Result, ERRNO_MESSAGES};
 pub use lite_uapi as uapi;
 pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
 pub use qos::{Class, ClassRule, ClassSource, ClassStat, QosChange, QosMode, QosSettings, QosStat, RuleTarget};

@@ -46,34 +46,11 @@ impl FromStr for GrantArg {
     }
 }
 
-/// The errnos the LMR calls report, by name (as `{:?}` prints them).
-const ERRNOS: [Errno; 21] = [
-    Errno::EBADF,
-    Errno::EACCES,
-    Errno::EPERM,
-    Errno::ERANGE,
-    Errno::EEXIST,
-    Errno::ENOENT,
-    Errno::EIDRM,
-    Errno::EHOSTDOWN,
-    Errno::ENOMEM,
-    Errno::EINVAL,
-    Errno::EFAULT,
-    Errno::ENOTCONN,
-    Errno::ETIMEDOUT,
-    Errno::EINTR,
-    Errno::EIO,
-    Errno::ENODEV,
-    Errno::ECONNREFUSED,
-    Errno::ECONNRESET,
-    Errno::EMSGSIZE,
-    Errno::EOVERFLOW,
-    Errno::EBUSY,
-];
-
+/// An errno liblite returns, by name (as `{:?}` prints it).
 pub fn parse_errno(s: &str) -> Result<Errno, String> {
-    ERRNOS.into_iter().find(|e| format!("{e:?}") == s).ok_or_else(|| {
-        let names: Vec<String> = ERRNOS.iter().map(|e| format!("{e:?}")).collect();
+    let errnos = lite::ERRNO_MESSAGES.map(|(errno, _)| errno);
+    errnos.into_iter().find(|e| format!("{e:?}") == s).ok_or_else(|| {
+        let names: Vec<String> = errnos.iter().map(|e| format!("{e:?}")).collect();
         format!("unknown errno name {s:?}: one of {}", names.join(", "))
     })
 }
