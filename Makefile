@@ -90,7 +90,7 @@ bench-qos: guest
 test-host: deps
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
-	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py tools/test_vwire.py
+	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py tools/test_vwire.py tools/test_syzkaller.py
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,
