@@ -3,13 +3,13 @@
 //! comes from an untrusted process: sizes, reserved fields and ranges are checked
 //! here before anything reaches the cluster code.
 
-use crate::cluster::Lite;
+use crate::node::Lite;
 use crate::errno::ECONNRESET;
 use crate::ffi;
 use crate::lock::FileLocks;
 use crate::memory::{FileLmrs, MallocArgs};
 use crate::rpc::{FileRpc, Received};
-use crate::verbs::Atomic;
+use crate::net::verbs::Atomic;
 use crate::uapi::*;
 use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -14,16 +14,15 @@ use kernel::types::ForeignOwnable;
 
 mod chardev;
 mod classes;
-mod cluster;
 mod errno;
 mod ffi;
-mod inflight;
 mod kvec;
 mod lock;
 mod lockword;
 mod memory;
+mod net;
+mod node;
 mod pacer;
-mod polling;
 mod qos;
 mod region;
 mod rpc;
@@ -32,12 +31,10 @@ mod rpc_ring;
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]
 mod uapi;
-mod verbs;
-mod wire;
 
 use chardev::OpenFile;
-use cluster::{Lite, Peer};
-use verbs::Device;
+use net::{verbs::Device, Peer};
+use node::Lite;
 
 module! {
     type: LiteModule,

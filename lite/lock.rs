@@ -8,13 +8,13 @@
 //! The owner changes the word only with RDMA atomics through its loopback QP, so
 //! its changes are atomic against the other nodes'.
 
-use crate::cluster::Lite;
+use crate::node::Lite;
 use crate::kvec::{remove_at, retain, swap_remove};
 use crate::errno::{EDEADLK, EHOSTDOWN, EIDRM, ENOLCK, EOWNERDEAD, ETIMEDOUT};
 use crate::lockword::{self, WaitStep, WAITERS};
 use crate::memory::{FileLmrs, Word, WordRef};
-use crate::verbs::Atomic;
-use crate::wire::{
+use crate::net::verbs::Atomic;
+use crate::net::wire::{
     LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE, LOCK_OP_RELEASE,
     LOCK_OP_WAIT, LOCK_QUEUED, LOCK_TAKEN, LOCK_TAKEN_HOLDER_DIED,
 };

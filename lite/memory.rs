@@ -16,14 +16,15 @@
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
-use crate::cluster::{module_queue, Lite, PendingCall, Peer, CONTROL_TIMEOUT_MS};
+use crate::net::{encode, Peer, CONTROL_TIMEOUT_MS};
+use crate::node::{module_queue, Lite};
 use crate::kvec::{swap_remove, truncate};
 use crate::errno::{EHOSTDOWN, EIDRM};
-use crate::polling::Wait;
+use crate::net::polling::Wait;
 use crate::region::{self, AtomicError, Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_ALL, PERM_MASTER, PERM_READ, PERM_WRITE};
 use crate::uapi::*;
-use crate::verbs::{Atomic, Device, DmaBuf, PAGE_SIZE};
-use crate::wire::{self, Body, MsgKind, Reader, Writer, BODY_MAX};
+use crate::net::verbs::{Atomic, Device, DmaBuf, PAGE_SIZE};
+use crate::net::wire::{self, Body, MsgKind, Reader, BODY_MAX};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
@@ -432,40 +433,8 @@ fn name_key(namespace: u32, name: &[u8; NAME_LEN]) -> Result<NameKey> {
     }
 }
 
-/// Encodes a request body into a small buffer.
-fn encode<B: Body>(body: &B) -> Result<([u8; 128], usize)> {
-    let mut buf = [0u8; 128];
-    let mut w = Writer::new(&mut buf);
-    body.encode(&mut w).ok_or(EINVAL)?;
-    let len = w.len();
-    Ok((buf, len))
-}
-
 fn decode<B: Body>(bytes: &[u8]) -> Result<B> {
     B::decode(&mut Reader::new(bytes)).ok_or(EINVAL)
-}
-
-impl Peer {
-    /// A control request with a small body; the answer lands in `reply`.
-    pub(crate) fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
-        let (buf, len) = encode(body)?;
-        self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
-    }
-
-    /// Sends teardown message `kind` and waits for its answer whatever signals
-    /// come: memory the peer may write is freed once this returns. A peer that
-    /// does not answer is fenced off (`Peer::fence`) first.
-    pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
-        let (buf, len) = encode(body)?;
-        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS).map(drop).inspect_err(|_| self.fence())
-    }
-
-    /// As [`Self::request`], without waiting: the answer is collected later
-    /// (`PendingCall::answer`), so that several nodes can be asked at once.
-    pub(crate) fn start_request<B: Body>(peer: Arc<Peer>, kind: MsgKind, body: &B) -> Result<PendingCall> {
-        let (buf, len) = encode(body)?;
-        Peer::start_call(peer, kind, &buf[..len], CONTROL_TIMEOUT_MS)
-    }
 }
 
 /// Chunks being zeroed by helpers on the module's workqueue.

@@ -26,15 +26,16 @@
 //! `ClientBinding::state` and `FileRpc::slots` are leaves. Messages to peers and
 //! pinning happen with none held.
 
-use crate::cluster::{Lite, Peer, CONTROL_TIMEOUT_MS};
+use crate::net::{Peer, CONTROL_TIMEOUT_MS};
+use crate::node::Lite;
 use crate::kvec::{Fifo, truncate};
 use crate::errno::{ECONNREFUSED, ECONNRESET, EHOSTDOWN, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::ffi;
 use crate::region::{self, Extent};
 use crate::rpc_ring::{self, ClientRing, RecordHeader, Reservation, ServerRing, FLAG_ONEWAY, MAX_MSG, RING_BYTES, RUN_LEN};
 use crate::uapi::*;
-use crate::verbs::{DmaBuf, UserPages};
-use crate::wire::{self, Body, Bound, MsgKind, Reader, RpcBind, RpcDone, RpcUnbind, Writer, BINDINGS, CALL_SLOTS, RING_CHUNKS};
+use crate::net::verbs::{DmaBuf, UserPages};
+use crate::net::wire::{self, Body, Bound, MsgKind, Reader, RpcBind, RpcDone, RpcUnbind, Writer, BINDINGS, CALL_SLOTS, RING_CHUNKS};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
@@ -1521,7 +1522,7 @@ impl Input<'_> {
         }
     }
 
-    fn prepare(&self, dev: &Arc<crate::verbs::Device>) -> Result<Payload> {
+    fn prepare(&self, dev: &Arc<crate::net::verbs::Device>) -> Result<Payload> {
         match self {
             Input::User { addr, len } => Ok(Payload::Pages(UserPages::pin(dev, *addr, *len, false)?)),
             Input::Kernel(bytes) => {

@@ -2,9 +2,9 @@
 //! exercises exactly the code the module runs.
 #![allow(dead_code)]
 
-#[path = "../inflight.rs"]
+#[path = "../net/inflight.rs"]
 mod inflight;
-#[path = "../wire.rs"]
+#[path = "../net/wire.rs"]
 mod wire;
 #[path = "../region.rs"]
 mod region;
@@ -16,7 +16,7 @@ mod lockword;
 mod pacer;
 #[path = "../classes.rs"]
 mod classes;
-#[path = "../polling.rs"]
+#[path = "../net/polling.rs"]
 mod polling;
 // The ABI, which classes.rs takes its constants from.
 #[allow(unreachable_pub, dead_code)]

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The network: RDMA verbs, the message format, and each peer with its K RC QPs,
+//! mailbox and request slots, the one-sided data path, and membership.
+//!
+//! - `verbs`: devices, QPs, CQ, DMA buffers, pinned user pages (the C helpers' side).
+//! - `wire`: message, immediate and mailbox layout (pure, host-tested).
+//! - `peer`: a peer's setup, connection, failure and teardown.
+//! - `mailbox`: posting messages, request slots, serving a peer's requests.
+//! - `request`: typed control requests on top of the mailbox.
+//! - `transfer`: one-sided RDMA reads, writes and atomics.
+//! - `polling`, `inflight`: completion polling budget and the in-flight window (pure).
+//! - `membership`: identity, peers, the loopback peer, ping.
+//!
+//! Locking: `Lite::state` (mutex) serializes every membership change and is never
+//! taken by completion callbacks. Each peer's `link` spinlock guards its QPs and
+//! mailbox for posting; shutting a peer down takes them out under it, so once
+//! `shutdown` returns nothing can post to them and their drain has reaped every
+//! completion. A peer's `calls` spinlock guards its request slots; it is never
+//! held together with `link`.
+
+pub(crate) mod inflight;
+mod mailbox;
+mod membership;
+mod peer;
+pub(crate) mod polling;
+mod request;
+mod transfer;
+pub(crate) mod verbs;
+pub(crate) mod wire;
+
+pub(crate) use mailbox::CONTROL_TIMEOUT_MS;
+pub(crate) use request::encode;
+pub(crate) use membership::State;
+pub(crate) use peer::Peer;

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A peer: another node, one incarnation of it, reached over K RC QPs with a
+//! mailbox each way; its setup, connection, failure and teardown.
+
+use crate::net::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
+use crate::net::polling::PollBudget;
+use crate::net::wire::{self, CALL_SLOTS, SLOTS};
+use crate::errno::{EHOSTDOWN, ENETDOWN};
+use crate::qos::Qos;
+use crate::rpc::RpcPeer;
+use crate::uapi::*;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use kernel::prelude::*;
+use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, Mutex, SpinLock};
+
+use super::mailbox::{Calls, Slot};
+
+/// Receives kept posted on every QP (each write-with-immediate consumes one).
+const RECV_DEPTH: u32 = 256;
+/// Send queue depth of every QP (helpers.c): messages need at most `2 * SLOTS` of it,
+/// RPC requests and replies at most `2 * CALL_SLOTS`, head reports a few; one-sided
+/// operations share the rest as credits.
+const SEND_DEPTH: u32 = 512;
+const HEAD_REPORTS: u32 = 16;
+const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 - HEAD_REPORTS;
+/// Work completion statuses (`IB_WC_*`) that mean the peer is unreachable.
+const WC_FLUSH_ERR: i32 = 5;
+const WC_RETRY_EXC_ERR: i32 = 12;
+const WC_RNR_RETRY_EXC_ERR: i32 = 13;
+// At most SLOTS requests and SLOTS answers, CALL_SLOTS RPC requests and replies each
+// way, and a few head reports are in flight between two nodes, so even if all of
+// them use one QP its receive queue never runs dry (no RNR retries).
+const _: () = assert!(2 * SLOTS as u32 + 2 * CALL_SLOTS as u32 + HEAD_REPORTS <= RECV_DEPTH);
+
+/// `IB_MTU_256` ..= `IB_MTU_4096`.
+pub(crate) const MTU_CODES: core::ops::RangeInclusive<u32> = 1..=5;
+
+/// Starting PSN of a QP: any 24-bit value works; deriving it from the QPN keeps both
+/// sides' view reproducible without storing it.
+fn psn_for(qpn: u32) -> u32 {
+    qpn.wrapping_mul(0x9E37_79B1) & 0x00FF_FFFF
+}
+
+/// Where peers write messages to us (`inbox`) and where ours are staged (`outbox`).
+pub(crate) struct Mailbox {
+    pub(crate) inbox: DmaBuf,
+    pub(crate) outbox: DmaBuf,
+}
+
+pub(crate) struct Link {
+    pub(crate) state: u32,
+    pub(crate) qps: KVec<Arc<Qp>>,
+    pub(crate) mailbox: Option<Mailbox>,
+    pub(crate) remote: Option<LiteConnInfo>,
+}
+
+impl Link {
+    /// References to the QPs, to use them without `link` held (verbs may sleep).
+    fn qp_refs(&self) -> [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] {
+        let mut qps: [Option<Arc<Qp>>; LITE_MAX_QPS_PER_PEER as usize] = Default::default();
+        for (slot, qp) in qps.iter_mut().zip(self.qps.iter()) {
+            *slot = Some(qp.clone());
+        }
+        qps
+    }
+}
+
+/// Another node, one incarnation of it (`epoch`), reached over K RC QPs.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Peer {
+    pub(crate) id: u32,
+    pub(crate) epoch: u64,
+    /// Identifies the device the QPs live on; its verbs are only used while it is registered.
+    pub(crate) dev: Arc<Device>,
+    pub(crate) sgid_index: i32,
+    pub(crate) gid: [u8; 16],
+    pub(crate) mtu: u32,
+    /// Set once the peer failed or was shut down: waiters check it without `link`.
+    pub(crate) failed: AtomicBool,
+    #[pin]
+    pub(crate) link: SpinLock<Link>,
+    #[pin]
+    pub(crate) calls: SpinLock<Calls>,
+    #[pin]
+    pub(crate) call_done: CondVar,
+    /// Free send queue entries per QP for one-sided operations.
+    #[pin]
+    pub(crate) credits: Mutex<[u32; LITE_MAX_QPS_PER_PEER as usize]>,
+    #[pin]
+    pub(crate) credit_freed: CondVar,
+    /// Spreads one-sided operations over the QPs.
+    pub(crate) next_qp: AtomicUsize,
+    /// Classes and pacing of this node's traffic.
+    pub(crate) qos: Arc<Qos>,
+    /// How long small operations to this peer busy-poll for their completion.
+    pub(crate) poll: PollBudget,
+    /// Our calls to the peer's RPC servers.
+    #[pin]
+    pub(crate) rpc: RpcPeer,
+}
+
+impl Peer {
+    pub(crate) fn new(dev: &Arc<Device>, id: u32, epoch: u64, nr_qps: u32, qos: Arc<Qos>) -> Result<Arc<Peer>> {
+        let (port_state, mtu) = dev.query_port()?;
+        if port_state != PORT_ACTIVE {
+            return Err(ENETDOWN());
+        }
+        let (gid, sgid_index) = dev.roce_gid()?;
+        let mailbox = Mailbox {
+            inbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
+            outbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
+        };
+        let peer = Arc::pin_init(
+            pin_init!(Peer {
+                id,
+                epoch,
+                dev: dev.clone(),
+                sgid_index,
+                gid,
+                mtu,
+                failed: AtomicBool::new(false),
+                link <- new_spinlock!(
+                    Link { state: LITE_PEER_PREPARED, qps: KVec::new(), mailbox: Some(mailbox), remote: None },
+                    "lite:peer.link"
+                ),
+                calls <- new_spinlock!(Calls { slots: [Slot::Free; SLOTS], next_seq: 1 }, "lite:peer.calls"),
+                call_done <- new_condvar!("lite:peer.call_done"),
+                credits <- new_mutex!([DATA_CREDITS; LITE_MAX_QPS_PER_PEER as usize], "lite:peer.credits"),
+                credit_freed <- new_condvar!("lite:peer.credit_freed"),
+                next_qp: AtomicUsize::new(0),
+                qos,
+                poll: PollBudget::new(),
+                rpc <- RpcPeer::new(),
+            }),
+            GFP_KERNEL,
+        )?;
+        // The QPs call back with the peer's address, so they are created once it is final.
+        let mut qps = KVec::with_capacity(nr_qps as usize, GFP_KERNEL)?;
+        for index in 0..nr_qps {
+            let qp = dev.create_qp(&*peer as *const Peer as *const c_void, index, RECV_DEPTH)?;
+            qps.push(Arc::new(qp, GFP_KERNEL)?, GFP_KERNEL)?;
+        }
+        peer.link.lock().qps = qps;
+        Ok(peer)
+    }
+
+    /// What the peer needs to connect its QPs to ours and to write to our mailbox.
+    pub(crate) fn local_info(&self) -> LiteConnInfo {
+        let link = self.link.lock();
+        let mut info = LiteConnInfo { gid: self.gid, mtu: self.mtu, ..Default::default() };
+        info.nr_qps = link.qps.len() as u32;
+        for (i, qp) in link.qps.iter().enumerate() {
+            info.qpn[i] = qp.num();
+            info.psn[i] = psn_for(info.qpn[i]);
+        }
+        if let Some(mailbox) = &link.mailbox {
+            info.mailbox_addr = mailbox.inbox.dma();
+            info.mailbox_rkey = self.dev.global_rkey();
+            info.mailbox_slots = SLOTS as u32;
+        }
+        info
+    }
+
+    /// Connects every QP to the peer's published side. Idempotent for the same info.
+    /// Caller holds `Lite::state`, so the QPs cannot be shut down meanwhile.
+    pub(crate) fn connect(&self, remote: &LiteConnInfo) -> Result {
+        let mut qps = KVec::with_capacity(LITE_MAX_QPS_PER_PEER as usize, GFP_KERNEL)?;
+        {
+            let link = self.link.lock();
+            match &link.remote {
+                Some(known) if known == remote => return Ok(()),
+                Some(_) => return Err(EEXIST),
+                None => {}
+            }
+            if remote.nr_qps as usize != link.qps.len() {
+                return Err(EINVAL);
+            }
+            for qp in link.qps.iter() {
+                qps.push(qp.clone(), GFP_ATOMIC)?;
+            }
+        }
+        let mtu = self.mtu.min(remote.mtu);
+        for (i, qp) in qps.iter().enumerate() {
+            let far = RemoteQp { gid: &remote.gid, qpn: remote.qpn[i], psn: remote.psn[i] };
+            if let Err(e) = qp.connect(&far, self.sgid_index, psn_for(qp.num()), mtu) {
+                self.mark_failed();
+                return Err(e);
+            }
+        }
+        let mut link = self.link.lock();
+        link.remote = Some(*remote);
+        if link.state == LITE_PEER_PREPARED {
+            link.state = LITE_PEER_CONNECTED;
+        }
+        Ok(())
+    }
+
+    /// A failed work request: the QP is in error, the peer unreachable.
+    pub(crate) fn wc_error(&self, status: i32) -> Error {
+        if !self.failed.load(Ordering::Acquire) {
+            pr_warn!("RDMA to node {} failed (wc status {}); marking it failed\n", self.id, status);
+        }
+        self.mark_failed();
+        if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
+            EHOSTDOWN()
+        } else {
+            EIO
+        }
+    }
+
+    /// EHOSTDOWN unless the QPs are connected.
+    pub(crate) fn ensure_connected(&self) -> Result {
+        if self.link.lock().state == LITE_PEER_CONNECTED && !self.failed.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(EHOSTDOWN())
+        }
+    }
+
+    /// A send failed for good (retries exhausted) or the peer did not confirm a
+    /// teardown: the peer is unreachable. Every QP to it goes to error first, so
+    /// nothing it still sends lands here once its callers' buffers (pinned output
+    /// pages, rings) are let go. Process context (the CQ's workqueue included).
+    pub(crate) fn mark_failed(&self) {
+        let qps = {
+            let mut link = self.link.lock();
+            if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
+                link.state = LITE_PEER_ERROR;
+            }
+            link.qp_refs()
+        };
+        for qp in qps.iter().flatten() {
+            if let Err(e) = qp.to_error() {
+                pr_err!("node {}: QP {} refused the error state ({:?})\n", self.id, qp.num(), e);
+            }
+        }
+        self.fail_waiters();
+    }
+
+    /// The peer did not confirm a teardown, so it may still write into memory
+    /// about to be freed: fenced off as a failed peer.
+    pub(crate) fn fence(&self) {
+        pr_warn!("node {} did not confirm a teardown; its QPs are fenced off\n", self.id);
+        self.mark_failed();
+    }
+
+    fn fail_waiters(&self) {
+        self.failed.store(true, Ordering::Release);
+        self.rpc.fail_all();
+        {
+            let _calls = self.calls.lock();
+            self.call_done.notify_all();
+        }
+        let _credits = self.credits.lock();
+        self.credit_freed.notify_all();
+    }
+
+    /// Stops all traffic and destroys the QPs (draining reaps every completion),
+    /// then frees the mailbox, which no work request or peer can reach any more.
+    pub(crate) fn shutdown(&self) {
+        let (qps, mailbox) = {
+            let mut link = self.link.lock();
+            link.state = LITE_PEER_DOWN;
+            (core::mem::replace(&mut link.qps, KVec::new()), link.mailbox.take())
+        };
+        drop(qps);
+        drop(mailbox);
+        self.fail_waiters();
+    }
+
+    pub(crate) fn status(&self) -> LitePeerStatus {
+        let (state, remote, qps) = {
+            let link = self.link.lock();
+            (link.state, link.remote, link.qp_refs())
+        };
+        let mut st = LitePeerStatus {
+            id: self.id,
+            state,
+            epoch: self.epoch,
+            qp_state: [LITE_QPS_NONE; 8],
+            ..Default::default()
+        };
+        for (i, qp) in qps.iter().enumerate() {
+            let Some(qp) = qp else { break };
+            st.nr_qps += 1;
+            st.local_qpn[i] = qp.num();
+            st.qp_state[i] = qp.state().unwrap_or(LITE_QPS_NONE);
+        }
+        if let Some(remote) = remote {
+            st.mtu = self.mtu.min(remote.mtu);
+            st.remote_qpn = remote.qpn;
+            st.remote_gid = remote.gid;
+        }
+        st
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Peer {
+    fn drop(self: Pin<&mut Self>) {
+        self.shutdown();
+    }
+}

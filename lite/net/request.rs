@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Control requests with a typed body (`wire::Body`), the way lmr, rpc and sync
+//! ask a peer: encoded into a small buffer and sent through the mailbox.
+
+use crate::net::wire::{Body, MsgKind, Writer};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::mailbox::{PendingCall, CONTROL_TIMEOUT_MS};
+use super::Peer;
+
+/// Encodes a request body into a small buffer.
+pub(crate) fn encode<B: Body>(body: &B) -> Result<([u8; 128], usize)> {
+    let mut buf = [0u8; 128];
+    let mut w = Writer::new(&mut buf);
+    body.encode(&mut w).ok_or(EINVAL)?;
+    let len = w.len();
+    Ok((buf, len))
+}
+
+impl Peer {
+    /// A control request with a small body; the answer lands in `reply`.
+    pub(crate) fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
+        let (buf, len) = encode(body)?;
+        self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
+    }
+
+    /// Sends teardown message `kind` and waits for its answer whatever signals
+    /// come: memory the peer may write is freed once this returns. A peer that
+    /// does not answer is fenced off (`Peer::fence`) first.
+    pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
+        let (buf, len) = encode(body)?;
+        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS).map(drop).inspect_err(|_| self.fence())
+    }
+
+    /// As [`Self::request`], without waiting: the answer is collected later
+    /// (`PendingCall::answer`), so that several nodes can be asked at once.
+    pub(crate) fn start_request<B: Body>(peer: Arc<Peer>, kind: MsgKind, body: &B) -> Result<PendingCall> {
+        let (buf, len) = encode(body)?;
+        Peer::start_call(peer, kind, &buf[..len], CONTROL_TIMEOUT_MS)
+    }
+}

@@ -1,0 +1,248 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One-sided transfers: RDMA reads, writes and atomics to a peer, windowed over
+//! pinned user memory, within the QP's send credits and the pacer's chunks.
+
+use crate::ffi;
+use crate::net::inflight::{InFlight, MAX_INFLIGHT};
+use crate::net::polling::{self, Wait};
+use crate::net::verbs::{Atomic, DmaBuf, Op, Qp, UserPages, PAGE_SIZE};
+use crate::errno::EHOSTDOWN;
+use crate::qos::{Admit, Ticket};
+use crate::uapi::*;
+use core::sync::atomic::Ordering;
+use kernel::prelude::*;
+use kernel::time::Ktime;
+
+use super::Peer;
+
+/// User memory pinned at a time by one transfer.
+const WINDOW_BYTES: usize = 1 << 20;
+/// Bytes per RDMA work request, and bytes in flight per transfer (see inflight.rs);
+/// while paced, the pacer sizes both (qos.rs).
+const WR_BYTES: usize = 32 << 10;
+const INFLIGHT_BYTES: usize = 4 * WR_BYTES;
+/// Send queue credits one transfer holds: its most work requests in flight.
+const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
+// A paced chunk is one work request.
+const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
+
+/// Local runs, in order, going to the contiguous remote range at `remote`.
+fn contiguous(runs: impl Iterator<Item = (u64, usize)>, mut remote: u64) -> impl Iterator<Item = (u64, usize, u64)> {
+    runs.map(move |(addr, len)| {
+        let piece = (addr, len, remote);
+        remote += len as u64;
+        piece
+    })
+}
+
+impl Peer {
+    fn take_credits(&self, qp: usize, count: u32) -> Result {
+        let mut credits = self.credits.lock();
+        while credits[qp] < count {
+            if self.failed.load(Ordering::Acquire) {
+                return Err(EHOSTDOWN());
+            }
+            self.credit_freed.wait(&mut credits);
+        }
+        credits[qp] -= count;
+        Ok(())
+    }
+
+    fn return_credits(&self, qp: usize, count: u32) {
+        self.credits.lock()[qp] += count;
+        self.credit_freed.notify_all();
+    }
+
+    /// Moves `pieces` (local DMA address, bytes, remote address) to or from the peer
+    /// through one QP, and waits until all of it is there. Consecutive pieces whose
+    /// remote ranges follow each other share a work request.
+    ///
+    /// Work requests carry at most `WR_BYTES`, and at most `INFLIGHT_BYTES` of them
+    /// are outstanding (`InFlight`): rxe has no congestion control, and a larger burst
+    /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
+    /// The caller's class decides the QP (HW-Sep) and, while paced (SW-Pri), smaller
+    /// work requests, fewer of them in flight, and when each may go (qos.rs).
+    fn transfer(&self, op: &Op, write: bool, wait: Wait, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+        let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
+        let nr_qps = self.link.lock().qps.len().max(1);
+        let mut ticket = self.qos.begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let qp_index = ticket.qp();
+        self.take_credits(qp_index, TRANSFER_CREDITS)?;
+        let mut wr_bytes = ticket.first_wr_limit(WR_BYTES);
+        let mut inflight = InFlight::new(ticket.inflight_limit(INFLIGHT_BYTES));
+        let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
+        // SGEs gathered so far, their bytes, and where they go.
+        let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
+        let mut posted: Result = Ok(());
+        let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
+            let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
+            *wr_bytes = limit.min(WR_BYTES);
+            inflight.set_budget(ticket.inflight_limit(INFLIGHT_BYTES));
+            Ok(())
+        };
+        'pieces: for (mut addr, mut len, mut remote) in pieces {
+            while len > 0 {
+                if count > 0 && remote != at + batch as u64 {
+                    posted = post(&sges[..count], at, &mut wr_bytes);
+                    if posted.is_err() {
+                        break 'pieces;
+                    }
+                    (count, batch) = (0, 0);
+                }
+                if count == 0 {
+                    at = remote;
+                }
+                let take = len.min(wr_bytes.saturating_sub(batch).max(1));
+                sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
+                (count, batch) = (count + 1, batch + take);
+                (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
+                if count == max_sge || batch >= wr_bytes {
+                    posted = post(&sges[..count], at, &mut wr_bytes);
+                    if posted.is_err() {
+                        break 'pieces;
+                    }
+                    (count, batch) = (0, 0);
+                }
+            }
+        }
+        if posted.is_ok() && count > 0 {
+            posted = post(&sges[..count], at, &mut wr_bytes);
+        }
+        let completed = self.wait(op, wait, ticket.class(), ticket.bytes(), ticket.start_ns());
+        if completed.is_ok() && posted.is_ok() {
+            ticket.acknowledged(ticket.bytes());
+        }
+        self.return_credits(qp_index, TRANSFER_CREDITS);
+        posted?;
+        completed.map_err(|status| self.wc_error(status))
+    }
+
+    /// Zero-copy RDMA WRITE of `pieces` (local DMA address, bytes, remote address);
+    /// returns once all of it landed.
+    pub(crate) fn write_pieces(&self, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+        let op = Op::new()?;
+        self.transfer(&op, true, Wait::Sleep, pieces)
+    }
+
+    /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
+    /// flight leave room for it and the ticket lets it go; returns the largest work
+    /// request the ticket allows next.
+    #[allow(clippy::too_many_arguments)]
+    fn post_rdma(&self, qp_index: usize, op: &Op, ticket: &mut Ticket<'_>, inflight: &mut InFlight, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result<usize> {
+        let bytes = sges.iter().map(|sge| sge.len as usize).sum();
+        let limit = match ticket.admit(bytes)? {
+            Admit::Go(limit) => limit,
+            Admit::ProbeFirst(limit) => {
+                // A failed probe only means no sample: the transfer's own error tells.
+                if let Ok(ns) = self.probe(ticket.probe_qp()) {
+                    self.qos.probed(ns);
+                }
+                limit
+            }
+        };
+        let pending = op.wait_below(inflight.may_remain(bytes));
+        ticket.acknowledged(inflight.completed_bytes(pending));
+        inflight.posted(bytes);
+        let link = self.link.lock();
+        let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
+            return Err(EHOSTDOWN());
+        };
+        let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
+        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)?;
+        Ok(limit)
+    }
+
+    /// SW-Pri's reference flow: the round trip (ns) of an 8-byte RDMA READ of the
+    /// peer's mailbox on QP `qp_index`, one latency-class operations use, which queues
+    /// behind this node's paced traffic wherever a latency-class operation would.
+    fn probe(&self, qp_index: usize) -> Result<u64> {
+        let target = DmaBuf::new(&self.dev, 8)?;
+        let (dma, _) = target.range(0, 8)?;
+        let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
+        let op = Op::new()?;
+        let start = Ktime::ktime_get();
+        // Polls as the latency class's calls do, to see what they see.
+        self.single_request(qp_index, Wait::PollFirst, LITE_CLASS_LATENCY, &op, |qp, remote| {
+            qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
+        })?;
+        Ok((Ktime::ktime_get() - start).to_ns() as u64)
+    }
+
+    /// Waits for `op`, `bytes` of `class` posted since `start_ns`: users' small operations
+    /// of the latency and default classes busy-poll first, one waiter per peer at a
+    /// time (polling.rs). Called with no lock held that a completion handler takes.
+    fn wait(&self, op: &Op, wait: Wait, class: u32, bytes: u64, start_ns: u64) -> core::result::Result<(), i32> {
+        if !polling::polls(wait, class, bytes) {
+            return op.wait();
+        }
+        let Some(_turn) = self.poll.try_poll() else {
+            return op.wait();
+        };
+        let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
+        self.poll.record((Ktime::ktime_get().to_ns() as u64).saturating_sub(start_ns));
+        completed
+    }
+
+    /// Posts one work request of `op` (for `class`) with `post` on QP `qp_index` of
+    /// the connected peer, holding a send credit, and waits for its completion.
+    fn single_request(&self, qp_index: usize, wait: Wait, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
+        self.take_credits(qp_index, 1)?;
+        let start_ns = Ktime::ktime_get().to_ns() as u64;
+        let posted = {
+            let link = self.link.lock();
+            match (&link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
+                (Some(remote), true, Some(qp)) => post(qp, remote),
+                _ => Err(EHOSTDOWN()),
+            }
+        };
+        let completed = self.wait(op, wait, class, 8, start_ns);
+        self.return_credits(qp_index, 1);
+        posted?;
+        completed.map_err(|status| self.wc_error(status))
+    }
+
+    /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
+    /// `remote_addr`, or READ into it; returns once the data is there. The buffer is
+    /// pinned and mapped a window at a time.
+    ///
+    /// `still_valid` is checked before each window, so that revoking the mapping
+    /// waits for at most one window of a long transfer.
+    pub(crate) fn rdma_user(&self, write: bool, addr: usize, len: usize, remote_addr: u64, still_valid: &dyn Fn() -> Result) -> Result {
+        let op = Op::new()?;
+        let mut done = 0;
+        while done < len {
+            still_valid()?;
+            let start = addr + done;
+            let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
+            let pages = UserPages::pin(&self.dev, start, window, !write)?;
+            self.transfer(&op, write, Wait::PollFirst, contiguous(pages.runs(), remote_addr + done as u64))?;
+            done += window;
+        }
+        Ok(())
+    }
+
+    /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`.
+    pub(crate) fn rdma_write_kernel(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64) -> Result {
+        let (dma, len) = src.range(offset, len)?;
+        let op = Op::new()?;
+        self.transfer(&op, true, Wait::Sleep, core::iter::once((dma, len as usize, remote_addr)))
+    }
+
+    /// Performs `atomic` on the peer's 8-byte word at `remote_addr` through its RNIC
+    /// and returns the word's previous value.
+    pub(crate) fn atomic(&self, atomic: Atomic, remote_addr: u64, wait: Wait) -> Result<u64> {
+        let result = DmaBuf::new(&self.dev, 8)?;
+        let op = Op::new()?;
+        let nr_qps = self.link.lock().qps.len().max(1);
+        let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let start = Ktime::ktime_get();
+        self.single_request(qp_index, wait, class, &op, |qp, remote| {
+            qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
+        })?;
+        self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
+        let mut old = [0u8; 8];
+        result.read(0, &mut old)?;
+        // The old value arrives in host order (rxe).
+        Ok(u64::from_ne_bytes(old))
+    }
+}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The node: `Lite`, the module's global state, which every service (net, lmr,
+//! rpc, sync, qos) extends with its own `impl Lite` block, its RDMA devices, and
+//! the entry from completions into the services.
+
+use crate::ffi;
+use crate::memory::Memory;
+use crate::net::wire::{self, ImmKind, SLOTS};
+use crate::net::{verbs::Device, Peer, State};
+use crate::qos::Qos;
+use crate::rpc::RpcNode;
+use crate::lock::LockNode;
+use crate::kvec::swap_remove;
+use core::sync::atomic::{AtomicU64, Ordering};
+use kernel::prelude::*;
+use kernel::sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex};
+
+/// The module's workqueue, for work that may sleep.
+pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
+    // SAFETY: the C glue creates the workqueue before it registers the ib_client and
+    // /dev/lite (the only ways into the module) and destroys it after both are gone.
+    unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) }
+}
+
+/// The module's global state.
+#[pin_data]
+pub(crate) struct Lite {
+    #[pin]
+    pub(crate) state: Mutex<State>,
+    /// LMR registries (lmr.rs); taken after `state`, never before it.
+    #[pin]
+    pub(crate) mem: Mutex<Memory>,
+    /// Serializes allocation of LMR memory with device removal.
+    #[pin]
+    pub(crate) alloc_lock: Mutex<()>,
+    /// The reserve's refill sleeps here, releasing `mem`, until allocations pause
+    /// (a timed wait: nothing signals it).
+    #[pin]
+    pub(crate) reserve_quiet: CondVar,
+    /// Next LMR handle: unique across processes, so another process's handle is
+    /// never valid by accident.
+    pub(crate) next_handle: AtomicU64,
+    pub(crate) qps_per_peer: u32,
+    /// RPC servers of this node and the rings its clients write to.
+    #[pin]
+    pub(crate) rpc: RpcNode,
+    /// Lock and barrier waiters of this node and queued at it.
+    #[pin]
+    pub(crate) locks: LockNode,
+    /// Priority classes, their rules and SW-Pri pacing.
+    pub(crate) qos: Arc<Qos>,
+}
+
+impl Lite {
+    pub(crate) fn new(qps_per_peer: u32) -> Result<Arc<Lite>> {
+        let qos = Qos::new()?;
+        Arc::pin_init(
+            pin_init!(Lite {
+                state <- new_mutex!(
+                    State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new(), loopback: None },
+                    "lite:state"
+                ),
+                mem <- new_mutex!(Memory::new(), "lite:mem"),
+                alloc_lock <- new_mutex!((), "lite:alloc"),
+                reserve_quiet <- new_condvar!("lite:reserve_quiet"),
+                next_handle: AtomicU64::new(0x1000),
+                qps_per_peer,
+                rpc <- RpcNode::new(),
+                locks <- LockNode::new(),
+                qos,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    // ---- devices (ib_client callbacks) ----
+
+    pub(crate) fn device_added(&self, dev: Arc<Device>) -> Result {
+        self.state.lock().devices.push(dev, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Shuts down every peer reached through `dev`; they show as down until rejoined.
+    pub(crate) fn device_removing(&self, dev: &Arc<Device>) {
+        {
+            let mut st = self.state.lock();
+            if let Some(i) = st.devices.iter().position(|d| Arc::ptr_eq(d, dev)) {
+                swap_remove(&mut st.devices, i);
+            }
+            while let Some(i) = st.peers.iter().position(|p| Arc::ptr_eq(&p.dev, dev)) {
+                if st.remove_peer(i).is_err() {
+                    pr_warn!("out of memory recording a peer as down\n");
+                }
+            }
+            st.drop_loopback();
+        }
+        // One device carries all LMR traffic and memory.
+        self.forget_all();
+        self.drop_reserve();
+    }
+
+    /// A write-with-immediate from `peer` arrived on QP `index` (completion context).
+    pub(crate) fn on_recv(this: ArcBorrow<'_, Self>, peer: ArcBorrow<'_, Peer>, index: u32, imm: u32) {
+        match wire::decode_imm(imm) {
+            Some((ImmKind::Request, slot)) if (slot as usize) < SLOTS => {
+                Peer::serve_request(peer, this, index as usize, slot as usize)
+            }
+            Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => peer.answer_arrived(slot as usize),
+            Some((ImmKind::RpcRequest, payload)) => this.on_rpc_request(&peer.into(), payload),
+            Some((ImmKind::RpcReply, slot)) => this.on_rpc_reply(&peer, slot as usize),
+            Some((ImmKind::RpcHead, payload)) => this.on_rpc_head(&peer, payload),
+            // A peer speaking a kind or slot we do not know: ignore it, never trust it.
+            _ => {}
+        }
+    }
+
+    /// A send to `peer` failed (completion context): fail its waiters now.
+    pub(crate) fn on_send_error(&self, peer: &Peer, status: i32) {
+        if !peer.failed.load(Ordering::Acquire) {
+            pr_warn!("send to node {} failed (wc status {}); marking it failed\n", peer.id, status);
+        }
+        peer.mark_failed();
+    }
+}
