@@ -7,7 +7,7 @@ use crate::node::Lite;
 use crate::errno::ECONNRESET;
 use crate::ffi;
 use crate::lock::FileLocks;
-use crate::memory::{FileLmrs, MallocArgs};
+use crate::lmr::{FileLmrs, MallocArgs};
 use crate::rpc::{FileRpc, Received};
 use crate::net::verbs::Atomic;
 use crate::uapi::*;

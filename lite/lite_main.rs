@@ -19,12 +19,11 @@ mod ffi;
 mod kvec;
 mod lock;
 mod lockword;
-mod memory;
+mod lmr;
 mod net;
 mod node;
 mod pacer;
 mod qos;
-mod region;
 mod rpc;
 mod rpc_ring;
 // The ABI is shared with user space, which uses items the kernel does not.

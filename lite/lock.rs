@@ -12,7 +12,7 @@ use crate::node::Lite;
 use crate::kvec::{remove_at, retain, swap_remove};
 use crate::errno::{EDEADLK, EHOSTDOWN, EIDRM, ENOLCK, EOWNERDEAD, ETIMEDOUT};
 use crate::lockword::{self, WaitStep, WAITERS};
-use crate::memory::{FileLmrs, Word, WordRef};
+use crate::lmr::{FileLmrs, Word, WordRef};
 use crate::net::verbs::Atomic;
 use crate::net::wire::{
     LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE, LOCK_OP_RELEASE,

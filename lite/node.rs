@@ -4,7 +4,7 @@
 //! the entry from completions into the services.
 
 use crate::ffi;
-use crate::memory::Memory;
+use crate::lmr::Memory;
 use crate::net::wire::{self, ImmKind, SLOTS};
 use crate::net::{verbs::Device, Peer, State};
 use crate::qos::Qos;

@@ -31,7 +31,7 @@ use crate::node::Lite;
 use crate::kvec::{Fifo, truncate};
 use crate::errno::{ECONNREFUSED, ECONNRESET, EHOSTDOWN, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::ffi;
-use crate::region::{self, Extent};
+use crate::lmr::layout::{self, Extent};
 use crate::rpc_ring::{self, ClientRing, RecordHeader, Reservation, ServerRing, FLAG_ONEWAY, MAX_MSG, RING_BYTES, RUN_LEN};
 use crate::uapi::*;
 use crate::net::verbs::{DmaBuf, UserPages};
@@ -763,7 +763,7 @@ impl ServerBinding {
 
     /// Copies `out.len()` ring bytes from ring offset `offset` (within the ring).
     fn read(&self, offset: u64, out: &mut [u8]) -> Result {
-        for piece in region::pieces(&self.extents, offset, out.len() as u64) {
+        for piece in layout::pieces(&self.extents, offset, out.len() as u64) {
             let chunk = self.chunks.get(piece.extent).ok_or(EINVAL)?;
             let at = (piece.addr - self.extents[piece.extent].addr) as usize;
             let pos = piece.pos as usize;
@@ -774,7 +774,7 @@ impl ServerBinding {
 
     /// Copies `len` ring bytes at `offset` to user memory at `addr`.
     fn copy_to_user(&self, offset: u64, addr: usize, len: usize) -> Result {
-        for piece in region::pieces(&self.extents, offset, len as u64) {
+        for piece in layout::pieces(&self.extents, offset, len as u64) {
             let chunk = self.chunks.get(piece.extent).ok_or(EINVAL)?;
             let at = (piece.addr - self.extents[piece.extent].addr) as usize;
             let size = piece.len as usize;
@@ -1449,7 +1449,7 @@ impl Lite {
         let at = offset + header.payload_offset();
         let len = header.len as usize;
         let mut ring = KVec::new();
-        for piece in region::pieces(&binding.extents, at, len as u64) {
+        for piece in layout::pieces(&binding.extents, at, len as u64) {
             ring.push((piece.addr, piece.len as u32), GFP_KERNEL)?;
         }
         match payload {
@@ -1467,7 +1467,7 @@ impl Lite {
             }
         }
         let mut first = None;
-        for piece in region::pieces(&binding.extents, offset, stage.size() as u64) {
+        for piece in layout::pieces(&binding.extents, offset, stage.size() as u64) {
             if piece.pos == 0 {
                 first = Some(piece);
             } else {
@@ -1658,7 +1658,7 @@ impl Lite {
         let me = self.me()?;
         let (mut chunks, mut extents) = (KVec::new(), KVec::new());
         let mut at = 0u64;
-        let mut try_len = region::CHUNK_MAX;
+        let mut try_len = layout::CHUNK_MAX;
         while at < RING_BYTES {
             if chunks.len() == RING_CHUNKS {
                 return Err(ENOMEM);

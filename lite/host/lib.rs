@@ -6,8 +6,8 @@
 mod inflight;
 #[path = "../net/wire.rs"]
 mod wire;
-#[path = "../region.rs"]
-mod region;
+#[path = "../lmr/layout.rs"]
+mod layout;
 #[path = "../rpc_ring.rs"]
 mod rpc_ring;
 #[path = "../lockword.rs"]

@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Holder side: memory this node holds for LMRs (physically contiguous chunks in
+//! the global MR), bounded by a share of its RAM, and what a holder does for peers
+//! (memset, copy) and when a master goes away.
+
+use crate::errno::{EHOSTDOWN, EIDRM};
+use crate::net::verbs::DmaBuf;
+use crate::net::wire::{self, MsgKind};
+use crate::node::Lite;
+use crate::uapi::*;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::layout::{self, CHUNK_MAX};
+use super::reserve::zero_chunks;
+
+/// A peer may not make this node hold more than this share of its RAM.
+const HOLD_SHARE_NUM: u64 = 3;
+const HOLD_SHARE_DEN: u64 = 4;
+
+/// Bytes of LMR memory this node may hold.
+pub(crate) fn hold_limit() -> u64 {
+    // SAFETY: reads a global counter.
+    let ram = unsafe { crate::ffi::lite_total_ram() };
+    ram / HOLD_SHARE_DEN * HOLD_SHARE_NUM
+}
+
+/// Memory this node holds for one LMR, from one allocation request.
+pub(crate) struct Held {
+    pub(crate) chunks: KVec<DmaBuf>,
+    pub(crate) bytes: u64,
+}
+
+/// Everything this node holds for one LMR, as seen by a mapping.
+pub(crate) struct LocalMemory {
+    pub(crate) parts: KVec<Arc<Held>>,
+}
+
+impl LocalMemory {
+    /// The chunk holding DMA range `[addr, addr + len)` and the offset in it.
+    pub(crate) fn find(&self, addr: u64, len: u64) -> Result<(&DmaBuf, usize)> {
+        self.parts
+            .iter()
+            .flat_map(|part| part.chunks.iter())
+            .find_map(|c| c.offset_of(addr, len).map(|off| (c, off)))
+            .ok_or(EINVAL)
+    }
+}
+
+impl Lite {
+    /// Allocates up to `bytes` (at most `max_extents` chunks) for LMR (`master`, `id`)
+    /// and returns the new extents (node, addr, len). Never fewer than one chunk.
+    pub(crate) fn hold(&self, master: u32, id: u64, bytes: u64, max_extents: usize) -> Result<KVec<(u32, u64, u64)>> {
+        let me = self.me()?;
+        // Serialized with device removal, which frees what is held on the device.
+        let _serial = self.alloc_lock.lock();
+        let dev = self.device()?;
+        let want = bytes.min(max_extents as u64 * CHUNK_MAX);
+        {
+            let mut mem = self.mem.lock();
+            // The whole share must fit, not only this part of it: fail before allocating.
+            if bytes > hold_limit().saturating_sub(mem.held_bytes) {
+                return Err(ENOMEM);
+            }
+            mem.held_bytes += want;
+        }
+        let mut chunks = KVec::new();
+        let mut extents = KVec::new();
+        let mut left = want;
+        let mut limit = CHUNK_MAX;
+        let mut result = Ok(());
+        // Whole chunks come zeroed from the reserve while it lasts, the others zeroed
+        // by all CPUs at once; what that leaves (a tail, or chunks memory was short
+        // of) is allocated one by one below.
+        let whole = ((want / CHUNK_MAX) as usize).min(max_extents);
+        let mut ready = KVec::with_capacity(whole, GFP_KERNEL)?;
+        {
+            let mut mem = self.mem.lock();
+            while ready.len() < whole {
+                let Some(chunk) = mem.take_reserved() else { break };
+                // Within the capacity reserved above: does not allocate.
+                ready.push(chunk, GFP_KERNEL)?;
+            }
+        }
+        let missing = whole - ready.len();
+        let mut ready = Iterator::chain(ready.into_iter(), zero_chunks(&dev, missing));
+        while left > 0 && extents.len() < max_extents {
+            let Some(len) = layout::next_chunk_len(left, limit) else {
+                result = Err(ENOMEM);
+                break;
+            };
+            let prepared = if len == CHUNK_MAX { ready.next() } else { None };
+            match prepared.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
+                Ok(chunk) => {
+                    let used = len.min(left);
+                    let pushed = extents.push((me, chunk.dma(), used), GFP_KERNEL);
+                    if let Err(e) = pushed.and_then(|()| chunks.push(chunk, GFP_KERNEL)) {
+                        result = Err(e.into());
+                        break;
+                    }
+                    left -= used;
+                }
+                Err(_) => limit = len / 2,
+            }
+        }
+        let got = want - left;
+        self.refill_reserve_later();
+        let mut mem = self.mem.lock();
+        mem.held_bytes -= left;
+        let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
+        let inserted = held.and_then(|held| {
+            let seq = mem.seq();
+            mem.held.try_create_and_insert((master, id, seq), held, GFP_KERNEL)?;
+            Ok(())
+        });
+        if let Err(e) = inserted {
+            mem.held_bytes -= got;
+            return Err(e);
+        }
+        Ok(extents)
+    }
+
+    /// Frees what this node holds for (`master`, `id`).
+    pub(crate) fn release(&self, master: u32, id: u64) {
+        self.locks_forget_lmr(master, id);
+        self.mem.lock().release_held(master, Some(id));
+        // A reserve that stopped at the hold limit may grow again.
+        self.refill_reserve_later();
+    }
+
+    /// Node `node` is gone (or this node left): what it mastered is unreachable, so
+    /// its mappings fail and the memory held for it is freed.
+    ///
+    /// Other nodes may still map memory held here for `node` and write to it, so
+    /// they are told to fail those mappings (and wait for their operations) before
+    /// the memory is freed. A node that cannot be told cannot reach us either: its
+    /// QPs to us are in error or destroyed.
+    pub(crate) fn forget_node(&self, node: u32) {
+        self.revoke_master(node);
+        let holds = {
+            let mut mem = self.mem.lock();
+            mem.held.cursor_lower_bound(&(node, 0, 0)).is_some_and(|c| c.current().0 .0 == node)
+        };
+        if holds {
+            if let Ok(peers) = self.connected_peers() {
+                for peer in peers.iter().filter(|p| p.id != node) {
+                    let _ = peer.confirm(MsgKind::Forget, &wire::LmrId { id: node.into() });
+                }
+            }
+        }
+        self.locks_forget_node(node);
+        self.mem.lock().release_held(node, None);
+        self.rpc_forget_node(node);
+    }
+
+    /// Mappings of every LMR of `master` on this node fail from now on.
+    pub(crate) fn revoke_master(&self, master: u32) {
+        let maps = self.mem.lock().take_maps(master, None);
+        for mapping in maps.iter() {
+            mapping.revoke(EHOSTDOWN());
+        }
+    }
+
+    /// The device went away or this node left: revoke every mapping, free all memory held.
+    pub(crate) fn forget_all(&self) {
+        let _serial = self.alloc_lock.lock();
+        for node in 0..LITE_MAX_NODES {
+            self.forget_node(node);
+        }
+    }
+
+    /// What this node holds for (`master`, `id`); EIDRM when nothing (any more):
+    /// a request racing the LMR's free.
+    pub(crate) fn held_memory(&self, master: u32, id: u64) -> Result<Arc<LocalMemory>> {
+        self.mem.lock().local_memory(master, id)?.ok_or_else(EIDRM)
+    }
+
+    pub(crate) fn holder_memset(&self, req: &wire::Memset) -> Result {
+        let value = u8::try_from(req.value).map_err(|_| EINVAL)?;
+        let local = self.held_memory(req.master, req.id)?;
+        let (chunk, off) = local.find(req.addr, req.len)?;
+        chunk.fill(off, req.len as usize, value)
+    }
+
+    pub(crate) fn holder_copy(&self, req: &wire::Copy) -> Result {
+        let me = self.me()?;
+        let src = self.held_memory(req.src_master, req.src_id)?;
+        let (chunk, off) = src.find(req.src_addr, req.len)?;
+        if req.dst_node == me {
+            let dst = self.held_memory(req.dst_master, req.dst_id)?;
+            let (to, to_off) = dst.find(req.dst_addr, req.len)?;
+            to.move_from(to_off, chunk, off, req.len as usize)
+        } else {
+            // The destination node checks nothing here: peers are kernels of the same
+            // cluster sharing one global MR, as in LITE.
+            self.peer(req.dst_node)?.rdma_write_kernel(chunk, off, req.len as usize, req.dst_addr)
+        }
+    }
+}

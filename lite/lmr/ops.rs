@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: GPL-2.0
+//! One-sided operations on an LMR through a handle: read, write, atomics, memset,
+//! memcpy, and the statistics of a handle and of this node.
+
+use crate::net::polling::Wait;
+use crate::net::verbs::Atomic;
+use crate::net::wire::{self, MsgKind};
+use crate::node::Lite;
+use crate::uapi::*;
+use kernel::prelude::*;
+use kernel::sync::Mutex;
+use kernel::uaccess::UserSlice;
+
+use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
+use super::{erange, range_error};
+use super::handles::FileLmrs;
+use super::holder::hold_limit;
+use super::mapping::{Word, WordRef};
+
+impl Lite {
+    /// LT_read (`write` false) or LT_write of `len` bytes at `offset` of the LMR,
+    /// from or to user memory at `buf`.
+    pub(crate) fn lmr_rw(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, buf: usize, len: u64, write: bool) -> Result {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if !layout::perm_allows(perm, if write { PERM_WRITE } else { PERM_READ }) {
+            return Err(EACCES);
+        }
+        layout::check_range(mapping.size, offset, len).map_err(range_error)?;
+        let len = usize::try_from(len).map_err(|_| erange())?;
+        buf.checked_add(len).ok_or(EFAULT)?;
+        let using = mapping.begin()?;
+        let me = self.me()?;
+        for piece in layout::pieces(&mapping.extents, offset, len as u64) {
+            using.check()?;
+            let node = mapping.extents[piece.extent].node;
+            let at = buf + piece.pos as usize;
+            let size = piece.len as usize;
+            if node == me {
+                let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
+                if write {
+                    chunk.copy_from_user(off, &mut UserSlice::new(at, size).reader(), size)?;
+                } else {
+                    chunk.copy_to_user(off, &mut UserSlice::new(at, size).writer(), size)?;
+                }
+            } else {
+                self.peer(node)?.rdma_user(write, at, size, piece.addr, &|| using.check())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The 8-byte word at `offset` of the LMR behind `lh`, for atomics, locks and
+    /// barriers: needs read and write permission and 8-byte alignment.
+    pub(crate) fn lmr_word(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64) -> Result<WordRef> {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if !layout::perm_allows(perm, PERM_READ | PERM_WRITE) {
+            return Err(EACCES);
+        }
+        let (extent, addr) = layout::atomic_word(&mapping.extents, mapping.size, offset).map_err(|e| match e {
+            AtomicError::Misaligned => EINVAL,
+            AtomicError::OutOfBounds => erange(),
+        })?;
+        let word = Word { holder: mapping.extents[extent].node, master: mapping.master, id: mapping.id, addr };
+        Ok(WordRef { mapping, word })
+    }
+
+    /// An RDMA atomic on `word` by its holder's RNIC, so that it is atomic against
+    /// every node's; fails once the LMR is freed. Returns the old value.
+    pub(crate) fn word_atomic(&self, word: &WordRef, atomic: Atomic) -> Result<u64> {
+        let _using = word.mapping.begin()?;
+        self.atomic_on(&word.word, atomic, Wait::PollFirst)
+    }
+
+    /// As [`Self::word_atomic`], for the kernel's own work on a word whose memory the
+    /// caller keeps alive.
+    pub(crate) fn held_word_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
+        self.atomic_on(word, atomic, Wait::Sleep)
+    }
+
+    /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
+    fn atomic_on(&self, word: &Word, atomic: Atomic, wait: Wait) -> Result<u64> {
+        let peer = if word.holder == self.me()? { self.loopback()? } else { self.peer(word.holder)? };
+        peer.atomic(atomic, word.addr, wait)
+    }
+
+    /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.
+    pub(crate) fn lmr_atomic(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, atomic: Atomic) -> Result<u64> {
+        let word = self.lmr_word(file, lh, offset)?;
+        self.word_atomic(&word, atomic)
+    }
+
+    /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR;
+    /// EIDRM once the LMR is freed.
+    pub(crate) fn check_held_word(&self, word: &Word) -> Result {
+        self.held_memory(word.master, word.id)?.find(word.addr, 8).map(drop)
+    }
+
+    /// LT_memset, executed by the holders.
+    pub(crate) fn lmr_memset(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, len: u64, value: u32) -> Result {
+        let (mapping, perm) = file.lock().get(lh)?;
+        if value > 0xFF {
+            return Err(EINVAL);
+        }
+        if !layout::perm_allows(perm, PERM_WRITE) {
+            return Err(EACCES);
+        }
+        layout::check_range(mapping.size, offset, len).map_err(range_error)?;
+        let using = mapping.begin()?;
+        let me = self.me()?;
+        for piece in layout::pieces(&mapping.extents, offset, len) {
+            using.check()?;
+            let node = mapping.extents[piece.extent].node;
+            if node == me {
+                let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
+                chunk.fill(off, piece.len as usize, value as u8)?;
+            } else {
+                let req = wire::Memset { master: mapping.master, value, id: mapping.id, addr: piece.addr, len: piece.len };
+                self.peer(node)?.request(MsgKind::Memset, &req, &mut [])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// LT_memcpy / LT_memmove, executed by the holders of the source.
+    pub(crate) fn lmr_memcpy(&self, file: &Mutex<FileLmrs>, dst_lh: u64, dst_off: u64, src_lh: u64, src_off: u64, len: u64) -> Result {
+        let ((dst, dst_perm), (src, src_perm)) = {
+            let files = file.lock();
+            (files.get(dst_lh)?, files.get(src_lh)?)
+        };
+        if !layout::perm_allows(dst_perm, PERM_WRITE) || !layout::perm_allows(src_perm, PERM_READ) {
+            return Err(EACCES);
+        }
+        layout::check_range(dst.size, dst_off, len).map_err(range_error)?;
+        layout::check_range(src.size, src_off, len).map_err(range_error)?;
+        let dst_use = dst.begin()?;
+        let src_use = src.begin()?;
+        // Pieces that each stay inside one source and one destination chunk.
+        let mut steps = KVec::new();
+        for s in layout::pieces(&src.extents, src_off, len) {
+            for d in layout::pieces(&dst.extents, dst_off + s.pos, s.len) {
+                steps.push((s.extent, s.addr + d.pos, d.extent, d.addr, d.len), GFP_KERNEL)?;
+            }
+        }
+        // Copying towards higher offsets of the same LMR goes backwards, so an
+        // overlapping move never reads bytes it already overwrote.
+        let same = dst.master == src.master && dst.id == src.id;
+        if same && dst_off > src_off {
+            steps.reverse();
+        }
+        let me = self.me()?;
+        for &(s_ext, s_addr, d_ext, d_addr, n) in steps.iter() {
+            dst_use.check()?;
+            src_use.check()?;
+            let s_node = src.extents[s_ext].node;
+            let d_node = dst.extents[d_ext].node;
+            if s_node == me {
+                let (from, from_off) = src_use.local()?.find(s_addr, n)?;
+                if d_node == me {
+                    let (to, to_off) = dst_use.local()?.find(d_addr, n)?;
+                    to.move_from(to_off, from, from_off, n as usize)?;
+                } else {
+                    self.peer(d_node)?.rdma_write_kernel(from, from_off, n as usize, d_addr)?;
+                }
+            } else {
+                let req = wire::Copy {
+                    src_master: src.master,
+                    dst_master: dst.master,
+                    src_id: src.id,
+                    src_addr: s_addr,
+                    dst_id: dst.id,
+                    dst_addr: d_addr,
+                    len: n,
+                    dst_node: d_node,
+                };
+                self.peer(s_node)?.request(MsgKind::Copy, &req, &mut [])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Describes the LMR behind `lh`.
+    pub(crate) fn lmr_stat(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result<LiteLmrStat> {
+        let (mapping, perm) = file.lock().get(lh)?;
+        drop(mapping.begin()?);
+        Ok(LiteLmrStat {
+            lh,
+            size: mapping.size,
+            perm,
+            master_node: mapping.master,
+            nr_chunks: mapping.extents.len() as u32,
+            holders: mapping.extents.iter().fold(0, |mask, e| mask | 1 << e.node),
+        })
+    }
+
+    /// Counts of this node's LMR bookkeeping, with the lock and barrier queues.
+    pub(crate) fn mem_stat(&self) -> LiteMemStat {
+        let (lock_queued, barrier_queued) = self.sync_queued();
+        let mem = self.mem.lock();
+        LiteMemStat {
+            mastered: mem.lmrs.iter().count() as u32,
+            mappings: mem.maps.iter().count() as u32,
+            held_bytes: mem.held_bytes,
+            held_limit: hold_limit(),
+            lock_queued,
+            barrier_queued,
+            reserve_bytes: mem.reserve.len() as u64 * CHUNK_MAX,
+            reserve_target: mem.reserve_target as u64 * CHUNK_MAX,
+            reserve_used: mem.reserve_used * CHUNK_MAX,
+        }
+    }
+}

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The registries of this node (`Memory`, under `Lite::mem`): the LMRs it masters
+//! and their names, the memory it holds, every mapping, the revocation log, and
+//! the zeroed reserve's chunks.
+
+use crate::errno::EHOSTDOWN;
+use crate::kvec::swap_remove;
+use crate::net::verbs::DmaBuf;
+use kernel::prelude::*;
+use kernel::rbtree::RBTree;
+use kernel::sync::Arc;
+use kernel::time::Ktime;
+
+use super::layout::NAME_LEN;
+use super::handles::{FileLmrs, Handle};
+use super::holder::{Held, LocalMemory};
+use super::mapping::Mapping;
+use super::master::MasterLmr;
+
+/// Revocations remembered for maps whose lookup is in flight (see `Memory::revoked_since`).
+pub(crate) const REVOCATION_LOG: usize = 64;
+
+/// Name of an LMR within its application namespace.
+pub(crate) type NameKey = (u32, [u8; NAME_LEN]);
+
+/// Key of a mapping or of held memory: the LMR (master node, id) and a sequence number.
+pub(crate) type Key = (u32, u64, u64);
+
+/// Removes every entry of `tree` whose key starts with (`master`, `id`) (`id`
+/// `None`: any LMR of `master`), handing each value to `each`.
+pub(crate) fn take_prefix<V>(tree: &mut RBTree<Key, V>, master: u32, id: Option<u64>, mut each: impl FnMut(V)) {
+    let mut cursor = tree.cursor_lower_bound(&(master, id.unwrap_or(0), 0));
+    while let Some(c) = cursor {
+        let &(m, i, _) = c.current().0;
+        if m != master || id.is_some_and(|id| id != i) {
+            break;
+        }
+        let (next, node) = c.remove_current();
+        each(node.to_key_value().1);
+        cursor = next;
+    }
+}
+
+/// The registries (under `Lite::mem`).
+pub(crate) struct Memory {
+    pub(crate) next_id: u64,
+    pub(crate) next_seq: u64,
+    /// LMRs this node is master of.
+    pub(crate) lmrs: RBTree<u64, MasterLmr>,
+    /// Names of those LMRs, and names being allocated (id 0).
+    pub(crate) names: RBTree<NameKey, u64>,
+    /// Memory held here, by (master node, LMR id, allocation).
+    pub(crate) held: RBTree<Key, Arc<Held>>,
+    pub(crate) held_bytes: u64,
+    /// Every mapping on this node.
+    pub(crate) maps: RBTree<Key, Arc<Mapping>>,
+    /// Revocations (`take_maps` calls) since the module was loaded.
+    pub(crate) revocations: u64,
+    /// The last `REVOCATION_LOG` of them: (master, LMR id or `None` for all of
+    /// the master's), at index `revocation % REVOCATION_LOG`.
+    pub(crate) revoked: [(u32, Option<u64>); REVOCATION_LOG],
+    /// Zeroed chunks of `CHUNK_MAX` bytes ready for `hold` (`LITE_IOC_RESERVE`).
+    pub(crate) reserve: KVec<DmaBuf>,
+    /// Chunks the reserve is refilled to.
+    pub(crate) reserve_target: usize,
+    /// Chunks taken from the reserve since the module was loaded.
+    pub(crate) reserve_used: u64,
+    /// When the last one was taken.
+    pub(crate) reserve_taken_at: Ktime,
+    /// A refill job is queued or running.
+    pub(crate) refilling: bool,
+}
+
+impl Memory {
+    pub(crate) fn new() -> Self {
+        Memory {
+            next_id: 1,
+            next_seq: 1,
+            lmrs: RBTree::new(),
+            names: RBTree::new(),
+            held: RBTree::new(),
+            held_bytes: 0,
+            maps: RBTree::new(),
+            revocations: 0,
+            revoked: [(0, None); REVOCATION_LOG],
+            reserve: KVec::new(),
+            reserve_target: 0,
+            reserve_used: 0,
+            reserve_taken_at: Ktime::ktime_get(),
+            refilling: false,
+        }
+    }
+
+    pub(crate) fn take_reserved(&mut self) -> Option<DmaBuf> {
+        let len = self.reserve.len();
+        (len > 0).then(|| {
+            self.reserve_used += 1;
+            self.reserve_taken_at = Ktime::ktime_get();
+            swap_remove(&mut self.reserve, len - 1)
+        })
+    }
+
+    /// Frees the reserved chunks beyond the target.
+    pub(crate) fn shrink_reserve(&mut self) {
+        while self.reserve.len() > self.reserve_target {
+            let last = self.reserve.len() - 1;
+            drop(swap_remove(&mut self.reserve, last));
+        }
+    }
+
+    pub(crate) fn seq(&mut self) -> u64 {
+        self.next_seq += 1;
+        self.next_seq
+    }
+
+    /// Removes the mappings of (`master`, `id`) and returns them, to be revoked
+    /// without `mem` held.
+    pub(crate) fn take_maps(&mut self, master: u32, id: Option<u64>) -> KVec<Arc<Mapping>> {
+        self.revoked[(self.revocations % REVOCATION_LOG as u64) as usize] = (master, id);
+        self.revocations += 1;
+        let mut out = KVec::new();
+        take_prefix(&mut self.maps, master, id, |mapping| {
+            if out.push(mapping.clone(), GFP_KERNEL).is_err() {
+                // No room to defer it: revoke here (operations never wait for `mem`).
+                mapping.revoke(EHOSTDOWN());
+            }
+        });
+        out
+    }
+
+    pub(crate) fn release_held(&mut self, master: u32, id: Option<u64>) {
+        let mut freed = 0;
+        take_prefix(&mut self.held, master, id, |held| freed += held.bytes);
+        self.held_bytes -= freed;
+    }
+
+    /// Whether (`master`, `id`) may have been revoked since `revocations` read
+    /// `since`: a mapping made from a lookup that started then must not be added,
+    /// or it would escape the revocation. True also when the log no longer reaches
+    /// back that far.
+    pub(crate) fn revoked_since(&self, since: u64, master: u32, id: u64) -> bool {
+        if self.revocations - since > REVOCATION_LOG as u64 {
+            return true;
+        }
+        (since..self.revocations).any(|n| match self.revoked[(n % REVOCATION_LOG as u64) as usize] {
+            (m, None) => m == master,
+            (m, Some(i)) => (m, i) == (master, id),
+        })
+    }
+
+    /// This node's memory of (`master`, `id`), if it holds any.
+    pub(crate) fn local_memory(&mut self, master: u32, id: u64) -> Result<Option<Arc<LocalMemory>>> {
+        let mut parts = KVec::new();
+        let mut cursor = self.held.cursor_lower_bound(&(master, id, 0));
+        while let Some(c) = cursor {
+            let (&(m, i, _), held) = c.current();
+            if (m, i) != (master, id) {
+                break;
+            }
+            parts.push(held.clone(), GFP_KERNEL)?;
+            cursor = c.move_next();
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Arc::new(LocalMemory { parts }, GFP_KERNEL)?))
+    }
+
+    /// Registers a new mapping of an LMR and the handle for it in `file`.
+    pub(crate) fn add_mapping(&mut self, file: &mut FileLmrs, lh: u64, mapping: Arc<Mapping>, perm: u32) -> Result {
+        let key = (mapping.master, mapping.id, self.seq());
+        let node = kernel::rbtree::RBTreeNode::new(key, mapping.clone(), GFP_KERNEL)?;
+        file.handles.try_create_and_insert(lh, Handle { mapping, perm, key }, GFP_KERNEL)?;
+        file.nr_handles += 1;
+        self.maps.insert(node);
+        Ok(())
+    }
+}
