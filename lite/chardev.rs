@@ -3,13 +3,13 @@
 //! comes from an untrusted process: sizes, reserved fields and ranges are checked
 //! here before anything reaches the cluster code.
 
-use crate::node::Lite;
 use crate::errno::ECONNRESET;
 use crate::ffi;
-use crate::lock::FileLocks;
 use crate::lmr::{FileLmrs, MallocArgs};
-use crate::rpc::{FileRpc, Received};
+use crate::lock::FileLocks;
 use crate::net::verbs::Atomic;
+use crate::node::Lite;
+use crate::rpc::{FileRpc, Received};
 use crate::uapi::*;
 use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -27,12 +27,45 @@ macro_rules! plain_abi_types {
         unsafe impl AsBytes for $t {}
     )*};
 }
-plain_abi_types!(LiteInfo, LiteJoin, LiteConnInfo, LitePeerPrepare, LitePeerConnect,
-                 LitePeerDown, LitePeerStatus, LitePeerList, LitePing, LiteMalloc, LiteMap,
-                 LiteHandle, LiteGrant, LiteRw, LiteMemset, LiteMemcpy, LiteLmrStat, LiteMemStat, LiteRegister, LiteReserve,
-                 LiteRpcId, LiteRpcCall, LiteWait, LiteRpcRecv, LiteRpcReply, LiteRpcReplyRecv, LiteRpcBench,
-                 LiteRpcStat, LiteAtomic, LiteLock, LiteBarrier, LiteQos, LiteClassRule, LiteClassRules,
-                 LiteClassSelf, LiteClassStat, LiteQosStat);
+plain_abi_types!(
+    LiteInfo,
+    LiteJoin,
+    LiteConnInfo,
+    LitePeerPrepare,
+    LitePeerConnect,
+    LitePeerDown,
+    LitePeerStatus,
+    LitePeerList,
+    LitePing,
+    LiteMalloc,
+    LiteMap,
+    LiteHandle,
+    LiteGrant,
+    LiteRw,
+    LiteMemset,
+    LiteMemcpy,
+    LiteLmrStat,
+    LiteMemStat,
+    LiteRegister,
+    LiteReserve,
+    LiteRpcId,
+    LiteRpcCall,
+    LiteWait,
+    LiteRpcRecv,
+    LiteRpcReply,
+    LiteRpcReplyRecv,
+    LiteRpcBench,
+    LiteRpcStat,
+    LiteAtomic,
+    LiteLock,
+    LiteBarrier,
+    LiteQos,
+    LiteClassRule,
+    LiteClassRules,
+    LiteClassSelf,
+    LiteClassStat,
+    LiteQosStat
+);
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -60,7 +93,15 @@ impl OpenFile {
         let rpc = FileRpc::new()?;
         let locks = KBox::pin_init(new_mutex!(FileLocks::new(), "lite:file.locks"), GFP_KERNEL)?;
         let id = NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed);
-        Ok(KBox::new(OpenFile { id, lmrs, rpc, locks }, GFP_KERNEL)?)
+        Ok(KBox::new(
+            OpenFile {
+                id,
+                lmrs,
+                rpc,
+                locks,
+            },
+            GFP_KERNEL,
+        )?)
     }
 
     /// Last close: the locks it holds pass on, every handle goes, the LMRs this
@@ -122,7 +163,9 @@ impl OpenFile {
                 let mut list: LitePeerList = read_in(arg)?;
                 let peers = lite.peers()?;
                 let shown = peers.len().min(list.capacity as usize);
-                let mut out = UserSlice::new(list.entries as usize, shown * size_of::<LitePeerStatus>()).writer();
+                let mut out =
+                    UserSlice::new(list.entries as usize, shown * size_of::<LitePeerStatus>())
+                        .writer();
                 for status in &peers[..shown] {
                     out.write(status)?;
                 }
@@ -140,8 +183,16 @@ impl OpenFile {
                 if ping.timeout_ms == 0 || ping.timeout_ms > PING_MAX_TIMEOUT_MS {
                     return Err(EINVAL);
                 }
-                let out = UserSlice::new(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>()).writer();
-                lite.ping(ping.node, ping.count, ping.timeout_ms, ping.payload as usize, out)
+                let out =
+                    UserSlice::new(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>())
+                        .writer();
+                lite.ping(
+                    ping.node,
+                    ping.count,
+                    ping.timeout_ms,
+                    ping.payload as usize,
+                    out,
+                )
             }
             LITE_IOC_MALLOC => {
                 let mut req: LiteMalloc = read_in(arg)?;
@@ -162,7 +213,13 @@ impl OpenFile {
             LITE_IOC_REGISTER => {
                 let mut req: LiteRegister = read_in(arg)?;
                 let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-                let args = MallocArgs { size: req.len, nodes: 0, perm: req.perm, namespace: req.namespace, name: req.name };
+                let args = MallocArgs {
+                    size: req.len,
+                    nodes: 0,
+                    perm: req.perm,
+                    namespace: req.namespace,
+                    name: req.name,
+                };
                 write_out(arg, &req)?;
                 req.lh = lite.lmr_register(&self.lmrs, buf, &args)?;
                 write_out(arg, &req).inspect_err(|_| {
@@ -172,7 +229,8 @@ impl OpenFile {
             LITE_IOC_MAP => {
                 let mut req: LiteMap = read_in(arg)?;
                 write_out(arg, &req)?;
-                (req.lh, req.size) = lite.lmr_map(&self.lmrs, req.namespace, &req.name, req.perm)?;
+                (req.lh, req.size) =
+                    lite.lmr_map(&self.lmrs, req.namespace, &req.name, req.perm)?;
                 write_out(arg, &req).inspect_err(|_| {
                     let _ = lite.lmr_unmap(&self.lmrs, req.lh);
                 })
@@ -192,7 +250,14 @@ impl OpenFile {
             LITE_IOC_READ | LITE_IOC_WRITE => {
                 let req: LiteRw = read_in(arg)?;
                 let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-                lite.lmr_rw(&self.lmrs, req.lh, req.offset, buf, req.len, cmd == LITE_IOC_WRITE)
+                lite.lmr_rw(
+                    &self.lmrs,
+                    req.lh,
+                    req.offset,
+                    buf,
+                    req.len,
+                    cmd == LITE_IOC_WRITE,
+                )
             }
             LITE_IOC_MEMSET => {
                 let req: LiteMemset = read_in(arg)?;
@@ -201,7 +266,14 @@ impl OpenFile {
             }
             LITE_IOC_MEMCPY => {
                 let req: LiteMemcpy = read_in(arg)?;
-                lite.lmr_memcpy(&self.lmrs, req.dst_lh, req.dst_offset, req.src_lh, req.src_offset, req.len)
+                lite.lmr_memcpy(
+                    &self.lmrs,
+                    req.dst_lh,
+                    req.dst_offset,
+                    req.src_lh,
+                    req.src_offset,
+                    req.len,
+                )
             }
             LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
             LITE_IOC_RESERVE => {
@@ -212,7 +284,10 @@ impl OpenFile {
                 let mut req: LiteAtomic = read_in(arg)?;
                 let atomic = match req.op {
                     LITE_ATOMIC_FETCH_ADD if req.swap == 0 => Atomic::FetchAdd(req.operand),
-                    LITE_ATOMIC_COMPARE_SWAP => Atomic::CompareSwap { expected: req.operand, new: req.swap },
+                    LITE_ATOMIC_COMPARE_SWAP => Atomic::CompareSwap {
+                        expected: req.operand,
+                        new: req.swap,
+                    },
                     _ => return Err(EINVAL),
                 };
                 if req.reserved != 0 {
@@ -226,7 +301,9 @@ impl OpenFile {
                 let req: LiteLock = read_in(arg)?;
                 reserved_zero(&[req.reserved])?;
                 match req.op {
-                    LITE_LOCK_ACQUIRE => lite.lock_acquire(&self.lmrs, &self.locks, req.lh, req.offset),
+                    LITE_LOCK_ACQUIRE => {
+                        lite.lock_acquire(&self.lmrs, &self.locks, req.lh, req.offset)
+                    }
                     LITE_LOCK_RELEASE => lite.lock_release(&self.locks, req.lh, req.offset),
                     _ => Err(EINVAL),
                 }
@@ -238,7 +315,13 @@ impl OpenFile {
                 {
                     return Err(EINVAL);
                 }
-                lite.barrier(&self.lmrs, req.lh, req.offset, req.participants, req.timeout_ms)
+                lite.barrier(
+                    &self.lmrs,
+                    req.lh,
+                    req.offset,
+                    req.participants,
+                    req.timeout_ms,
+                )
             }
             LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
                 let req: LiteRpcId = read_in(arg)?;
@@ -270,22 +353,38 @@ impl OpenFile {
             }
             LITE_IOC_RPC_REPLY => {
                 let req: LiteRpcReply = read_in(arg)?;
-                lite.rpc_reply(&self.rpc, req.token, usize::try_from(req.buf).map_err(|_| EFAULT)?, req.len)
+                lite.rpc_reply(
+                    &self.rpc,
+                    req.token,
+                    usize::try_from(req.buf).map_err(|_| EFAULT)?,
+                    req.len,
+                )
             }
             LITE_IOC_RPC_REPLY_RECV => {
                 let mut req: LiteRpcReplyRecv = read_in(arg)?;
                 write_out(arg, &req)?;
                 let reply = req.reply;
-                lite.rpc_reply(&self.rpc, reply.token, usize::try_from(reply.buf).map_err(|_| EFAULT)?, reply.len)?;
+                lite.rpc_reply(
+                    &self.rpc,
+                    reply.token,
+                    usize::try_from(reply.buf).map_err(|_| EFAULT)?,
+                    reply.len,
+                )?;
                 let received = self.recv(lite, &mut req.recv);
                 self.written_back(lite, received, req.recv.token, || write_out(arg, &req))
             }
             LITE_IOC_RPC_BENCH => {
                 let mut req: LiteRpcBench = read_in(arg)?;
-                if req.count == 0 || req.count > LITE_PING_MAX_COUNT || req.timeout_ms == 0 || req.timeout_ms > RPC_MAX_TIMEOUT_MS {
+                if req.count == 0
+                    || req.count > LITE_PING_MAX_COUNT
+                    || req.timeout_ms == 0
+                    || req.timeout_ms > RPC_MAX_TIMEOUT_MS
+                {
                     return Err(EINVAL);
                 }
-                let out = UserSlice::new(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
+                let out =
+                    UserSlice::new(req.rtt_ns as usize, req.count as usize * size_of::<u64>())
+                        .writer();
                 req.reply_len = lite.rpc_bench(&req, out)?;
                 write_out(arg, &req)
             }
@@ -312,7 +411,9 @@ impl OpenFile {
                 let mut list: LiteClassRules = read_in(arg)?;
                 let rules = lite.qos.rules()?;
                 let shown = rules.len().min(list.capacity as usize);
-                let mut out = UserSlice::new(list.entries as usize, shown * size_of::<LiteClassRule>()).writer();
+                let mut out =
+                    UserSlice::new(list.entries as usize, shown * size_of::<LiteClassRule>())
+                        .writer();
                 for rule in &rules[..shown] {
                     out.write(rule)?;
                 }
@@ -335,7 +436,13 @@ impl OpenFile {
 impl OpenFile {
     /// A receive's out fields go back on success, and on EOVERFLOW (they tell the
     /// size). A request received but whose token cannot be told fails its caller.
-    fn written_back(&self, lite: &Lite, result: Result, token: u64, write: impl FnOnce() -> Result) -> Result {
+    fn written_back(
+        &self,
+        lite: &Lite,
+        result: Result,
+        token: u64,
+        write: impl FnOnce() -> Result,
+    ) -> Result {
         match result {
             Ok(()) => write().inspect_err(|_| {
                 if token != 0 {
@@ -354,7 +461,8 @@ impl OpenFile {
             return Err(EINVAL);
         }
         let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-        let (got, delivered): (Received, bool) = lite.rpc_recv(&self.rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
+        let (got, delivered): (Received, bool) =
+            lite.rpc_recv(&self.rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
         req.len = got.len;
         req.token = got.token;
         req.node = got.node;

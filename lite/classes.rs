@@ -11,8 +11,8 @@
 //! Classes are ordered by their number: 0 (latency) is the highest priority.
 
 use crate::uapi::{
-    LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY, LITE_NR_CLASSES, LITE_QOS_HW_SEP, LITE_QOS_SW_PRI, LITE_RULE_CGROUP,
-    LITE_RULE_PID, LITE_RULE_UID,
+    LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY, LITE_NR_CLASSES, LITE_QOS_HW_SEP, LITE_QOS_SW_PRI,
+    LITE_RULE_CGROUP, LITE_RULE_PID, LITE_RULE_UID,
 };
 
 /// Rules a node keeps at most.
@@ -64,22 +64,38 @@ pub(crate) fn rule_valid(rule: &Rule) -> bool {
 /// The operator's class for `who`, and which kind of rule decided it.
 pub(crate) fn operator_class(rules: &[Rule], who: &Lineage<'_>) -> (u32, Source) {
     for &tgid in who.tgids {
-        if let Some(r) = rules.iter().find(|r| r.kind == LITE_RULE_PID && r.id == u64::from(tgid)) {
+        if let Some(r) = rules
+            .iter()
+            .find(|r| r.kind == LITE_RULE_PID && r.id == u64::from(tgid))
+        {
             return (r.class, Source::Pid);
         }
     }
-    if let Some(r) = rules.iter().find(|r| r.kind == LITE_RULE_CGROUP && r.id == who.cgroup) {
+    if let Some(r) = rules
+        .iter()
+        .find(|r| r.kind == LITE_RULE_CGROUP && r.id == who.cgroup)
+    {
         return (r.class, Source::Cgroup);
     }
-    if let Some(r) = rules.iter().find(|r| r.kind == LITE_RULE_UID && r.id == u64::from(who.uid)) {
+    if let Some(r) = rules
+        .iter()
+        .find(|r| r.kind == LITE_RULE_UID && r.id == u64::from(who.uid))
+    {
         return (r.class, Source::Uid);
     }
     (LITE_CLASS_DEFAULT, Source::Default)
 }
 
 /// The lowest class `who` or an ancestor chose for itself (`choices`: pid, class).
-pub(crate) fn own_choice(choices: impl IntoIterator<Item = (u32, u32)>, who: &Lineage<'_>) -> Option<u32> {
-    choices.into_iter().filter(|(pid, _)| who.tgids.contains(pid)).map(|(_, class)| class).max()
+pub(crate) fn own_choice(
+    choices: impl IntoIterator<Item = (u32, u32)>,
+    who: &Lineage<'_>,
+) -> Option<u32> {
+    choices
+        .into_iter()
+        .filter(|(pid, _)| who.tgids.contains(pid))
+        .map(|(_, class)| class)
+        .max()
 }
 
 /// The class `who`'s operations are accounted to, and where it came from.
@@ -126,17 +142,48 @@ mod tests {
     #[test]
     fn nearest_process_rule_wins_then_cgroup_then_user() {
         let rules = [
-            Rule { kind: LITE_RULE_UID, id: 1000, class: LITE_CLASS_BULK },
-            Rule { kind: LITE_RULE_CGROUP, id: 77, class: LITE_CLASS_LATENCY },
-            Rule { kind: LITE_RULE_PID, id: 10, class: LITE_CLASS_BULK },
-            Rule { kind: LITE_RULE_PID, id: 20, class: LITE_CLASS_LATENCY },
+            Rule {
+                kind: LITE_RULE_UID,
+                id: 1000,
+                class: LITE_CLASS_BULK,
+            },
+            Rule {
+                kind: LITE_RULE_CGROUP,
+                id: 77,
+                class: LITE_CLASS_LATENCY,
+            },
+            Rule {
+                kind: LITE_RULE_PID,
+                id: 10,
+                class: LITE_CLASS_BULK,
+            },
+            Rule {
+                kind: LITE_RULE_PID,
+                id: 20,
+                class: LITE_CLASS_LATENCY,
+            },
         ];
         // 30 is a child of 20, a child of 10: the nearest ancestor's rule counts.
-        assert_eq!(operator_class(&rules, &who(&[30, 20, 10, 1], 1000, 77)), (LITE_CLASS_LATENCY, Source::Pid));
-        assert_eq!(operator_class(&rules, &who(&[11, 10, 1], 0, 77)), (LITE_CLASS_BULK, Source::Pid));
-        assert_eq!(operator_class(&rules, &who(&[5, 1], 1000, 77)), (LITE_CLASS_LATENCY, Source::Cgroup));
-        assert_eq!(operator_class(&rules, &who(&[5, 1], 1000, 1)), (LITE_CLASS_BULK, Source::Uid));
-        assert_eq!(operator_class(&rules, &who(&[5, 1], 0, 1)), (LITE_CLASS_DEFAULT, Source::Default));
+        assert_eq!(
+            operator_class(&rules, &who(&[30, 20, 10, 1], 1000, 77)),
+            (LITE_CLASS_LATENCY, Source::Pid)
+        );
+        assert_eq!(
+            operator_class(&rules, &who(&[11, 10, 1], 0, 77)),
+            (LITE_CLASS_BULK, Source::Pid)
+        );
+        assert_eq!(
+            operator_class(&rules, &who(&[5, 1], 1000, 77)),
+            (LITE_CLASS_LATENCY, Source::Cgroup)
+        );
+        assert_eq!(
+            operator_class(&rules, &who(&[5, 1], 1000, 1)),
+            (LITE_CLASS_BULK, Source::Uid)
+        );
+        assert_eq!(
+            operator_class(&rules, &who(&[5, 1], 0, 1)),
+            (LITE_CLASS_DEFAULT, Source::Default)
+        );
     }
 
     #[test]
@@ -146,25 +193,66 @@ mod tests {
         assert!(!may_choose(LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY));
         assert!(!may_choose(LITE_CLASS_BULK, LITE_CLASS_DEFAULT));
         assert!(!may_choose(LITE_CLASS_DEFAULT, LITE_NR_CLASSES));
-        let rules = [Rule { kind: LITE_RULE_PID, id: 10, class: LITE_CLASS_LATENCY }];
+        let rules = [Rule {
+            kind: LITE_RULE_PID,
+            id: 10,
+            class: LITE_CLASS_LATENCY,
+        }];
         // Process 10 lowered itself to bulk: it and its children are bulk.
         let choices = [(10, LITE_CLASS_BULK)];
-        assert_eq!(effective_class(&rules, choices, &who(&[10, 1], 0, 0)), (LITE_CLASS_BULK, Source::Itself));
-        assert_eq!(effective_class(&rules, choices, &who(&[12, 10, 1], 0, 0)), (LITE_CLASS_BULK, Source::Itself));
+        assert_eq!(
+            effective_class(&rules, choices, &who(&[10, 1], 0, 0)),
+            (LITE_CLASS_BULK, Source::Itself)
+        );
+        assert_eq!(
+            effective_class(&rules, choices, &who(&[12, 10, 1], 0, 0)),
+            (LITE_CLASS_BULK, Source::Itself)
+        );
         // A choice above the operator's class changes nothing.
-        let rules = [Rule { kind: LITE_RULE_UID, id: 0, class: LITE_CLASS_BULK }];
+        let rules = [Rule {
+            kind: LITE_RULE_UID,
+            id: 0,
+            class: LITE_CLASS_BULK,
+        }];
         let choices = [(10, LITE_CLASS_LATENCY)];
-        assert_eq!(effective_class(&rules, choices, &who(&[10, 1], 0, 0)), (LITE_CLASS_BULK, Source::Uid));
+        assert_eq!(
+            effective_class(&rules, choices, &who(&[10, 1], 0, 0)),
+            (LITE_CLASS_BULK, Source::Uid)
+        );
     }
 
     #[test]
     fn malformed_rules_are_refused() {
-        assert!(rule_valid(&Rule { kind: LITE_RULE_PID, id: 42, class: LITE_CLASS_BULK }));
-        assert!(!rule_valid(&Rule { kind: LITE_RULE_PID, id: 0, class: LITE_CLASS_BULK }));
-        assert!(!rule_valid(&Rule { kind: LITE_RULE_PID, id: 1 << 40, class: LITE_CLASS_BULK }));
-        assert!(!rule_valid(&Rule { kind: LITE_RULE_UID, id: 1 << 40, class: LITE_CLASS_BULK }));
-        assert!(!rule_valid(&Rule { kind: 9, id: 1, class: LITE_CLASS_BULK }));
-        assert!(!rule_valid(&Rule { kind: LITE_RULE_UID, id: 0, class: LITE_NR_CLASSES }));
+        assert!(rule_valid(&Rule {
+            kind: LITE_RULE_PID,
+            id: 42,
+            class: LITE_CLASS_BULK
+        }));
+        assert!(!rule_valid(&Rule {
+            kind: LITE_RULE_PID,
+            id: 0,
+            class: LITE_CLASS_BULK
+        }));
+        assert!(!rule_valid(&Rule {
+            kind: LITE_RULE_PID,
+            id: 1 << 40,
+            class: LITE_CLASS_BULK
+        }));
+        assert!(!rule_valid(&Rule {
+            kind: LITE_RULE_UID,
+            id: 1 << 40,
+            class: LITE_CLASS_BULK
+        }));
+        assert!(!rule_valid(&Rule {
+            kind: 9,
+            id: 1,
+            class: LITE_CLASS_BULK
+        }));
+        assert!(!rule_valid(&Rule {
+            kind: LITE_RULE_UID,
+            id: 0,
+            class: LITE_NR_CLASSES
+        }));
     }
 
     #[test]

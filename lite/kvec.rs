@@ -50,11 +50,18 @@ pub(crate) struct Fifo<T> {
 
 impl<T> Fifo<T> {
     pub(crate) fn new() -> Self {
-        Fifo { items: KVec::new(), head: 0 }
+        Fifo {
+            items: KVec::new(),
+            head: 0,
+        }
     }
 
     /// Appends `item`; hands it back when there is no memory.
-    pub(crate) fn push(&mut self, item: T, flags: kernel::alloc::Flags) -> core::result::Result<(), T> {
+    pub(crate) fn push(
+        &mut self,
+        item: T,
+        flags: kernel::alloc::Flags,
+    ) -> core::result::Result<(), T> {
         if self.items.reserve(1, flags).is_err() {
             return Err(item);
         }

@@ -17,9 +17,9 @@ mod classes;
 mod errno;
 mod ffi;
 mod kvec;
+mod lmr;
 mod lock;
 mod lockword;
-mod lmr;
 mod net;
 mod node;
 mod pacer;
@@ -29,6 +29,8 @@ mod rpc_ring;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]
+// Formatted with user space, not here.
+#[rustfmt::skip]
 mod uapi;
 
 use chardev::OpenFile;
@@ -78,7 +80,9 @@ unsafe fn lite<'a>(ctx: *mut c_void) -> &'a Lite {
 /// Called by the C glue when an RDMA device appears.
 #[no_mangle]
 pub extern "C" fn lite_rust_dev_added(ctx: *mut c_void, raw: *mut ffi::lite_dev) -> *mut c_void {
-    let Some(raw) = NonNull::new(raw) else { return core::ptr::null_mut() };
+    let Some(raw) = NonNull::new(raw) else {
+        return core::ptr::null_mut();
+    };
     // SAFETY: the C glue keeps `raw` alive until `lite_rust_dev_release`.
     let dev = match Arc::new(unsafe { Device::new(raw) }, GFP_KERNEL) {
         Ok(dev) => dev,
@@ -88,7 +92,10 @@ pub extern "C" fn lite_rust_dev_added(ctx: *mut c_void, raw: *mut ffi::lite_dev)
     if unsafe { lite(ctx) }.device_added(dev.clone()).is_err() {
         return core::ptr::null_mut();
     }
-    pr_info!("using RDMA device {}\n", kernel::str::BStr::from_bytes(trim_nul(dev.name())));
+    pr_info!(
+        "using RDMA device {}\n",
+        kernel::str::BStr::from_bytes(trim_nul(dev.name()))
+    );
     dev.into_foreign() as *mut c_void
 }
 
@@ -115,7 +122,12 @@ pub extern "C" fn lite_rust_dev_release(_ctx: *mut c_void, rust_dev: *mut c_void
 
 /// A write-with-immediate arrived (CQ workqueue context).
 #[no_mangle]
-pub extern "C" fn lite_rust_recv(ctx: *mut c_void, rust_peer: *mut c_void, index: c_uint, imm: c_uint) {
+pub extern "C" fn lite_rust_recv(
+    ctx: *mut c_void,
+    rust_peer: *mut c_void,
+    index: c_uint,
+    imm: c_uint,
+) {
     // SAFETY: QP completions run only while the QP exists, and the peer, created as an
     // `Arc`, outlives its QPs.
     let peer = unsafe { ArcBorrow::from_raw(rust_peer as *const Peer) };
@@ -126,7 +138,12 @@ pub extern "C" fn lite_rust_recv(ctx: *mut c_void, rust_peer: *mut c_void, index
 
 /// A send failed with a status other than flush (CQ workqueue context).
 #[no_mangle]
-pub extern "C" fn lite_rust_send_error(ctx: *mut c_void, rust_peer: *mut c_void, _index: c_uint, status: c_int) {
+pub extern "C" fn lite_rust_send_error(
+    ctx: *mut c_void,
+    rust_peer: *mut c_void,
+    _index: c_uint,
+    status: c_int,
+) {
     // SAFETY: as in `lite_rust_recv`.
     let peer = unsafe { &*(rust_peer as *const Peer) };
     // SAFETY: see `lite`.
@@ -157,7 +174,12 @@ pub extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
 
 /// ioctl(2) on /dev/lite.
 #[no_mangle]
-pub extern "C" fn lite_rust_ioctl(ctx: *mut c_void, file_priv: *mut c_void, cmd: c_uint, arg: c_ulong) -> c_long {
+pub extern "C" fn lite_rust_ioctl(
+    ctx: *mut c_void,
+    file_priv: *mut c_void,
+    cmd: c_uint,
+    arg: c_ulong,
+) -> c_long {
     // SAFETY: set by `lite_rust_open`, valid until release, which cannot run during an ioctl.
     let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::borrow(file_priv) };
     // SAFETY: see `lite`.

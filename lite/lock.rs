@@ -8,19 +8,21 @@
 //! The owner changes the word only with RDMA atomics through its loopback QP, so
 //! its changes are atomic against the other nodes'.
 
-use crate::node::Lite;
-use crate::kvec::{remove_at, retain, swap_remove};
 use crate::errno::{EDEADLK, EHOSTDOWN, EIDRM, ENOLCK, EOWNERDEAD, ETIMEDOUT};
-use crate::lockword::{self, WaitStep, WAITERS};
+use crate::kvec::{remove_at, retain, swap_remove};
 use crate::lmr::{FileLmrs, Word, WordRef};
+use crate::lockword::{self, WaitStep, WAITERS};
 use crate::net::verbs::Atomic;
 use crate::net::wire::{
-    LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE, LOCK_OP_RELEASE,
-    LOCK_OP_WAIT, LOCK_QUEUED, LOCK_TAKEN, LOCK_TAKEN_HOLDER_DIED,
+    LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE,
+    LOCK_OP_RELEASE, LOCK_OP_WAIT, LOCK_QUEUED, LOCK_TAKEN, LOCK_TAKEN_HOLDER_DIED,
 };
+use crate::node::Lite;
 use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
+use kernel::sync::{
+    new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock,
+};
 use kernel::time::msecs_to_jiffies;
 
 /// Most callers queued at one word; more get EAGAIN.
@@ -123,7 +125,10 @@ impl Lite {
         let queues = self.locks.queues.lock();
         // Each queue holds at most MAX_QUEUED callers, so the lengths fit in u32.
         queues.iter().fold((0u32, 0u32), |(locks, barriers), q| {
-            (locks.saturating_add(q.lock.len() as u32), barriers.saturating_add(q.barrier.len() as u32))
+            (
+                locks.saturating_add(q.lock.len() as u32),
+                barriers.saturating_add(q.barrier.len() as u32),
+            )
         })
     }
 
@@ -131,13 +136,23 @@ impl Lite {
 
     /// LT_lock: returns once this file holds the lock at `offset` of `lh`; EOWNERDEAD
     /// (holding it) when taken over from a holder whose node died.
-    pub(crate) fn lock_acquire(&self, lmrs: &Mutex<FileLmrs>, locks: &Mutex<FileLocks>, lh: u64, offset: u64) -> Result {
+    pub(crate) fn lock_acquire(
+        &self,
+        lmrs: &Mutex<FileLmrs>,
+        locks: &Mutex<FileLocks>,
+        lh: u64,
+        offset: u64,
+    ) -> Result {
         let thread = kernel::current!().pid();
         let word = self.lmr_word(lmrs, lh, offset)?;
         {
             let held = locks.lock();
             // The same word through any handle of the LMR: the thread would wait for itself.
-            if held.held.iter().any(|h| h.thread == thread && h.word.word == word.word) {
+            if held
+                .held
+                .iter()
+                .any(|h| h.thread == thread && h.word.word == word.word)
+            {
                 return Err(EDEADLK());
             }
             if held.held.len() >= LOCKS_PER_FILE {
@@ -146,8 +161,18 @@ impl Lite {
         }
         let token = self.lock_token();
         let value = lockword::holder_word(self.me()?, token);
-        let old = self.word_atomic(&word, Atomic::CompareSwap { expected: 0, new: value })?;
-        let outcome = if old == 0 { LOCK_TAKEN } else { self.wait_for_owner(&word, LOCK_OP_WAIT, value, token, None)? };
+        let old = self.word_atomic(
+            &word,
+            Atomic::CompareSwap {
+                expected: 0,
+                new: value,
+            },
+        )?;
+        let outcome = if old == 0 {
+            LOCK_TAKEN
+        } else {
+            self.wait_for_owner(&word, LOCK_OP_WAIT, value, token, None)?
+        };
         let holder_died = match outcome {
             LOCK_TAKEN => false,
             LOCK_TAKEN_HOLDER_DIED => true,
@@ -160,7 +185,16 @@ impl Lite {
             return Err(ENOMEM);
         }
         // Within the capacity reserved above.
-        let _ = held.held.push(HeldLock { thread, lh, offset, word, value }, GFP_KERNEL);
+        let _ = held.held.push(
+            HeldLock {
+                thread,
+                lh,
+                offset,
+                word,
+                value,
+            },
+            GFP_KERNEL,
+        );
         if holder_died {
             Err(EOWNERDEAD())
         } else {
@@ -173,7 +207,11 @@ impl Lite {
         let thread = kernel::current!().pid();
         let held = {
             let mut locks = locks.lock();
-            let i = locks.held.iter().position(|h| h.thread == thread && h.lh == lh && h.offset == offset).ok_or(EPERM)?;
+            let i = locks
+                .held
+                .iter()
+                .position(|h| h.thread == thread && h.lh == lh && h.offset == offset)
+                .ok_or(EPERM)?;
             swap_remove(&mut locks.held, i)
         };
         self.release_word(&held.word, held.value)
@@ -195,25 +233,45 @@ impl Lite {
     }
 
     fn release_word(&self, word: &WordRef, value: u64) -> Result {
-        let old = self.word_atomic(word, Atomic::CompareSwap { expected: value, new: 0 })?;
+        let old = self.word_atomic(
+            word,
+            Atomic::CompareSwap {
+                expected: value,
+                new: 0,
+            },
+        )?;
         if old == value {
             Ok(())
         } else if old == value | WAITERS {
-            self.owner_request(&word.word, LOCK_OP_RELEASE, value, 0).map(drop)
+            self.owner_request(&word.word, LOCK_OP_RELEASE, value, 0)
+                .map(drop)
         } else {
             Err(ENOLCK())
         }
     }
 
     /// LT_barrier: returns once `participants` callers arrived in this round.
-    pub(crate) fn barrier(&self, lmrs: &Mutex<FileLmrs>, lh: u64, offset: u64, participants: u32, timeout_ms: u32) -> Result {
+    pub(crate) fn barrier(
+        &self,
+        lmrs: &Mutex<FileLmrs>,
+        lh: u64,
+        offset: u64,
+        participants: u32,
+        timeout_ms: u32,
+    ) -> Result {
         let word = self.lmr_word(lmrs, lh, offset)?;
         let old = self.word_atomic(&word, Atomic::FetchAdd(1))?;
         let (target, last) = lockword::barrier_arrival(old, participants).ok_or(EINVAL)?;
         let outcome = if last {
             self.owner_request(&word.word, BARRIER_OP_DONE, target, 0)?
         } else {
-            self.wait_for_owner(&word, BARRIER_OP_WAIT, target, self.lock_token(), Some(timeout_ms))?
+            self.wait_for_owner(
+                &word,
+                BARRIER_OP_WAIT,
+                target,
+                self.lock_token(),
+                Some(timeout_ms),
+            )?
         };
         match outcome {
             BARRIER_PASSED | LOCK_DONE => Ok(()),
@@ -231,7 +289,14 @@ impl Lite {
     }
 
     /// Asks the owner of `word` for `op` and, when queued, sleeps until it answers.
-    fn wait_for_owner(&self, word: &WordRef, op: u32, value: u64, token: u32, timeout_ms: Option<u32>) -> Result<u32> {
+    fn wait_for_owner(
+        &self,
+        word: &WordRef,
+        op: u32,
+        value: u64,
+        token: u32,
+        timeout_ms: Option<u32>,
+    ) -> Result<u32> {
         let waiter = Arc::pin_init(
             pin_init!(Waiter {
                 token,
@@ -291,13 +356,23 @@ impl Lite {
 
     /// A request to the owner of `word`, served in place when this node is the owner.
     fn owner_request(&self, word: &Word, op: u32, value: u64, token: u32) -> Result<u32> {
-        let req = LockReq { master: word.master, op, id: word.id, addr: word.addr, value, token };
+        let req = LockReq {
+            master: word.master,
+            op,
+            id: word.id,
+            addr: word.addr,
+            value,
+            token,
+        };
         let me = self.me()?;
         if word.holder == me {
             return self.serve_lock(me, &req);
         }
         let mut answer = [0u8; 4];
-        match self.peer(word.holder)?.request(MsgKind::Lock, &req, &mut answer)? {
+        match self
+            .peer(word.holder)?
+            .request(MsgKind::Lock, &req, &mut answer)?
+        {
             4 => Ok(u32::from_le_bytes(answer)),
             _ => Err(EIO),
         }
@@ -306,27 +381,46 @@ impl Lite {
     /// The owner's outcome for waiter `wake.token` of this node (from node `owner`).
     pub(crate) fn lock_woken(&self, owner: u32, wake: &LockWake) -> Result {
         let waiters = self.locks.waiters.lock();
-        let waiter = waiters.iter().find(|w| w.token == wake.token && w.owner == owner).ok_or(ENOENT)?;
+        let waiter = waiters
+            .iter()
+            .find(|w| w.token == wake.token && w.owner == owner)
+            .ok_or(ENOENT)?;
         *waiter.outcome.lock() = Some(wake.outcome);
         waiter.woken.notify_one();
         Ok(())
     }
 
     fn node_alive(&self, node: u32) -> bool {
-        self.me().is_ok_and(|me| me == node) || self.peer(node).is_ok_and(|p| p.ensure_connected().is_ok())
+        self.me().is_ok_and(|me| me == node)
+            || self.peer(node).is_ok_and(|p| p.ensure_connected().is_ok())
     }
 
     // ---- owner side ----
 
     /// Serves a lock or barrier request from node `from` for a word this node holds.
     pub(crate) fn serve_lock(&self, from: u32, req: &LockReq) -> Result<u32> {
-        let word = Word { holder: self.me()?, master: req.master, id: req.id, addr: req.addr };
+        let word = Word {
+            holder: self.me()?,
+            master: req.master,
+            id: req.id,
+            addr: req.addr,
+        };
         let mut queues = self.locks.queues.lock();
         // Checked under `queues`: the LMR's memory is freed only after its queues go.
         self.check_held_word(&word)?;
         match req.op {
-            LOCK_OP_WAIT | LOCK_OP_RELEASE if lockword::holder_node(req.value) != Some(from) => Err(EINVAL),
-            LOCK_OP_WAIT => self.owner_wait(&mut queues, &word, Queued { node: from, token: req.token, value: req.value }),
+            LOCK_OP_WAIT | LOCK_OP_RELEASE if lockword::holder_node(req.value) != Some(from) => {
+                Err(EINVAL)
+            }
+            LOCK_OP_WAIT => self.owner_wait(
+                &mut queues,
+                &word,
+                Queued {
+                    node: from,
+                    token: req.token,
+                    value: req.value,
+                },
+            ),
             LOCK_OP_RELEASE => {
                 self.pass_on(&mut queues, &word, req.value | WAITERS, LOCK_TAKEN)?;
                 Ok(LOCK_DONE)
@@ -341,7 +435,14 @@ impl Lite {
                 if queue.barrier.len() >= MAX_QUEUED {
                     return Err(EAGAIN);
                 }
-                queue.barrier.push(Queued { node: from, token: req.token, value: req.value }, GFP_KERNEL)?;
+                queue.barrier.push(
+                    Queued {
+                        node: from,
+                        token: req.token,
+                        value: req.value,
+                    },
+                    GFP_KERNEL,
+                )?;
                 Ok(LOCK_QUEUED)
             }
             BARRIER_OP_DONE => {
@@ -375,11 +476,23 @@ impl Lite {
         for _ in 0..OWNER_RETRIES {
             let queued = queues.iter().any(|q| q.word == *word && !q.lock.is_empty());
             let current = self.held_word_atomic(word, Atomic::FetchAdd(0))?;
-            let swap = |new| self.held_word_atomic(word, Atomic::CompareSwap { expected: current, new });
+            let swap = |new| {
+                self.held_word_atomic(
+                    word,
+                    Atomic::CompareSwap {
+                        expected: current,
+                        new,
+                    },
+                )
+            };
             match lockword::wait_step(current, caller.value, queued, |node| self.node_alive(node)) {
                 WaitStep::Take { new, holder_died } => {
                     if swap(new)? == current {
-                        return Ok(if holder_died { LOCK_TAKEN_HOLDER_DIED } else { LOCK_TAKEN });
+                        return Ok(if holder_died {
+                            LOCK_TAKEN_HOLDER_DIED
+                        } else {
+                            LOCK_TAKEN
+                        });
                     }
                 }
                 WaitStep::Queue { new } => {
@@ -396,7 +509,13 @@ impl Lite {
 
     /// Passes the lock whose word is `current` to the first waiter that is still
     /// there (`outcome` tells it how it got it), or frees it.
-    fn pass_on(&self, queues: &mut KVec<WordQueue>, word: &Word, mut current: u64, mut outcome: u32) -> Result {
+    fn pass_on(
+        &self,
+        queues: &mut KVec<WordQueue>,
+        word: &Word,
+        mut current: u64,
+        mut outcome: u32,
+    ) -> Result {
         loop {
             let index = queues.iter().position(|q| q.word == *word);
             let next = match index {
@@ -405,7 +524,13 @@ impl Lite {
             };
             let more = index.is_some_and(|i| !queues[i].lock.is_empty());
             let new = lockword::passed_word(next.map(|n| n.value), more);
-            let old = self.held_word_atomic(word, Atomic::CompareSwap { expected: current, new })?;
+            let old = self.held_word_atomic(
+                word,
+                Atomic::CompareSwap {
+                    expected: current,
+                    new,
+                },
+            )?;
             if let Some(i) = index {
                 if old != current {
                     // Not the state the releaser saw: leave the queue as it was.
@@ -433,11 +558,16 @@ impl Lite {
 
     fn wake(&self, waiter: &Queued, outcome: i32) -> Result {
         let me = self.me()?;
-        let wake = LockWake { token: waiter.token, outcome };
+        let wake = LockWake {
+            token: waiter.token,
+            outcome,
+        };
         if waiter.node == me {
             self.lock_woken(me, &wake)
         } else {
-            self.peer(waiter.node)?.request(MsgKind::LockWake, &wake, &mut []).map(drop)
+            self.peer(waiter.node)?
+                .request(MsgKind::LockWake, &wake, &mut [])
+                .map(drop)
         }
     }
 
@@ -508,7 +638,14 @@ fn queue_for<'a>(queues: &'a mut KVec<WordQueue>, word: &Word) -> Result<&'a mut
     let i = match queues.iter().position(|q| q.word == *word) {
         Some(i) => i,
         None => {
-            queues.push(WordQueue { word: *word, lock: KVec::new(), barrier: KVec::new() }, GFP_KERNEL)?;
+            queues.push(
+                WordQueue {
+                    word: *word,
+                    lock: KVec::new(),
+                    barrier: KVec::new(),
+                },
+                GFP_KERNEL,
+            )?;
             queues.len() - 1
         }
     };

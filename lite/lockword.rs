@@ -47,18 +47,31 @@ pub(crate) enum WaitStep {
 }
 
 /// `caller` is the caller's holder word; `queued` whether anyone waits already.
-pub(crate) fn wait_step(current: u64, caller: u64, queued: bool, holder_alive: impl Fn(u32) -> bool) -> WaitStep {
+pub(crate) fn wait_step(
+    current: u64,
+    caller: u64,
+    queued: bool,
+    holder_alive: impl Fn(u32) -> bool,
+) -> WaitStep {
     match holder_node(current) {
-        None => WaitStep::Take { new: caller | if queued { WAITERS } else { 0 }, holder_died: false },
+        None => WaitStep::Take {
+            new: caller | if queued { WAITERS } else { 0 },
+            holder_died: false,
+        },
         Some(node) if !holder_alive(node) => {
             if queued {
                 WaitStep::PassOn
             } else {
-                WaitStep::Take { new: caller, holder_died: true }
+                WaitStep::Take {
+                    new: caller,
+                    holder_died: true,
+                }
             }
         }
         Some(_) if current & WAITERS != 0 => WaitStep::QueueOnly,
-        Some(_) => WaitStep::Queue { new: current | WAITERS },
+        Some(_) => WaitStep::Queue {
+            new: current | WAITERS,
+        },
     }
 }
 
@@ -105,11 +118,31 @@ mod tests {
         let me = holder_word(2, 7);
         let other = holder_word(1, 3);
         let alive = |_| true;
-        assert_eq!(wait_step(0, me, false, alive), WaitStep::Take { new: me, holder_died: false });
+        assert_eq!(
+            wait_step(0, me, false, alive),
+            WaitStep::Take {
+                new: me,
+                holder_died: false
+            }
+        );
         // Freed between the caller's failed swap and its request: taken, flagged if others wait.
-        assert_eq!(wait_step(0, me, true, alive), WaitStep::Take { new: me | WAITERS, holder_died: false });
-        assert_eq!(wait_step(other, me, false, alive), WaitStep::Queue { new: other | WAITERS });
-        assert_eq!(wait_step(other | WAITERS, me, true, alive), WaitStep::QueueOnly);
+        assert_eq!(
+            wait_step(0, me, true, alive),
+            WaitStep::Take {
+                new: me | WAITERS,
+                holder_died: false
+            }
+        );
+        assert_eq!(
+            wait_step(other, me, false, alive),
+            WaitStep::Queue {
+                new: other | WAITERS
+            }
+        );
+        assert_eq!(
+            wait_step(other | WAITERS, me, true, alive),
+            WaitStep::QueueOnly
+        );
     }
 
     #[test]
@@ -117,7 +150,13 @@ mod tests {
         let me = holder_word(2, 7);
         let dead = holder_word(1, 3);
         let alive = |n| n != 1;
-        assert_eq!(wait_step(dead, me, false, alive), WaitStep::Take { new: me, holder_died: true });
+        assert_eq!(
+            wait_step(dead, me, false, alive),
+            WaitStep::Take {
+                new: me,
+                holder_died: true
+            }
+        );
         assert_eq!(wait_step(dead | WAITERS, me, true, alive), WaitStep::PassOn);
     }
 
@@ -133,9 +172,23 @@ mod tests {
     fn barrier_rounds_do_not_mix() {
         // Three participants, two rounds back to back: arrivals 0..6.
         let got: Vec<_> = (0..6).map(|old| barrier_arrival(old, 3).unwrap()).collect();
-        assert_eq!(got, [(3, false), (3, false), (3, true), (6, false), (6, false), (6, true)]);
+        assert_eq!(
+            got,
+            [
+                (3, false),
+                (3, false),
+                (3, true),
+                (6, false),
+                (6, false),
+                (6, true)
+            ]
+        );
         assert_eq!(barrier_arrival(0, 1), Some((1, true)));
         assert_eq!(barrier_arrival(5, 0), None);
-        assert_eq!(barrier_arrival(u64::MAX - 1, 2), None, "overflow is refused");
+        assert_eq!(
+            barrier_arrival(u64::MAX - 1, 2),
+            None,
+            "overflow is refused"
+        );
     }
 }

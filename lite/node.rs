@@ -4,13 +4,13 @@
 //! the entry from completions into the services.
 
 use crate::ffi;
+use crate::kvec::swap_remove;
 use crate::lmr::Memory;
+use crate::lock::LockNode;
 use crate::net::wire::{self, ImmKind, SLOTS};
 use crate::net::{verbs::Device, Peer, State};
 use crate::qos::Qos;
 use crate::rpc::RpcNode;
-use crate::lock::LockNode;
-use crate::kvec::swap_remove;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex};
@@ -100,12 +100,19 @@ impl Lite {
     }
 
     /// A write-with-immediate from `peer` arrived on QP `index` (completion context).
-    pub(crate) fn on_recv(this: ArcBorrow<'_, Self>, peer: ArcBorrow<'_, Peer>, index: u32, imm: u32) {
+    pub(crate) fn on_recv(
+        this: ArcBorrow<'_, Self>,
+        peer: ArcBorrow<'_, Peer>,
+        index: u32,
+        imm: u32,
+    ) {
         match wire::decode_imm(imm) {
             Some((ImmKind::Request, slot)) if (slot as usize) < SLOTS => {
                 Peer::serve_request(peer, this, index as usize, slot as usize)
             }
-            Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => peer.answer_arrived(slot as usize),
+            Some((ImmKind::Response, slot)) if (slot as usize) < SLOTS => {
+                peer.answer_arrived(slot as usize)
+            }
             Some((ImmKind::RpcRequest, payload)) => this.on_rpc_request(&peer.into(), payload),
             Some((ImmKind::RpcReply, slot)) => this.on_rpc_reply(&peer, slot as usize),
             Some((ImmKind::RpcHead, payload)) => this.on_rpc_head(&peer, payload),
@@ -117,7 +124,11 @@ impl Lite {
     /// A send to `peer` failed (completion context): fail its waiters now.
     pub(crate) fn on_send_error(&self, peer: &Peer, status: i32) {
         if !peer.failed.load(Ordering::Acquire) {
-            pr_warn!("send to node {} failed (wc status {}); marking it failed\n", peer.id, status);
+            pr_warn!(
+                "send to node {} failed (wc status {}); marking it failed\n",
+                peer.id,
+                status
+            );
         }
         peer.mark_failed();
     }

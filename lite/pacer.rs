@@ -141,7 +141,10 @@ impl TokenBucket {
     /// that queues at the bottleneck in front of latency-class packets.
     pub(crate) fn set_chunk(&mut self, chunk: u64, now_ns: u64) {
         self.refill(now_ns);
-        self.bank_bytes = chunk.max(PACKET_BYTES).saturating_mul(2).min(MAX_BANK_BYTES);
+        self.bank_bytes = chunk
+            .max(PACKET_BYTES)
+            .saturating_mul(2)
+            .min(MAX_BANK_BYTES);
         self.bytes = self.bytes.min(self.bank_bytes);
     }
 
@@ -164,8 +167,20 @@ impl TokenBucket {
         if self.rate == 0 {
             return;
         }
-        Self::earn(&mut self.bytes, &mut self.byte_rest, elapsed, self.rate, self.bank_bytes);
-        Self::earn(&mut self.ops, &mut self.op_rest, elapsed, self.ops_rate.max(1), BURST_OPS);
+        Self::earn(
+            &mut self.bytes,
+            &mut self.byte_rest,
+            elapsed,
+            self.rate,
+            self.bank_bytes,
+        );
+        Self::earn(
+            &mut self.ops,
+            &mut self.op_rest,
+            elapsed,
+            self.ops_rate.max(1),
+            BURST_OPS,
+        );
     }
 
     /// Takes `bytes` and one operation if the balances allow it at `now_ns`;
@@ -190,9 +205,16 @@ impl TokenBucket {
             return Ok(());
         }
         let wait = |have: u64, want: u64, rate: u64, rest: u64| {
-            (want.saturating_sub(have) * NS_PER_S).saturating_sub(rest).div_ceil(rate.max(1))
+            (want.saturating_sub(have) * NS_PER_S)
+                .saturating_sub(rest)
+                .div_ceil(rate.max(1))
         };
-        let ns = wait(self.bytes, need, self.rate, self.byte_rest).max(wait(self.ops, 1, self.ops_rate, self.op_rest));
+        let ns = wait(self.bytes, need, self.rate, self.byte_rest).max(wait(
+            self.ops,
+            1,
+            self.ops_rate,
+            self.op_rest,
+        ));
         Err(self.at_ns.saturating_add(ns).max(now_ns + 1))
     }
 }
@@ -234,7 +256,10 @@ fn later(a: u64, b: u64) -> u64 {
 
 impl Flow {
     pub(crate) fn new(weight: u32) -> Self {
-        Flow { weight: weight.clamp(1, MAX_WEIGHT), ..Default::default() }
+        Flow {
+            weight: weight.clamp(1, MAX_WEIGHT),
+            ..Default::default()
+        }
     }
 
     pub(crate) fn is_backlogged(&self) -> bool {
@@ -304,8 +329,12 @@ impl Wf2q {
     /// Flow `i` sent its head chunk; `next` is the size of its following chunk (0:
     /// it is idle now). Virtual time advances by the chunk over the backlogged weight.
     pub(crate) fn served(&mut self, flows: &mut [Flow], i: usize, next: u64) {
-        let Some(sent) = flows.get(i).map(|f| f.head).filter(|&h| h > 0) else { return };
-        self.vtime = self.vtime.wrapping_add(sent.saturating_mul(VSCALE) / self.weights.max(1));
+        let Some(sent) = flows.get(i).map(|f| f.head).filter(|&h| h > 0) else {
+            return;
+        };
+        self.vtime = self
+            .vtime
+            .wrapping_add(sent.saturating_mul(VSCALE) / self.weights.max(1));
         let flow = &mut flows[i];
         if next > 0 {
             flow.start = flow.finish;
@@ -317,7 +346,8 @@ impl Wf2q {
         }
         let mut min_start: Option<u64> = None;
         for f in flows.iter().filter(|f| f.is_backlogged()) {
-            min_start = Some(min_start.map_or(f.start, |m| if before(f.start, m) { f.start } else { m }));
+            min_start =
+                Some(min_start.map_or(f.start, |m| if before(f.start, m) { f.start } else { m }));
         }
         if let Some(m) = min_start {
             self.vtime = later(self.vtime, m);
@@ -338,7 +368,11 @@ pub(crate) const WINDOW: usize = 1024;
 impl LatencyWindow {
     #[cfg(test)]
     pub(crate) fn new() -> Self {
-        LatencyWindow { samples: [0; WINDOW], next: 0, len: 0 }
+        LatencyWindow {
+            samples: [0; WINDOW],
+            next: 0,
+            len: 0,
+        }
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -385,7 +419,12 @@ const INCREASE_DIVISOR: u64 = 8;
 
 impl Aimd {
     pub(crate) fn new(max_rate: u64, floor: u64, target_ns: u64) -> Self {
-        Aimd { max_rate, floor: floor.min(max_rate), target_ns, safe: max_rate }
+        Aimd {
+            max_rate,
+            floor: floor.min(max_rate),
+            target_ns,
+            safe: max_rate,
+        }
     }
 
     pub(crate) fn safe_util(&self) -> u64 {
@@ -430,7 +469,11 @@ pub(crate) const RATE_INTERVAL_NS: u64 = 2_000_000_000;
 
 impl DeliveryRate {
     pub(crate) fn new(now_ns: u64) -> Self {
-        DeliveryRate { from_ns: now_ns, bytes: 0, best: 0 }
+        DeliveryRate {
+            from_ns: now_ns,
+            bytes: 0,
+            best: 0,
+        }
     }
 
     /// Bytes/s found so far; 0 before the first interval.
@@ -474,7 +517,13 @@ const GOOD_BEFORE_SHRINK: u32 = 8;
 
 impl ChunkScale {
     pub(crate) fn new(now_ns: u64) -> Self {
-        ChunkScale { scale: 1, good: 0, from_ns: now_ns, bytes: 0, waited_ns: 0 }
+        ChunkScale {
+            scale: 1,
+            good: 0,
+            from_ns: now_ns,
+            bytes: 0,
+            waited_ns: 0,
+        }
     }
 
     pub(crate) fn scale(&self) -> u64 {
@@ -567,14 +616,24 @@ mod tests {
     #[test]
     fn rate_is_accurate_from_1_to_1000_flows() {
         let rate = 1_000_000_000;
-        for &(n, chunk) in &[(1usize, 5 * 1024u64), (10, 5 * 1024), (100, 16 * 1024), (1000, 5 * 1024), (3, 1 << 20)] {
+        for &(n, chunk) in &[
+            (1usize, 5 * 1024u64),
+            (10, 5 * 1024),
+            (100, 16 * 1024),
+            (1000, 5 * 1024),
+            (3, 1 << 20),
+        ] {
             let weights = vec![1u32; n];
             let chunks = (n * 10).max(2000);
             let (sent, ns) = simulate(&weights, chunk, rate, chunks);
             let total: u64 = sent.iter().sum();
             let measured = total as f64 * 1e9 / ns as f64;
             let error = (measured / rate as f64 - 1.0).abs();
-            assert!(error < 0.02, "{n} flows of {chunk} B chunks: {measured:.0} B/s, {:.2}% off", error * 100.0);
+            assert!(
+                error < 0.02,
+                "{n} flows of {chunk} B chunks: {measured:.0} B/s, {:.2}% off",
+                error * 100.0
+            );
         }
     }
 
@@ -582,7 +641,10 @@ mod tests {
     fn equal_flows_share_exactly() {
         let n = 1000;
         let (sent, _) = simulate(&vec![1; n], 4096, 1 << 30, n * 20);
-        let (lo, hi) = (sent.iter().min().copied().unwrap_or(0), sent.iter().max().copied().unwrap_or(0));
+        let (lo, hi) = (
+            sent.iter().min().copied().unwrap_or(0),
+            sent.iter().max().copied().unwrap_or(0),
+        );
         assert!(hi - lo <= 4096, "shares from {lo} to {hi} bytes");
     }
 
@@ -595,7 +657,10 @@ mod tests {
         for (i, (&w, &s)) in weights.iter().zip(&sent).enumerate() {
             let want = f64::from(w) / f64::from(wsum);
             let got = s as f64 / total as f64;
-            assert!((got / want - 1.0).abs() < 0.02, "flow {i} (weight {w}): {got:.4} of the bytes, want {want:.4}");
+            assert!(
+                (got / want - 1.0).abs() < 0.02,
+                "flow {i} (weight {w}): {got:.4} of the bytes, want {want:.4}"
+            );
         }
     }
 
@@ -623,7 +688,10 @@ mod tests {
     #[test]
     fn virtual_time_wraps_without_upsetting_the_order() {
         let mut flows = vec![Flow::new(1), Flow::new(3)];
-        let mut sched = Wf2q { vtime: u64::MAX - 5 * 1024 * VSCALE, weights: 0 };
+        let mut sched = Wf2q {
+            vtime: u64::MAX - 5 * 1024 * VSCALE,
+            weights: 0,
+        };
         sched.arrive(&mut flows[0], 1024);
         sched.arrive(&mut flows[1], 1024);
         let mut picks = [0; 2];
@@ -641,8 +709,12 @@ mod tests {
         for &(rate, chunk) in &[(100_000_000_000u64, 1u64 << 20), (1_000_000_000, 64)] {
             let (sent, ns) = simulate(&[1, 1], chunk, rate, 20_000);
             let measured = sent.iter().sum::<u64>() as f64 * 1e9 / ns as f64;
-            let want = (rate as f64).min(rate as f64 * TOKEN_OPS as f64 / TOKEN_BYTES as f64 * chunk as f64);
-            assert!((measured / want - 1.0).abs() < 0.02, "{measured:.0} B/s, want {want:.0}");
+            let want = (rate as f64)
+                .min(rate as f64 * TOKEN_OPS as f64 / TOKEN_BYTES as f64 * chunk as f64);
+            assert!(
+                (measured / want - 1.0).abs() < 0.02,
+                "{measured:.0} B/s, want {want:.0}"
+            );
         }
     }
 
@@ -710,7 +782,10 @@ mod tests {
             }
         }
         let achieved = sent as f64 * 1e9 / now as f64;
-        assert!(achieved >= 0.97 * rate as f64, "{achieved:.0} B/s of {rate}");
+        assert!(
+            achieved >= 0.97 * rate as f64,
+            "{achieved:.0} B/s of {rate}"
+        );
         // Small chunks, a small bank: no burst beyond two chunks.
         b.set_chunk(4096, now);
         assert_eq!(b.bank_bytes, 8192);
@@ -737,8 +812,14 @@ mod tests {
             }
         }
         let achieved = sent as f64 * 1e9 / now as f64;
-        assert!(achieved >= 0.95 * rate as f64, "{achieved:.0} B/s of {rate}");
-        assert!(achieved <= 1.01 * rate as f64, "{achieved:.0} B/s of {rate}");
+        assert!(
+            achieved >= 0.95 * rate as f64,
+            "{achieved:.0} B/s of {rate}"
+        );
+        assert!(
+            achieved <= 1.01 * rate as f64,
+            "{achieved:.0} B/s of {rate}"
+        );
     }
 
     #[test]
@@ -827,7 +908,10 @@ mod tests {
         }
         // The bucket starts empty: one second earns exactly the ops rate.
         let expect = ops_rate;
-        assert!((sent as f64 / expect as f64 - 1.0).abs() < 0.02, "{sent} ops, want about {expect}");
+        assert!(
+            (sent as f64 / expect as f64 - 1.0).abs() < 0.02,
+            "{sent} ops, want about {expect}"
+        );
     }
 
     #[test]
@@ -846,7 +930,17 @@ mod tests {
         // A latency spike: a quarter off each step until the floor (a quarter of the link).
         let trace = [150_000u64; 6];
         let seen: Vec<u64> = trace.iter().map(|&p| a.update(Some(p))).collect();
-        assert_eq!(seen, [750_000_000, 562_500_000, 421_875_000, 316_406_250, 250_000_000, 250_000_000]);
+        assert_eq!(
+            seen,
+            [
+                750_000_000,
+                562_500_000,
+                421_875_000,
+                316_406_250,
+                250_000_000,
+                250_000_000
+            ]
+        );
         // Calm: additive increase, one step per update, up to the link.
         let up = a.update(Some(50_000));
         assert_eq!(up, 250_000_000 + max / INCREASE_DIVISOR);
@@ -872,8 +966,16 @@ mod tests {
         }
         let tail = &rates[1000..];
         let mean = tail.iter().sum::<u64>() as f64 / tail.len() as f64 / max as f64;
-        assert!(tail.iter().all(|&r| r <= max * 45 / 100 + max / INCREASE_DIVISOR), "overshoot: {:?}", &tail[..20]);
-        assert!((0.2..0.45).contains(&mean), "mean SafeUtil {mean:.3} of the link");
+        assert!(
+            tail.iter()
+                .all(|&r| r <= max * 45 / 100 + max / INCREASE_DIVISOR),
+            "overshoot: {:?}",
+            &tail[..20]
+        );
+        assert!(
+            (0.2..0.45).contains(&mean),
+            "mean SafeUtil {mean:.3} of the link"
+        );
     }
 
     #[test]

@@ -20,10 +20,14 @@
 //! headroom, and the chunks, the bank and the bytes in flight are sized to it; the
 //! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
 
-use crate::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES};
-use crate::kvec::{remove_at, retain, swap_remove};
+use crate::classes::{
+    self, qp_for, Lineage, Rule, Source, MAX_LINEAGE, MAX_RULES, MAX_SELF_CHOICES,
+};
 use crate::ffi;
-use crate::pacer::{self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW};
+use crate::kvec::{remove_at, retain, swap_remove};
+use crate::pacer::{
+    self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW,
+};
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
@@ -79,18 +83,32 @@ struct Who {
 
 impl Who {
     fn current() -> Who {
-        let mut who = Who { tgids: [0; MAX_LINEAGE], len: 0, uid: 0, cgroup: 0 };
+        let mut who = Who {
+            tgids: [0; MAX_LINEAGE],
+            len: 0,
+            uid: 0,
+            cgroup: 0,
+        };
         // SAFETY: the helper writes at most MAX_LINEAGE entries to `tgids` and the two
         // scalars, all owned by `who`, and only reads the current task's lineage.
         let n = unsafe {
-            ffi::lite_current_lineage(who.tgids.as_mut_ptr(), MAX_LINEAGE as i32, &mut who.uid, &mut who.cgroup)
+            ffi::lite_current_lineage(
+                who.tgids.as_mut_ptr(),
+                MAX_LINEAGE as i32,
+                &mut who.uid,
+                &mut who.cgroup,
+            )
         };
         who.len = (n.max(0) as usize).min(MAX_LINEAGE);
         who
     }
 
     fn lineage(&self) -> Lineage<'_> {
-        Lineage { tgids: &self.tgids[..self.len], uid: self.uid, cgroup: self.cgroup }
+        Lineage {
+            tgids: &self.tgids[..self.len],
+            uid: self.uid,
+            cgroup: self.cgroup,
+        }
     }
 }
 
@@ -189,7 +207,9 @@ impl QosState {
     /// Bytes per paced work request.
     fn chunk(&self) -> u64 {
         match self.chunk_bytes {
-            LITE_QOS_CHUNK_AUTO => (pacer::link_chunk(self.link()) * self.scale.scale()).min(pacer::CHUNK_MAX),
+            LITE_QOS_CHUNK_AUTO => {
+                (pacer::link_chunk(self.link()) * self.scale.scale()).min(pacer::CHUNK_MAX)
+            }
             chosen => u64::from(chosen),
         }
     }
@@ -207,7 +227,11 @@ impl QosState {
         if self.mode != LITE_QOS_SW_PRI || class == LITE_CLASS_LATENCY {
             return u64::MAX;
         }
-        let transfers = u64::from(self.classes[LITE_CLASS_DEFAULT as usize].active + self.classes[LITE_CLASS_BULK as usize].active).max(1);
+        let transfers = u64::from(
+            self.classes[LITE_CLASS_DEFAULT as usize].active
+                + self.classes[LITE_CLASS_BULK as usize].active,
+        )
+        .max(1);
         (pacer::bytes_in(self.link(), UNPACED_WINDOW_NS) / transfers).max(MIN_INFLIGHT)
     }
 
@@ -218,9 +242,17 @@ impl QosState {
     /// Applies new settings: AIMD's bounds, and the bucket's rate.
     fn reconfigure(&mut self, now: u64) {
         let ceiling = self.ceiling();
-        let floor = pacer::bulk_floor(ceiling, self.paced_weight(), self.weights[LITE_CLASS_LATENCY as usize]);
+        let floor = pacer::bulk_floor(
+            ceiling,
+            self.paced_weight(),
+            self.weights[LITE_CLASS_LATENCY as usize],
+        );
         self.aimd.reconfigure(ceiling, floor, self.target_ns);
-        let rate = if self.pacing(now) { self.aimd.safe_util() } else { 0 };
+        let rate = if self.pacing(now) {
+            self.aimd.safe_util()
+        } else {
+            0
+        };
         self.bucket.set_rate(rate, now);
         self.bucket.set_chunk(self.chunk(), now);
     }
@@ -260,7 +292,8 @@ impl QosState {
         } else if after > before {
             self.increases += 1;
         }
-        self.bucket.set_rate(if p99.is_some() { after } else { 0 }, now);
+        self.bucket
+            .set_rate(if p99.is_some() { after } else { 0 }, now);
     }
 
     /// `bytes` were acknowledged: a faster link found changes the ceiling and chunks.
@@ -271,7 +304,11 @@ impl QosState {
     }
 
     fn class_of(&self, who: &Who) -> (u32, Source) {
-        classes::effective_class(&self.rules, self.choices.iter().map(|c| (c.pid, c.class)), &who.lineage())
+        classes::effective_class(
+            &self.rules,
+            self.choices.iter().map(|c| (c.pid, c.class)),
+            &who.lineage(),
+        )
     }
 }
 
@@ -353,7 +390,11 @@ impl Qos {
             probe_qp,
             paced,
             chunk,
-            inflight: if paced { st.inflight_budget() } else { st.unpaced_budget(class) },
+            inflight: if paced {
+                st.inflight_budget()
+            } else {
+                st.unpaced_budget(class)
+            },
             flow: None,
             start_ns,
             bytes: 0,
@@ -413,7 +454,11 @@ impl Qos {
     }
 
     pub(crate) fn set(&self, req: &LiteQos) -> Result {
-        let known = LITE_QOS_SET_MODE | LITE_QOS_SET_TARGET | LITE_QOS_SET_WEIGHTS | LITE_QOS_SET_LINK_RATE | LITE_QOS_SET_CHUNK;
+        let known = LITE_QOS_SET_MODE
+            | LITE_QOS_SET_TARGET
+            | LITE_QOS_SET_WEIGHTS
+            | LITE_QOS_SET_LINK_RATE
+            | LITE_QOS_SET_CHUNK;
         if req.set & !known != 0 {
             return Err(EINVAL);
         }
@@ -426,10 +471,17 @@ impl Qos {
         if req.set & LITE_QOS_SET_MODE != 0 && req.mode > LITE_QOS_SW_PRI {
             return Err(EINVAL);
         }
-        if req.set & LITE_QOS_SET_TARGET != 0 && (req.target99_ns == 0 || req.target99_ns > 10_000_000_000) {
+        if req.set & LITE_QOS_SET_TARGET != 0
+            && (req.target99_ns == 0 || req.target99_ns > 10_000_000_000)
+        {
             return Err(EINVAL);
         }
-        if req.set & LITE_QOS_SET_WEIGHTS != 0 && req.weights.iter().any(|w| !(1..=LITE_QOS_MAX_WEIGHT).contains(w)) {
+        if req.set & LITE_QOS_SET_WEIGHTS != 0
+            && req
+                .weights
+                .iter()
+                .any(|w| !(1..=LITE_QOS_MAX_WEIGHT).contains(w))
+        {
             return Err(EINVAL);
         }
         if req.set & LITE_QOS_SET_LINK_RATE != 0 && req.link_rate > pacer::MAX_RATE {
@@ -461,12 +513,20 @@ impl Qos {
     }
 
     pub(crate) fn rule_add(&self, rule: &LiteClassRule) -> Result {
-        let rule = Rule { kind: rule.kind, id: rule.id, class: rule.class };
+        let rule = Rule {
+            kind: rule.kind,
+            id: rule.id,
+            class: rule.class,
+        };
         if !classes::rule_valid(&rule) {
             return Err(EINVAL);
         }
         let mut st = self.state.lock();
-        if let Some(r) = st.rules.iter_mut().find(|r| r.kind == rule.kind && r.id == rule.id) {
+        if let Some(r) = st
+            .rules
+            .iter_mut()
+            .find(|r| r.kind == rule.kind && r.id == rule.id)
+        {
             r.class = rule.class;
             return Ok(());
         }
@@ -479,7 +539,11 @@ impl Qos {
 
     pub(crate) fn rule_del(&self, rule: &LiteClassRule) -> Result {
         let mut st = self.state.lock();
-        let i = st.rules.iter().position(|r| r.kind == rule.kind && r.id == rule.id).ok_or(ENOENT)?;
+        let i = st
+            .rules
+            .iter()
+            .position(|r| r.kind == rule.kind && r.id == rule.id)
+            .ok_or(ENOENT)?;
         remove_at(&mut st.rules, i);
         Ok(())
     }
@@ -489,7 +553,14 @@ impl Qos {
         let st = self.state.lock();
         let mut out = KVec::with_capacity(st.rules.len(), GFP_KERNEL)?;
         for r in st.rules.iter() {
-            out.push(LiteClassRule { kind: r.kind, class: r.class, id: r.id }, GFP_KERNEL)?;
+            out.push(
+                LiteClassRule {
+                    kind: r.kind,
+                    class: r.class,
+                    id: r.id,
+                },
+                GFP_KERNEL,
+            )?;
         }
         Ok(out)
     }
@@ -514,7 +585,14 @@ impl Qos {
                     c.file = file;
                 }
                 None if st.choices.len() >= MAX_SELF_CHOICES => return Err(ENOSPC),
-                None => st.choices.push(Choice { pid, class: wanted, file }, GFP_KERNEL)?,
+                None => st.choices.push(
+                    Choice {
+                        pid,
+                        class: wanted,
+                        file,
+                    },
+                    GFP_KERNEL,
+                )?,
             }
         }
         let (class, source) = st.class_of(&who);
@@ -710,7 +788,8 @@ impl Ticket<'_> {
                             st_ref.bucket.set_chunk(chunk, now);
                         }
                         // The reference flow fills in when latency traffic is sparse.
-                        let probe = now >= st_ref.next_probe_ns && st_ref.windows.control.len() < PROBE_BELOW_SAMPLES;
+                        let probe = now >= st_ref.next_probe_ns
+                            && st_ref.windows.control.len() < PROBE_BELOW_SAMPLES;
                         if probe {
                             st_ref.next_probe_ns = now + PROBE_NS;
                         }
@@ -719,7 +798,11 @@ impl Ticket<'_> {
                         drop(st);
                         self.qos.turn.notify_all();
                         let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
-                        return Ok(if probe { Admit::ProbeFirst(limit) } else { Admit::Go(limit) });
+                        return Ok(if probe {
+                            Admit::ProbeFirst(limit)
+                        } else {
+                            Admit::Go(limit)
+                        });
                     }
                     Err(wake_ns) => {
                         if waited_from.is_none() {
@@ -741,7 +824,10 @@ impl Ticket<'_> {
                     waited_from = Some(now);
                     st.classes[self.class as usize].queued += 1;
                 }
-                let _ = self.qos.turn.wait_interruptible_timeout(&mut st, msecs_to_jiffies(TURN_WAIT_MS));
+                let _ = self
+                    .qos
+                    .turn
+                    .wait_interruptible_timeout(&mut st, msecs_to_jiffies(TURN_WAIT_MS));
                 if fatal_signal() {
                     st.classes[self.class as usize].queued -= 1;
                     return Err(EINTR);

@@ -26,21 +26,29 @@
 //! `ClientBinding::state` and `FileRpc::slots` are leaves. Messages to peers and
 //! pinning happen with none held.
 
-use crate::net::{Peer, CONTROL_TIMEOUT_MS};
-use crate::node::Lite;
-use crate::kvec::{Fifo, truncate};
 use crate::errno::{ECONNREFUSED, ECONNRESET, EHOSTDOWN, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::ffi;
+use crate::kvec::{truncate, Fifo};
 use crate::lmr::layout::{self, Extent};
-use crate::rpc_ring::{self, ClientRing, RecordHeader, Reservation, ServerRing, FLAG_ONEWAY, MAX_MSG, RING_BYTES, RUN_LEN};
-use crate::uapi::*;
 use crate::net::verbs::{DmaBuf, UserPages};
-use crate::net::wire::{self, Body, Bound, MsgKind, Reader, RpcBind, RpcDone, RpcUnbind, Writer, BINDINGS, CALL_SLOTS, RING_CHUNKS};
+use crate::net::wire::{
+    self, Body, Bound, MsgKind, Reader, RpcBind, RpcDone, RpcUnbind, Writer, BINDINGS, CALL_SLOTS,
+    RING_CHUNKS,
+};
+use crate::net::{Peer, CONTROL_TIMEOUT_MS};
+use crate::node::Lite;
+use crate::rpc_ring::{
+    self, ClientRing, RecordHeader, Reservation, ServerRing, FLAG_ONEWAY, MAX_MSG, RING_BYTES,
+    RUN_LEN,
+};
+use crate::uapi::*;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation};
-use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock};
+use kernel::sync::{
+    new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock,
+};
 use kernel::time::{msecs_to_jiffies, Ktime};
 use kernel::uaccess::UserSlice;
 
@@ -77,7 +85,9 @@ static LOCAL_QUEUED: AtomicU64 = AtomicU64::new(0);
 /// Adds `bytes` to `counter` unless that takes it past `max`.
 fn charge(counter: &AtomicU64, bytes: u64, max: u64) -> bool {
     counter
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| queued.checked_add(bytes).filter(|&n| n <= max))
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |queued| {
+            queued.checked_add(bytes).filter(|&n| n <= max)
+        })
         .is_ok()
 }
 const _: () = assert!(MAX_MSG == LITE_RPC_MAX_MSG && FLAG_ONEWAY == LITE_RPC_ONEWAY);
@@ -131,7 +141,8 @@ unsafe impl Sync for SharedPage {}
 impl SharedPage {
     fn new() -> Result<SharedPage> {
         // SAFETY: plain page allocation; NULL on failure.
-        let page = NonNull::new(unsafe { ffi::lite_shared_page_alloc() }.cast::<LiteSharedPage>()).ok_or(ENOMEM)?;
+        let page = NonNull::new(unsafe { ffi::lite_shared_page_alloc() }.cast::<LiteSharedPage>())
+            .ok_or(ENOMEM)?;
         // SAFETY: a fresh zeroed page, not yet visible to user space.
         unsafe {
             (*page.as_ptr()).magic = LITE_SHARED_MAGIC;
@@ -153,7 +164,8 @@ impl SharedPage {
 
     fn count_crossing(&self) {
         // SAFETY: a field of the page.
-        let count = self.u64_at(unsafe { core::ptr::addr_of_mut!((*self.page.as_ptr()).ioctl_count) });
+        let count =
+            self.u64_at(unsafe { core::ptr::addr_of_mut!((*self.page.as_ptr()).ioctl_count) });
         count.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -166,10 +178,14 @@ impl SharedPage {
         let s = unsafe { core::ptr::addr_of_mut!((*self.page.as_ptr()).slots[slot]) };
         // SAFETY: fields of a slot inside the page.
         unsafe {
-            self.u32_at(core::ptr::addr_of_mut!((*s).error)).store(status, Ordering::Relaxed);
-            self.u64_at(core::ptr::addr_of_mut!((*s).len)).store(len, Ordering::Relaxed);
-            self.u64_at(core::ptr::addr_of_mut!((*s).seq)).store(seq, Ordering::Relaxed);
-            self.u32_at(core::ptr::addr_of_mut!((*s).state)).store(state, Ordering::Release);
+            self.u32_at(core::ptr::addr_of_mut!((*s).error))
+                .store(status, Ordering::Relaxed);
+            self.u64_at(core::ptr::addr_of_mut!((*s).len))
+                .store(len, Ordering::Relaxed);
+            self.u64_at(core::ptr::addr_of_mut!((*s).seq))
+                .store(seq, Ordering::Relaxed);
+            self.u32_at(core::ptr::addr_of_mut!((*s).state))
+                .store(state, Ordering::Release);
         }
     }
 }
@@ -188,7 +204,10 @@ impl Drop for SharedPage {
 enum SlotUse {
     Idle,
     /// A call is in flight on it until `deadline` (ns).
-    Pending { seq: u64, deadline: u64 },
+    Pending {
+        seq: u64,
+        deadline: u64,
+    },
 }
 
 /// A local request's share of the sender's and the node's queue bounds, given
@@ -208,13 +227,18 @@ impl LocalCharge {
             sender.local_queued.fetch_sub(bytes, Ordering::AcqRel);
             return Err(EAGAIN);
         }
-        Ok(LocalCharge { sender: sender.clone(), bytes })
+        Ok(LocalCharge {
+            sender: sender.clone(),
+            bytes,
+        })
     }
 }
 
 impl Drop for LocalCharge {
     fn drop(&mut self) {
-        self.sender.local_queued.fetch_sub(self.bytes, Ordering::AcqRel);
+        self.sender
+            .local_queued
+            .fetch_sub(self.bytes, Ordering::AcqRel);
         LOCAL_QUEUED.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
@@ -260,7 +284,13 @@ impl Owed {
     /// The server will not answer: its caller fails with `err`.
     fn fail(self, err: Error) {
         match self {
-            Owed::Remote { peer, binding, slot, seq, .. } => {
+            Owed::Remote {
+                peer,
+                binding,
+                slot,
+                seq,
+                ..
+            } => {
                 let _ = answer(&peer, &binding, slot, seq, Err(err));
             }
             Owed::Local(caller) => caller.complete(Err(err)),
@@ -317,7 +347,9 @@ impl FileRpc {
         let now = now_ns();
         match slots.get(slot) {
             // A call abandoned past its deadline (its late result is ignored by seq).
-            Some(SlotUse::Idle) | Some(SlotUse::Pending { deadline: _, .. }) if Self::expired(&slots[slot], now) => {
+            Some(SlotUse::Idle) | Some(SlotUse::Pending { deadline: _, .. })
+                if Self::expired(&slots[slot], now) =>
+            {
                 slots[slot] = SlotUse::Pending { seq, deadline };
                 self.page.publish(slot, LITE_SLOT_PENDING, 0, 0, seq);
                 Ok(())
@@ -355,11 +387,13 @@ impl FileRpc {
     /// Like `complete` for an EOVERFLOW whose true size the caller learns.
     fn complete_overflow(&self, slot: usize, seq: u64, len: u64) {
         let mut slots = self.slots.lock();
-        if !matches!(slots.get(slot), Some(&SlotUse::Pending { seq: pending, .. }) if pending == seq) {
+        if !matches!(slots.get(slot), Some(&SlotUse::Pending { seq: pending, .. }) if pending == seq)
+        {
             return;
         }
         slots[slot] = SlotUse::Idle;
-        self.page.publish(slot, LITE_SLOT_DONE, status_of(EOVERFLOW()), len, seq);
+        self.page
+            .publish(slot, LITE_SLOT_DONE, status_of(EOVERFLOW()), len, seq);
         drop(slots);
         self.slot_done.notify_all();
     }
@@ -376,7 +410,8 @@ impl FileRpc {
             };
             let Some(left) = jiffies_until(deadline) else {
                 slots[slot] = SlotUse::Idle;
-                self.page.publish(slot, LITE_SLOT_DONE, status_of(ETIMEDOUT()), 0, seq);
+                self.page
+                    .publish(slot, LITE_SLOT_DONE, status_of(ETIMEDOUT()), 0, seq);
                 return Ok(());
             };
             wait_result(self.slot_done.wait_interruptible_timeout(&mut slots, left))?;
@@ -424,13 +459,17 @@ impl ClientBinding {
                 }
                 let left = jiffies_until(deadline).ok_or_else(ETIMEDOUT)?;
                 let poll = msecs_to_jiffies(HEAD_POLL_MS);
-                if let CondVarTimeoutResult::Signal { .. } =
-                    self.changed.wait_interruptible_timeout(&mut st, if left < poll { left } else { poll })
+                if let CondVarTimeoutResult::Signal { .. } = self
+                    .changed
+                    .wait_interruptible_timeout(&mut st, if left < poll { left } else { poll })
                 {
                     return Err(EINTR);
                 }
             }
-            let query = RpcUnbind { binding: self.index, id: self.id };
+            let query = RpcUnbind {
+                binding: self.index,
+                id: self.id,
+            };
             let mut answer = [0u8; 8];
             if peer.request(MsgKind::RpcHead, &query, &mut answer).is_ok() {
                 self.head_reported(u64::from_le_bytes(answer));
@@ -531,11 +570,19 @@ impl RpcPeer {
     }
 
     fn find(&self, id: u32) -> Option<Arc<ClientBinding>> {
-        self.bindings.lock().iter().find(|b| b.id == id && !b.is_dead()).cloned()
+        self.bindings
+            .lock()
+            .iter()
+            .find(|b| b.id == id && !b.is_dead())
+            .cloned()
     }
 
     fn by_index(&self, index: u32) -> Option<Arc<ClientBinding>> {
-        self.bindings.lock().iter().find(|b| b.index == index).cloned()
+        self.bindings
+            .lock()
+            .iter()
+            .find(|b| b.index == index)
+            .cloned()
     }
 
     /// The live binding to `id` at `peer`, binding first if needed.
@@ -556,10 +603,21 @@ impl RpcPeer {
             if len == 0 || len % rpc_ring::RECORD_ALIGN != 0 {
                 return Err(EIO);
             }
-            extents.push(Extent { node: peer.id, start: size, addr, len }, GFP_KERNEL)?;
+            extents.push(
+                Extent {
+                    node: peer.id,
+                    start: size,
+                    addr,
+                    len,
+                },
+                GFP_KERNEL,
+            )?;
             size = size.checked_add(len).ok_or(EIO)?;
         }
-        if bound.binding as usize >= BINDINGS || size < rpc_ring::MAX_RECORD * 2 || size > 2 * RING_BYTES {
+        if bound.binding as usize >= BINDINGS
+            || size < rpc_ring::MAX_RECORD * 2
+            || size > 2 * RING_BYTES
+        {
             return Err(EIO);
         }
         let binding = Arc::pin_init(
@@ -604,7 +662,9 @@ impl RpcPeer {
                 return Err(EHOSTDOWN());
             }
             if let Some(file) = caller {
-                let mine = table.slots.iter().filter(|s| matches!(s, CallSlot::Active(c) if core::ptr::eq(&*c.waiter, file)));
+                let mine = table.slots.iter().filter(
+                    |s| matches!(s, CallSlot::Active(c) if core::ptr::eq(&*c.waiter, file)),
+                );
                 if mine.count() >= CALLS_PER_FILE {
                     return Err(EAGAIN);
                 }
@@ -645,7 +705,8 @@ impl RpcPeer {
         if !matches {
             return None;
         }
-        let CallSlot::Active(call) = core::mem::replace(&mut table.slots[slot], CallSlot::Free) else {
+        let CallSlot::Active(call) = core::mem::replace(&mut table.slots[slot], CallSlot::Free)
+        else {
             return None;
         };
         drop(table);
@@ -671,7 +732,13 @@ impl RpcPeer {
 
     /// Calls in flight (abandoned ones included) and live bindings.
     fn counts(&self) -> (u32, u32) {
-        let calls = self.calls.lock().slots.iter().filter(|s| !matches!(s, CallSlot::Free)).count() as u32;
+        let calls = self
+            .calls
+            .lock()
+            .slots
+            .iter()
+            .filter(|s| !matches!(s, CallSlot::Free))
+            .count() as u32;
         let bindings = self.bindings.lock().iter().filter(|b| !b.is_dead()).count() as u32;
         (calls, bindings)
     }
@@ -688,9 +755,18 @@ fn end_call(call: KBox<Call>, result: Result<u64>) {
 /// A request in a server's queue.
 enum Request {
     /// In the ring of `binding`, from another node.
-    Remote { peer: Arc<Peer>, binding: Arc<ServerBinding>, header: RecordHeader },
+    Remote {
+        peer: Arc<Peer>,
+        binding: Arc<ServerBinding>,
+        header: RecordHeader,
+    },
     /// From a process on this node; `caller` is `None` for a message.
-    Local { node: u32, payload: KVec<u8>, caller: Option<LocalCaller>, charge: LocalCharge },
+    Local {
+        node: u32,
+        payload: KVec<u8>,
+        caller: Option<LocalCaller>,
+        charge: LocalCharge,
+    },
 }
 
 impl Request {
@@ -711,7 +787,11 @@ impl Request {
     /// The server is gone: the caller fails with `err`, the ring room is freed.
     fn refuse(self, err: Error) {
         match self {
-            Request::Remote { peer, binding, header } => {
+            Request::Remote {
+                peer,
+                binding,
+                header,
+            } => {
                 if header.flags & FLAG_ONEWAY == 0 {
                     let _ = answer(&peer, &binding, header.slot, header.seq, Err(err));
                 }
@@ -802,12 +882,20 @@ impl ServerBinding {
             (consumed, ring.report_due())
         };
         if consumed.is_err() {
-            pr_warn!("node {} broke the RPC ring protocol; its calls to id {} will stall\n", self.peer.id, self.id);
+            pr_warn!(
+                "node {} broke the RPC ring protocol; its calls to id {} will stall\n",
+                self.peer.id,
+                self.id
+            );
         }
         if let Some(head) = report {
             let size = self.size();
-            if let Some(payload) = wire::encode_ring_imm(self.index, rpc_ring::ring_offset(head, size)) {
-                let _ = self.peer.post_imm(self.index, wire::ImmKind::RpcHead, payload);
+            if let Some(payload) =
+                wire::encode_ring_imm(self.index, rpc_ring::ring_offset(head, size))
+            {
+                let _ = self
+                    .peer
+                    .post_imm(self.index, wire::ImmKind::RpcHead, payload);
             }
         }
     }
@@ -845,12 +933,24 @@ pub(crate) struct Received {
 
 /// Sends the completion record of a call that gets no data (an error, or an
 /// empty reply) to the caller.
-fn answer(req_peer: &Peer, binding: &ServerBinding, slot: u32, seq: u64, result: Result<u64>) -> Result {
+fn answer(
+    req_peer: &Peer,
+    binding: &ServerBinding,
+    slot: u32,
+    seq: u64,
+    result: Result<u64>,
+) -> Result {
     let (status, len) = match result {
         Ok(len) => (0, len),
         Err(e) => (status_of(e), 0),
     };
-    let done = RpcDone { seq, len, status, binding: binding.index as u32, head: binding.head_for_reply() };
+    let done = RpcDone {
+        seq,
+        len,
+        status,
+        binding: binding.index as u32,
+        head: binding.head_for_reply(),
+    };
     req_peer.post_done(slot as usize, &done)
 }
 
@@ -873,7 +973,10 @@ impl RpcNode {
     }
 
     /// Bindings matching `keep` taken out of the table.
-    fn take_bindings(&self, mut matches: impl FnMut(&ServerBinding) -> bool) -> KVec<Arc<ServerBinding>> {
+    fn take_bindings(
+        &self,
+        mut matches: impl FnMut(&ServerBinding) -> bool,
+    ) -> KVec<Arc<ServerBinding>> {
         let mut out = KVec::new();
         let mut table = self.bindings.lock();
         for entry in table.iter_mut() {
@@ -982,7 +1085,10 @@ impl Lite {
             out
         };
         for b in bindings.iter() {
-            let msg = RpcUnbind { binding: b.index as u32, id };
+            let msg = RpcUnbind {
+                binding: b.index as u32,
+                id,
+            };
             // A client that does not confirm is fenced off before the ring goes.
             let _ = b.peer.confirm(MsgKind::RpcUnbind, &msg);
             drop(self.rpc.take_bindings(|x| core::ptr::eq(x, &**b)));
@@ -1000,15 +1106,28 @@ impl Lite {
         let mut owed = core::mem::replace(&mut *file.owed.lock(), RBTree::new());
         loop {
             let next = owed.keys().next().copied();
-            let Some(o) = next.and_then(|token| owed.remove(&token)) else { break };
+            let Some(o) = next.and_then(|token| owed.remove(&token)) else {
+                break;
+            };
             o.fail(ECONNRESET());
         }
     }
 
     /// LT_recvRPC: the next request or message for `id`, payload copied to `buf`.
     /// `Err(EOVERFLOW)` leaves it queued; `Ok` with `len` tells its size then.
-    pub(crate) fn rpc_recv(&self, file: &FileRpc, id: u32, buf: usize, buf_len: u64, timeout_ms: u32) -> Result<(Received, bool)> {
-        let server = self.rpc.server(id).filter(|s| s.owner == file as *const FileRpc as usize).ok_or(ENOENT)?;
+    pub(crate) fn rpc_recv(
+        &self,
+        file: &FileRpc,
+        id: u32,
+        buf: usize,
+        buf_len: u64,
+        timeout_ms: u32,
+    ) -> Result<(Received, bool)> {
+        let server = self
+            .rpc
+            .server(id)
+            .filter(|s| s.owner == file as *const FileRpc as usize)
+            .ok_or(ENOENT)?;
         let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
         loop {
             let req = {
@@ -1016,7 +1135,13 @@ impl Lite {
                 loop {
                     if let Some(front) = q.requests.front() {
                         if front.len() > buf_len {
-                            let r = Received { len: front.len(), token: 0, node: front.node(), flags: 0, capacity: 0 };
+                            let r = Received {
+                                len: front.len(),
+                                token: 0,
+                                node: front.node(),
+                                flags: 0,
+                                capacity: 0,
+                            };
                             return Ok((r, false));
                         }
                         break q.requests.pop().ok_or(EINVAL)?;
@@ -1044,7 +1169,12 @@ impl Lite {
     /// reply needs kept under a new token, ring room consumed. `Ok(None)`: the
     /// request was malformed and its caller told so. On `Err` the request is
     /// handed back untouched.
-    fn deliver(&self, file: &FileRpc, req: Request, buf: usize) -> core::result::Result<Option<Received>, (Error, Request)> {
+    fn deliver(
+        &self,
+        file: &FileRpc,
+        req: Request,
+        buf: usize,
+    ) -> core::result::Result<Option<Received>, (Error, Request)> {
         let len = req.len() as usize;
         if buf.checked_add(len).is_none() {
             return Err((EFAULT, req));
@@ -1056,11 +1186,23 @@ impl Lite {
         };
         let node = req.node();
         let owed = match req {
-            Request::Remote { peer, binding, header } => {
+            Request::Remote {
+                peer,
+                binding,
+                header,
+            } => {
                 let offset = rpc_ring::ring_offset(header.start, binding.size());
                 if len > 0 {
-                    if let Err(e) = binding.copy_to_user(offset + header.payload_offset(), buf, len) {
-                        return Err((e, Request::Remote { peer, binding, header }));
+                    if let Err(e) = binding.copy_to_user(offset + header.payload_offset(), buf, len)
+                    {
+                        return Err((
+                            e,
+                            Request::Remote {
+                                peer,
+                                binding,
+                                header,
+                            },
+                        ));
                     }
                 }
                 let owed = if header.flags & FLAG_ONEWAY != 0 {
@@ -1085,9 +1227,22 @@ impl Lite {
                 binding.consume(&header);
                 owed
             }
-            Request::Local { node, payload, caller, charge } => {
+            Request::Local {
+                node,
+                payload,
+                caller,
+                charge,
+            } => {
                 if let Err(e) = UserSlice::new(buf, len).writer().write_slice(&payload) {
-                    return Err((e, Request::Local { node, payload, caller, charge }));
+                    return Err((
+                        e,
+                        Request::Local {
+                            node,
+                            payload,
+                            caller,
+                            charge,
+                        },
+                    ));
                 }
                 caller.map(Owed::Local)
             }
@@ -1102,10 +1257,21 @@ impl Lite {
             };
             file.owed.lock().insert(reservation.into_node(token, owed));
         }
-        Ok(Some(Received { len: len as u64, token, node, flags, capacity }))
+        Ok(Some(Received {
+            len: len as u64,
+            token,
+            node,
+            flags,
+            capacity,
+        }))
     }
 
-    fn read_runs(&self, binding: &ServerBinding, offset: u64, h: &RecordHeader) -> Result<KVec<(u64, u32)>> {
+    fn read_runs(
+        &self,
+        binding: &ServerBinding,
+        offset: u64,
+        h: &RecordHeader,
+    ) -> Result<KVec<(u64, u32)>> {
         let bytes = h.nruns as usize * RUN_LEN;
         let mut raw = KVec::from_elem(0u8, bytes, GFP_KERNEL)?;
         binding.read(offset + rpc_ring::HEADER_LEN as u64, &mut raw)?;
@@ -1133,7 +1299,14 @@ impl Lite {
         let owed = file.owed.lock().remove(&token).ok_or(EBADF)?;
         let (peer, binding, slot, seq, runs, capacity) = match owed {
             Owed::Local(caller) => return self.reply_local(file, token, caller, buf, len),
-            Owed::Remote { peer, binding, slot, seq, runs, capacity } => (peer, binding, slot, seq, runs, capacity),
+            Owed::Remote {
+                peer,
+                binding,
+                slot,
+                seq,
+                runs,
+                capacity,
+            } => (peer, binding, slot, seq, runs, capacity),
         };
         if len > capacity {
             let done = RpcDone {
@@ -1157,7 +1330,14 @@ impl Lite {
                 Ok(pages) => pages,
                 Err(e) => {
                     // The server may retry with a valid buffer.
-                    let owed = Owed::Remote { peer, binding, slot, seq, runs, capacity };
+                    let owed = Owed::Remote {
+                        peer,
+                        binding,
+                        slot,
+                        seq,
+                        runs,
+                        capacity,
+                    };
                     if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
                         file.owed.lock().insert(node);
                     }
@@ -1189,9 +1369,18 @@ impl Lite {
     }
 
     /// A reply to a caller on this node: copied into its pinned output buffer.
-    fn reply_local(&self, file: &FileRpc, token: u64, caller: LocalCaller, buf: usize, len: u64) -> Result {
+    fn reply_local(
+        &self,
+        file: &FileRpc,
+        token: u64,
+        caller: LocalCaller,
+        buf: usize,
+        len: u64,
+    ) -> Result {
         if len > caller.capacity {
-            caller.waiter.complete_overflow(caller.user_slot, caller.seq, len);
+            caller
+                .waiter
+                .complete_overflow(caller.user_slot, caller.seq, len);
             return Ok(());
         }
         let mut reader = UserSlice::new(buf, len as usize).reader();
@@ -1236,13 +1425,22 @@ impl Lite {
         if !oneway && req.slot >= LITE_SLOTS {
             return Err(EINVAL);
         }
-        let input = Input::User { addr: usize::try_from(req.input).map_err(|_| EFAULT)?, len: req.input_len as usize };
+        let input = Input::User {
+            addr: usize::try_from(req.input).map_err(|_| EFAULT)?,
+            len: req.input_len as usize,
+        };
         let output = if oneway || req.output_len == 0 {
             OutputSpec::None
         } else {
-            OutputSpec::User { addr: usize::try_from(req.output).map_err(|_| EFAULT)?, len: req.output_len as usize }
+            OutputSpec::User {
+                addr: usize::try_from(req.output).map_err(|_| EFAULT)?,
+                len: req.output_len as usize,
+            }
         };
-        let sender = Sender { file, slot: (!oneway).then_some(req.slot as usize) };
+        let sender = Sender {
+            file,
+            slot: (!oneway).then_some(req.slot as usize),
+        };
         self.post_call(req.node, req.id, input, output, sender, req.timeout_ms)
     }
 
@@ -1284,9 +1482,15 @@ impl Lite {
         let head_len = rpc_ring::HEADER_LEN + runs.len() * RUN_LEN;
         let in_len = input.len();
         let inline = head_len + in_len <= INLINE_MAX || in_len == 0;
-        let stage = Arc::new(DmaBuf::new(&dev, if inline { head_len + in_len } else { head_len })?, GFP_KERNEL)?;
+        let stage = Arc::new(
+            DmaBuf::new(&dev, if inline { head_len + in_len } else { head_len })?,
+            GFP_KERNEL,
+        )?;
         for (i, &(addr, len)) in runs.iter().enumerate() {
-            stage.write_bytes(rpc_ring::HEADER_LEN + i * RUN_LEN, &rpc_ring::encode_run(addr, len as u32))?;
+            stage.write_bytes(
+                rpc_ring::HEADER_LEN + i * RUN_LEN,
+                &rpc_ring::encode_run(addr, len as u32),
+            )?;
         }
         // Everything that can fail on the caller's input happens before ring room is
         // reserved: a reserved record must always be posted.
@@ -1297,7 +1501,9 @@ impl Lite {
             input.prepare(&dev)?
         };
         let record = rpc_ring::record_len(nruns, in_len as u64);
-        let (slot, seq) = peer.rpc.claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
+        let (slot, seq) = peer
+            .rpc
+            .claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
         if let Some((file, user_slot)) = &waiter {
             if let Err(e) = file.claim(*user_slot, seq, deadline) {
                 peer.rpc.unclaim(slot);
@@ -1352,7 +1558,9 @@ impl Lite {
         let _ = stage.write_bytes(0, &header.encode());
         let offset = rpc_ring::ring_offset(at.start, binding.state.lock().ring.size());
         let Some(call) = call else {
-            let posted = self.post_record(&peer, &binding, &stage, &payload, offset, &header, slot, true);
+            let posted = self.post_record(
+                &peer, &binding, &stage, &payload, offset, &header, slot, true,
+            );
             binding.put_user();
             peer.rpc.unclaim(slot);
             return posted.map(|()| seq);
@@ -1362,7 +1570,9 @@ impl Lite {
             end_call(call, Err(EHOSTDOWN()));
             return Ok(seq);
         }
-        if let Err(e) = self.post_record(&peer, &binding, &stage, &payload, offset, &header, slot, false) {
+        if let Err(e) = self.post_record(
+            &peer, &binding, &stage, &payload, offset, &header, slot, false,
+        ) {
             // The record may not have landed: the ring has a hole, bind anew next time.
             binding.kill();
             if let Some(call) = peer.rpc.take(slot, Some(seq)) {
@@ -1387,7 +1597,9 @@ impl Lite {
         let charge = LocalCharge::new(sender.file, input.len())?;
         let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
         match input {
-            Input::User { addr, len } => UserSlice::new(addr, len).reader().read_slice(&mut payload)?,
+            Input::User { addr, len } => UserSlice::new(addr, len)
+                .reader()
+                .read_slice(&mut payload)?,
             Input::Kernel(bytes) => payload.copy_from_slice(bytes),
         }
         let dev = self.device()?;
@@ -1398,17 +1610,32 @@ impl Lite {
                 let waiter = sender.file.clone();
                 let (output, capacity) = match output {
                     OutputSpec::None => (Output::None, 0),
-                    OutputSpec::User { addr, len } => (Output::User(UserPages::pin(&dev, addr, len, true)?), len as u64),
+                    OutputSpec::User { addr, len } => (
+                        Output::User(UserPages::pin(&dev, addr, len, true)?),
+                        len as u64,
+                    ),
                     OutputSpec::Kernel(buf) => {
                         let size = buf.size() as u64;
                         (Output::Kernel(buf), size)
                     }
                 };
                 waiter.claim(user_slot, seq, deadline)?;
-                Some(LocalCaller { id, waiter, user_slot, seq, output, capacity })
+                Some(LocalCaller {
+                    id,
+                    waiter,
+                    user_slot,
+                    seq,
+                    output,
+                    capacity,
+                })
             }
         };
-        let request = Request::Local { node: me, payload, caller, charge };
+        let request = Request::Local {
+            node: me,
+            payload,
+            caller,
+            charge,
+        };
         let queued = {
             let mut q = server.queue.lock();
             if q.closed {
@@ -1416,7 +1643,9 @@ impl Lite {
             } else if q.requests.len() >= QUEUE_MAX {
                 Err((EAGAIN, request))
             } else {
-                q.requests.push(request, GFP_ATOMIC).map_err(|request| (ENOMEM, request))
+                q.requests
+                    .push(request, GFP_ATOMIC)
+                    .map_err(|request| (ENOMEM, request))
             }
         };
         match queued {
@@ -1476,7 +1705,15 @@ impl Lite {
         }
         let first = first.ok_or(EINVAL)?;
         let imm = wire::encode_ring_imm(binding.index as usize, offset).ok_or(EINVAL)?;
-        peer.post_write_imm(slot, wire::ImmKind::RpcRequest, imm, stage, first.len as usize, first.addr, sync)
+        peer.post_write_imm(
+            slot,
+            wire::ImmKind::RpcRequest,
+            imm,
+            stage,
+            first.len as usize,
+            first.addr,
+            sync,
+        )
     }
 }
 
@@ -1517,14 +1754,18 @@ impl Input<'_> {
 
     fn copy_into(&self, stage: &DmaBuf, at: usize) -> Result {
         match self {
-            Input::User { addr, len } => stage.copy_from_user(at, &mut UserSlice::new(*addr, *len).reader(), *len),
+            Input::User { addr, len } => {
+                stage.copy_from_user(at, &mut UserSlice::new(*addr, *len).reader(), *len)
+            }
             Input::Kernel(bytes) => stage.write_bytes(at, bytes),
         }
     }
 
     fn prepare(&self, dev: &Arc<crate::net::verbs::Device>) -> Result<Payload> {
         match self {
-            Input::User { addr, len } => Ok(Payload::Pages(UserPages::pin(dev, *addr, *len, false)?)),
+            Input::User { addr, len } => {
+                Ok(Payload::Pages(UserPages::pin(dev, *addr, *len, false)?))
+            }
             Input::Kernel(bytes) => {
                 let buf = DmaBuf::new(dev, bytes.len())?;
                 buf.write_bytes(0, bytes)?;
@@ -1540,7 +1781,13 @@ impl Lite {
     /// An RPC record from `peer` landed in one of our rings.
     pub(crate) fn on_rpc_request(&self, peer: &Arc<Peer>, payload: u32) {
         let (index, offset) = wire::decode_ring_imm(payload);
-        let Some(binding) = self.rpc.binding(index).filter(|b| Arc::ptr_eq(&b.peer, peer)) else { return };
+        let Some(binding) = self
+            .rpc
+            .binding(index)
+            .filter(|b| Arc::ptr_eq(&b.peer, peer))
+        else {
+            return;
+        };
         // A record that is malformed or out of place cannot even be answered.
         let Some(header) = binding.record(offset) else {
             pr_warn!("node {} wrote a malformed RPC record; ignored\n", peer.id);
@@ -1552,8 +1799,14 @@ impl Lite {
             }
             binding.consume(&header);
         };
-        let Some(server) = self.rpc.server(binding.id) else { return refuse(ECONNREFUSED()) };
-        let request = Request::Remote { peer: peer.clone(), binding: binding.clone(), header };
+        let Some(server) = self.rpc.server(binding.id) else {
+            return refuse(ECONNREFUSED());
+        };
+        let request = Request::Remote {
+            peer: peer.clone(),
+            binding: binding.clone(),
+            header,
+        };
         let queued = {
             let mut q = server.queue.lock();
             if q.closed {
@@ -1572,8 +1825,12 @@ impl Lite {
 
     /// The completion record of our call in `slot` to `peer` landed.
     pub(crate) fn on_rpc_reply(&self, peer: &Peer, slot: usize) {
-        let Some(done) = peer.read_done(slot) else { return };
-        let Some(call) = peer.rpc.take(slot, Some(done.seq)) else { return };
+        let Some(done) = peer.read_done(slot) else {
+            return;
+        };
+        let Some(call) = peer.rpc.take(slot, Some(done.seq)) else {
+            return;
+        };
         if call.binding.index == done.binding {
             call.binding.head_reported(done.head);
         }
@@ -1581,7 +1838,8 @@ impl Lite {
             0 => Ok(done.len),
             status if error_of(status) == EOVERFLOW() => {
                 call.binding.put_user();
-                call.waiter.complete_overflow(call.user_slot, call.seq, done.len);
+                call.waiter
+                    .complete_overflow(call.user_slot, call.seq, done.len);
                 return;
             }
             status => Err(error_of(status)),
@@ -1600,7 +1858,12 @@ impl Lite {
     // ---- requests from peers (module workqueue) ----
 
     /// Serves `RpcBind`, `RpcUnbind` and `RpcHead`; returns the answer's body.
-    pub(crate) fn serve_rpc_request(&self, peer: &Arc<Peer>, kind: MsgKind, body: &[u8]) -> Result<KVec<u8>> {
+    pub(crate) fn serve_rpc_request(
+        &self,
+        peer: &Arc<Peer>,
+        kind: MsgKind,
+        body: &[u8],
+    ) -> Result<KVec<u8>> {
         let mut out = KVec::from_elem(0u8, wire::BODY_MAX, GFP_KERNEL)?;
         let len = match kind {
             MsgKind::RpcBind => {
@@ -1639,13 +1902,22 @@ impl Lite {
         }
         let existing = {
             let table = self.rpc.bindings.lock();
-            table.iter().flatten().find(|b| Arc::ptr_eq(&b.peer, peer) && b.id == id).cloned()
+            table
+                .iter()
+                .flatten()
+                .find(|b| Arc::ptr_eq(&b.peer, peer) && b.id == id)
+                .cloned()
         };
         let binding = match existing {
             Some(b) => b,
             None => self.new_binding(peer, id)?,
         };
-        let mut bound = Bound { binding: binding.index as u32, head: binding.head_for_reply(), count: 0, chunks: [(0, 0); RING_CHUNKS] };
+        let mut bound = Bound {
+            binding: binding.index as u32,
+            head: binding.head_for_reply(),
+            count: 0,
+            chunks: [(0, 0); RING_CHUNKS],
+        };
         for (slot, e) in bound.chunks.iter_mut().zip(binding.extents.iter()) {
             *slot = (e.addr, e.len);
             bound.count += 1;
@@ -1666,7 +1938,15 @@ impl Lite {
             let len = try_len.min(RING_BYTES - at);
             match DmaBuf::try_new(&dev, len as usize) {
                 Ok(chunk) => {
-                    extents.push(Extent { node: me, start: at, addr: chunk.dma(), len }, GFP_KERNEL)?;
+                    extents.push(
+                        Extent {
+                            node: me,
+                            start: at,
+                            addr: chunk.dma(),
+                            len,
+                        },
+                        GFP_KERNEL,
+                    )?;
                     chunks.push(chunk, GFP_KERNEL)?;
                     at += len;
                 }
@@ -1710,7 +1990,9 @@ impl Lite {
     /// ETIMEDOUT while writers still use the ring at the deadline: the server
     /// must not free it then.
     fn unbind_from(&self, peer: &Peer, index: u32) -> Result {
-        let Some(binding) = peer.rpc.by_index(index) else { return Ok(()) };
+        let Some(binding) = peer.rpc.by_index(index) else {
+            return Ok(());
+        };
         binding.kill();
         let deadline = now_ns() + u64::from(CONTROL_TIMEOUT_MS) * 1_000_000;
         let mut st = binding.state.lock();
@@ -1761,9 +2043,27 @@ impl Lite {
 
     /// One RPC from kernel code: `input` to `id` at `node`, the reply (at most
     /// `out.len()` bytes) copied to `out`. Returns the reply's length.
-    pub(crate) fn kernel_rpc(&self, waiter: &Arc<FileRpc>, node: u32, id: u32, input: &[u8], reply: Option<&Arc<DmaBuf>>, timeout_ms: u32) -> Result<u64> {
+    pub(crate) fn kernel_rpc(
+        &self,
+        waiter: &Arc<FileRpc>,
+        node: u32,
+        id: u32,
+        input: &[u8],
+        reply: Option<&Arc<DmaBuf>>,
+        timeout_ms: u32,
+    ) -> Result<u64> {
         let output = reply.map_or(OutputSpec::None, |buf| OutputSpec::Kernel(buf.clone()));
-        let seq = self.post_call(node, id, Input::Kernel(input), output, Sender { file: waiter, slot: Some(0) }, timeout_ms)?;
+        let seq = self.post_call(
+            node,
+            id,
+            Input::Kernel(input),
+            output,
+            Sender {
+                file: waiter,
+                slot: Some(0),
+            },
+            timeout_ms,
+        )?;
         waiter.wait(0)?;
         let (status, len, done_seq) = waiter.page.result(0);
         if done_seq != seq {
@@ -1776,7 +2076,11 @@ impl Lite {
     }
 
     /// LITE_IOC_RPC_BENCH: `count` kernel-issued calls, each one's time to `out`.
-    pub(crate) fn rpc_bench(&self, req: &LiteRpcBench, mut out: kernel::uaccess::UserSliceWriter) -> Result<u64> {
+    pub(crate) fn rpc_bench(
+        &self,
+        req: &LiteRpcBench,
+        mut out: kernel::uaccess::UserSliceWriter,
+    ) -> Result<u64> {
         if req.request_len > MAX_MSG || req.reply_capacity > MAX_MSG {
             return Err(EMSGSIZE());
         }
@@ -1791,7 +2095,14 @@ impl Lite {
         let mut last = 0;
         for _ in 0..req.count {
             let start = Ktime::ktime_get();
-            last = self.kernel_rpc(&waiter, req.node, req.id, &input, reply.as_ref(), req.timeout_ms)?;
+            last = self.kernel_rpc(
+                &waiter,
+                req.node,
+                req.id,
+                &input,
+                reply.as_ref(),
+                req.timeout_ms,
+            )?;
             out.write(&((Ktime::ktime_get() - start).to_ns() as u64))?;
         }
         Ok(last)
@@ -1802,13 +2113,17 @@ impl SharedPage {
     /// (error, len, seq) of a DONE slot.
     fn result(&self, slot: usize) -> (u32, u64, u64) {
         // SAFETY: `slot` is 0 here (checked by callers), inside the page.
-        let s = unsafe { core::ptr::addr_of_mut!((*self.page.as_ptr()).slots[slot.min(SLOTS - 1)]) };
+        let s =
+            unsafe { core::ptr::addr_of_mut!((*self.page.as_ptr()).slots[slot.min(SLOTS - 1)]) };
         // SAFETY: fields of a slot inside the page.
         unsafe {
             (
-                self.u32_at(core::ptr::addr_of_mut!((*s).error)).load(Ordering::Acquire),
-                self.u64_at(core::ptr::addr_of_mut!((*s).len)).load(Ordering::Relaxed),
-                self.u64_at(core::ptr::addr_of_mut!((*s).seq)).load(Ordering::Relaxed),
+                self.u32_at(core::ptr::addr_of_mut!((*s).error))
+                    .load(Ordering::Acquire),
+                self.u64_at(core::ptr::addr_of_mut!((*s).len))
+                    .load(Ordering::Relaxed),
+                self.u64_at(core::ptr::addr_of_mut!((*s).seq))
+                    .load(Ordering::Relaxed),
             )
         }
     }

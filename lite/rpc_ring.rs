@@ -100,7 +100,8 @@ impl RecordHeader {
     /// Decodes a header a peer wrote; `None` unless it is well-formed: magic,
     /// sizes within the limits, runs only for requests that expect a reply.
     pub(crate) fn decode(raw: &[u8; HEADER_LEN]) -> Option<RecordHeader> {
-        let u32_at = |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
+        let u32_at =
+            |at: usize| u32::from_le_bytes([raw[at], raw[at + 1], raw[at + 2], raw[at + 3]]);
         let u64_at = |at: usize| {
             let mut b = [0u8; 8];
             b.copy_from_slice(&raw[at..at + 8]);
@@ -181,7 +182,11 @@ impl ClientRing {
     /// A ring of `size` bytes (a multiple of `RECORD_ALIGN`) whose server reports
     /// `head` consumed.
     pub(crate) fn new(size: u64, head: u64) -> ClientRing {
-        ClientRing { size, tail: head, head }
+        ClientRing {
+            size,
+            tail: head,
+            head,
+        }
     }
 
     pub(crate) fn size(&self) -> u64 {
@@ -196,7 +201,11 @@ impl ClientRing {
             return None;
         }
         let at = ring_offset(self.tail, self.size);
-        let pad = if at + len > self.size { self.size - at } else { 0 };
+        let pad = if at + len > self.size {
+            self.size - at
+        } else {
+            0
+        };
         let end = self.tail.checked_add(pad)?.checked_add(len)?;
         if end - self.head > self.size - RECORD_ALIGN {
             return None;
@@ -269,7 +278,13 @@ pub(crate) enum RingError {
 
 impl ServerRing {
     pub(crate) fn new(size: u64) -> ServerRing {
-        ServerRing { size, head: 0, reported: 0, done: [(0, 0); MAX_GAPS], count: 0 }
+        ServerRing {
+            size,
+            head: 0,
+            reported: 0,
+            done: [(0, 0); MAX_GAPS],
+            count: 0,
+        }
     }
 
     pub(crate) fn head(&self) -> u64 {
@@ -280,7 +295,10 @@ impl ServerRing {
     /// the ring and the window the client may have reserved.
     pub(crate) fn check(&self, offset: u64, header: &RecordHeader) -> Result<(), RingError> {
         let len = header.record_len();
-        let from = header.start.checked_sub(header.pad).ok_or(RingError::Misplaced)?;
+        let from = header
+            .start
+            .checked_sub(header.pad)
+            .ok_or(RingError::Misplaced)?;
         let end = header.start.checked_add(len).ok_or(RingError::Misplaced)?;
         let placed = ring_offset(header.start, self.size) == offset && offset + len <= self.size;
         let in_window = from >= self.head && end - self.head <= self.size;
@@ -301,7 +319,10 @@ impl ServerRing {
         } else {
             self.insert(from, end)?;
         }
-        while let Some(i) = self.done[..self.count].iter().position(|&(f, _)| f == self.head) {
+        while let Some(i) = self.done[..self.count]
+            .iter()
+            .position(|&(f, _)| f == self.head)
+        {
             self.head = self.done[i].1;
             self.count -= 1;
             self.done[i] = self.done[self.count];
@@ -352,7 +373,11 @@ pub(crate) struct RunCursor<'a> {
 
 impl<'a> RunCursor<'a> {
     pub(crate) fn new(runs: &'a [(u64, usize)]) -> Self {
-        RunCursor { runs, index: 0, offset: 0 }
+        RunCursor {
+            runs,
+            index: 0,
+            offset: 0,
+        }
     }
 
     /// The next contiguous piece of at most `max` bytes; `None` when the runs are
@@ -408,23 +433,60 @@ mod tests {
     use super::*;
 
     fn header(start: u64, pad: u64, nruns: u32, len: u64) -> RecordHeader {
-        RecordHeader { start, pad, nruns, len, out_cap: nruns as u64 * 4096, ..Default::default() }
+        RecordHeader {
+            start,
+            pad,
+            nruns,
+            len,
+            out_cap: nruns as u64 * 4096,
+            ..Default::default()
+        }
     }
 
     #[test]
     fn header_round_trips_and_rejects_forgeries() {
-        let h = RecordHeader { flags: 0, slot: 63, start: 1 << 40, pad: 4096, nruns: MAX_RUNS, reserved: 0, len: MAX_MSG, seq: 9, out_cap: MAX_MSG };
+        let h = RecordHeader {
+            flags: 0,
+            slot: 63,
+            start: 1 << 40,
+            pad: 4096,
+            nruns: MAX_RUNS,
+            reserved: 0,
+            len: MAX_MSG,
+            seq: 9,
+            out_cap: MAX_MSG,
+        };
         assert_eq!(RecordHeader::decode(&h.encode()), Some(h));
-        let oneway = RecordHeader { flags: FLAG_ONEWAY, nruns: 0, out_cap: 0, ..h };
+        let oneway = RecordHeader {
+            flags: FLAG_ONEWAY,
+            nruns: 0,
+            out_cap: 0,
+            ..h
+        };
         assert_eq!(RecordHeader::decode(&oneway.encode()), Some(oneway));
         for bad in [
-            RecordHeader { len: MAX_MSG + 1, ..h },
-            RecordHeader { nruns: MAX_RUNS + 1, ..h },
-            RecordHeader { out_cap: MAX_MSG + 1, ..h },
+            RecordHeader {
+                len: MAX_MSG + 1,
+                ..h
+            },
+            RecordHeader {
+                nruns: MAX_RUNS + 1,
+                ..h
+            },
+            RecordHeader {
+                out_cap: MAX_MSG + 1,
+                ..h
+            },
             RecordHeader { flags: 2, ..h },
-            RecordHeader { flags: FLAG_ONEWAY, ..h },
+            RecordHeader {
+                flags: FLAG_ONEWAY,
+                ..h
+            },
             RecordHeader { start: 65, ..h },
-            RecordHeader { pad: RING_BYTES, ..h },
+            RecordHeader {
+                pad: RING_BYTES,
+                ..h
+            },
         ] {
             assert_eq!(RecordHeader::decode(&bad.encode()), None, "{bad:?}");
         }
@@ -445,7 +507,10 @@ mod tests {
 
     #[test]
     fn runs_round_trip() {
-        assert_eq!(decode_run(&encode_run(0xffff_8880_1234_5000, 4096)), Some((0xffff_8880_1234_5000, 4096)));
+        assert_eq!(
+            decode_run(&encode_run(0xffff_8880_1234_5000, 4096)),
+            Some((0xffff_8880_1234_5000, 4096))
+        );
         assert_eq!(decode_run(&encode_run(1, 0)), None);
     }
 
@@ -455,7 +520,13 @@ mod tests {
         assert_eq!(ring.reserve(640), Some(Reservation { start: 0, pad: 0 }));
         ring.set_head(640);
         // 384 bytes are left before the end: a 512-byte record starts the next lap.
-        assert_eq!(ring.reserve(512), Some(Reservation { start: 1024, pad: 384 }));
+        assert_eq!(
+            ring.reserve(512),
+            Some(Reservation {
+                start: 1024,
+                pad: 384
+            })
+        );
         assert!(ring.set_head(1536));
         assert!(ring.is_empty());
     }
@@ -483,7 +554,11 @@ mod tests {
 
     #[test]
     fn head_offsets_map_to_the_one_logical_head_in_the_window() {
-        let ring = ClientRing { size: 1024, head: 1536, tail: 2496 };
+        let ring = ClientRing {
+            size: 1024,
+            head: 1536,
+            tail: 2496,
+        };
         assert_eq!(ring.head_from_offset(512), Some(1536));
         assert_eq!(ring.head_from_offset(1000), Some(2024));
         assert_eq!(ring.head_from_offset(0), Some(2048));
@@ -524,15 +599,34 @@ mod tests {
     fn server_refuses_misplaced_records() {
         let mut ring = ServerRing::new(1024);
         let h = header(128, 0, 0, 64);
-        assert_eq!(ring.check(64, &h), Err(RingError::Misplaced), "not where the immediate said");
+        assert_eq!(
+            ring.check(64, &h),
+            Err(RingError::Misplaced),
+            "not where the immediate said"
+        );
         assert_eq!(ring.check(1024 + 128, &h), Err(RingError::Misplaced));
         let across_end = header(960, 0, 0, 128);
-        assert_eq!(ring.check(960, &across_end), Err(RingError::Misplaced), "runs over the ring's end");
+        assert_eq!(
+            ring.check(960, &across_end),
+            Err(RingError::Misplaced),
+            "runs over the ring's end"
+        );
         let ahead = header(2048, 0, 0, 0);
-        assert_eq!(ring.check(0, &ahead), Err(RingError::Misplaced), "beyond the client's window");
+        assert_eq!(
+            ring.check(0, &ahead),
+            Err(RingError::Misplaced),
+            "beyond the client's window"
+        );
         ring.consume(&header(0, 0, 0, 960)).unwrap();
-        assert_eq!(ring.check(0, &header(0, 0, 0, 0)), Err(RingError::Misplaced), "behind the head");
-        let bad_pad = RecordHeader { pad: 2048, ..header(1024, 0, 0, 0) };
+        assert_eq!(
+            ring.check(0, &header(0, 0, 0, 0)),
+            Err(RingError::Misplaced),
+            "behind the head"
+        );
+        let bad_pad = RecordHeader {
+            pad: 2048,
+            ..header(1024, 0, 0, 0)
+        };
         assert_eq!(ring.check(0, &bad_pad), Err(RingError::Misplaced));
     }
 
@@ -543,7 +637,10 @@ mod tests {
         for i in 0..MAX_GAPS as u64 {
             ring.consume(&header(128 + i * 256, 0, 0, 0)).unwrap();
         }
-        assert_eq!(ring.consume(&header(128 + MAX_GAPS as u64 * 256, 0, 0, 0)), Err(RingError::TooManyGaps));
+        assert_eq!(
+            ring.consume(&header(128 + MAX_GAPS as u64 * 256, 0, 0, 0)),
+            Err(RingError::TooManyGaps)
+        );
         // Adjacent ones merge and never count twice.
         let mut ring = ServerRing::new(1 << 20);
         for i in 1..10_000u64 {
@@ -563,7 +660,9 @@ mod tests {
         let mut inflight: Vec<RecordHeader> = Vec::new();
         let mut seed = 12345u64;
         let mut next = || {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             seed >> 33
         };
         let mut total = 0u64;
@@ -629,12 +728,21 @@ mod tests {
         let pieces: Vec<_> = zip_runs(&local, &remote, 9000).collect();
         assert_eq!(
             pieces,
-            vec![(1000, 4096, 0x10_000), (5096, 1904, 0x50_000), (20_000, 2192, 0x50_000 + 1904), (22_192, 808, 0x90_000)]
+            vec![
+                (1000, 4096, 0x10_000),
+                (5096, 1904, 0x50_000),
+                (20_000, 2192, 0x50_000 + 1904),
+                (22_192, 808, 0x90_000)
+            ]
         );
         assert_eq!(pieces.iter().map(|p| p.1).sum::<usize>(), 9000);
         assert_eq!(zip_runs(&local, &remote, 0).count(), 0);
         let short: Vec<_> = zip_runs(&local, &remote[..1], 9000).collect();
-        assert_eq!(short, vec![(1000, 4096, 0x10_000)], "stops where the remote runs end");
+        assert_eq!(
+            short,
+            vec![(1000, 4096, 0x10_000)],
+            "stops where the remote runs end"
+        );
     }
 
     #[test]

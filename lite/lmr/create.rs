@@ -11,13 +11,13 @@ use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
-use super::layout::{self, Extent, NAME_LEN, PERM_ALL};
-use super::{copy_extents, name_key};
 use super::handles::FileLmrs;
 use super::holder::{hold_limit, Held};
+use super::layout::{self, Extent, NAME_LEN, PERM_ALL};
 use super::mapping::Mapping;
 use super::master::{MasterLmr, NO_GRANT};
 use super::registry::NameKey;
+use super::{copy_extents, name_key};
 
 /// What a Lookup answer says about whether a name is free elsewhere.
 fn name_answer(answer: Result<usize>) -> Result {
@@ -89,7 +89,12 @@ impl Lite {
 
     /// LT_register: the caller's buffer `[buf, buf + size)` becomes an LMR held by
     /// this node; returns the master handle.
-    pub(crate) fn lmr_register(&self, file: &Mutex<FileLmrs>, buf: usize, args: &MallocArgs) -> Result<u64> {
+    pub(crate) fn lmr_register(
+        &self,
+        file: &Mutex<FileLmrs>,
+        buf: usize,
+        args: &MallocArgs,
+    ) -> Result<u64> {
         if args.size > LITE_REGISTER_MAX_SIZE {
             return Err(ENOMEM);
         }
@@ -165,7 +170,11 @@ impl Lite {
     /// Fails with EEXIST when another node masters (or is allocating) `name`. Every
     /// connected node is asked at once.
     fn name_free_elsewhere(&self, name: &NameKey) -> Result {
-        let probe = wire::Lookup { namespace: name.0, perm: 0, name: name.1 };
+        let probe = wire::Lookup {
+            namespace: name.0,
+            perm: 0,
+            name: name.1,
+        };
         let peers = self.connected_peers()?;
         let mut asked = KVec::with_capacity(peers.len(), GFP_KERNEL)?;
         let mut reply = [0u8; 64];
@@ -185,7 +194,8 @@ impl Lite {
     /// Allocates `size` bytes spread over `holders` for LMR `id`; on failure nothing
     /// stays allocated.
     fn allocate(&self, me: u32, id: u64, size: u64, holders: u32) -> Result<KVec<Extent>> {
-        self.allocate_shares(me, id, size, holders).inspect_err(|_| self.unwind_allocation(me, id, holders))
+        self.allocate_shares(me, id, size, holders)
+            .inspect_err(|_| self.unwind_allocation(me, id, holders))
     }
 
     /// The remote holders are asked at once and allocate (and zero) their shares in
@@ -195,15 +205,32 @@ impl Lite {
         // Per holder, in LMR order: bytes still owed, and (addr, len) of the chunks got.
         let mut shares = KVec::new();
         for (node, bytes) in layout::shares(size, holders) {
-            shares.push(Share { node, left: bytes, got: KVec::new() }, GFP_KERNEL)?;
+            shares.push(
+                Share {
+                    node,
+                    left: bytes,
+                    got: KVec::new(),
+                },
+                GFP_KERNEL,
+            )?;
         }
         let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
         while shares.iter().any(|share| share.left > 0) {
             let mut asked = KVec::with_capacity(shares.len(), GFP_KERNEL)?;
             let mut result = Ok(());
-            for (i, share) in shares.iter().enumerate().filter(|(_, share)| share.left > 0 && share.node != me) {
-                let alloc = wire::Alloc { id, bytes: share.left };
-                match self.peer(share.node).and_then(|peer| Peer::start_request(peer, MsgKind::Alloc, &alloc)) {
+            for (i, share) in shares
+                .iter()
+                .enumerate()
+                .filter(|(_, share)| share.left > 0 && share.node != me)
+            {
+                let alloc = wire::Alloc {
+                    id,
+                    bytes: share.left,
+                };
+                match self
+                    .peer(share.node)
+                    .and_then(|peer| Peer::start_request(peer, MsgKind::Alloc, &alloc))
+                {
                     // Within the capacity reserved above: does not allocate.
                     Ok(pending) => asked.push((i, pending), GFP_KERNEL)?,
                     Err(e) => {
@@ -212,15 +239,25 @@ impl Lite {
                     }
                 }
             }
-            if let (Ok(()), Some(share)) = (&result, shares.iter_mut().find(|share| share.node == me && share.left > 0)) {
-                result = self.hold(me, id, share.left, wire::EXTENTS_PER_MSG).and_then(|got| share.take(got.iter().map(|&(_, addr, len)| (addr, len))));
+            if let (Ok(()), Some(share)) = (
+                &result,
+                shares
+                    .iter_mut()
+                    .find(|share| share.node == me && share.left > 0),
+            ) {
+                result = self
+                    .hold(me, id, share.left, wire::EXTENTS_PER_MSG)
+                    .and_then(|got| share.take(got.iter().map(|&(_, addr, len)| (addr, len))));
             }
             // Every answer is awaited, even after a failure: the unwinding must not
             // overtake an allocation still running at a holder.
             for (i, pending) in asked.into_iter() {
                 let answered = pending.answer(&mut reply).and_then(|len| {
                     let mut got = KVec::new();
-                    wire::decode_extents(&reply[..len], |_, addr, len| got.push((addr, len), GFP_KERNEL).ok()).ok_or(EIO)?;
+                    wire::decode_extents(&reply[..len], |_, addr, len| {
+                        got.push((addr, len), GFP_KERNEL).ok()
+                    })
+                    .ok_or(EIO)?;
                     shares[i].take(got.into_iter())
                 });
                 result = result.and(answered);
@@ -231,7 +268,15 @@ impl Lite {
         let mut start = 0;
         for share in shares.iter() {
             for &(addr, len) in share.got.iter() {
-                extents.push(Extent { node: share.node, start, addr, len }, GFP_KERNEL)?;
+                extents.push(
+                    Extent {
+                        node: share.node,
+                        start,
+                        addr,
+                        len,
+                    },
+                    GFP_KERNEL,
+                )?;
                 start += len;
             }
         }
@@ -254,19 +299,34 @@ impl Lite {
             let page = DmaBuf::pin_user_page(&dev, buf - head + i * PAGE_SIZE)?;
             let skip = if i == 0 { head } else { 0 };
             let bytes = (PAGE_SIZE - skip).min(len - start);
-            extents.push(Extent { node: me, start: start as u64, addr: page.dma() + skip as u64, len: bytes as u64 }, GFP_KERNEL)?;
+            extents.push(
+                Extent {
+                    node: me,
+                    start: start as u64,
+                    addr: page.dma() + skip as u64,
+                    len: bytes as u64,
+                },
+                GFP_KERNEL,
+            )?;
             chunks.push(page, GFP_KERNEL)?;
             start += bytes;
         }
         // Pinned memory is counted against the node's hold limit like LMR memory,
         // so that registering cannot pin the node's RAM away.
-        let held = Arc::new(Held { chunks, bytes: len as u64 }, GFP_KERNEL)?;
+        let held = Arc::new(
+            Held {
+                chunks,
+                bytes: len as u64,
+            },
+            GFP_KERNEL,
+        )?;
         let mut mem = self.mem.lock();
         if len as u64 > hold_limit().saturating_sub(mem.held_bytes) {
             return Err(ENOMEM);
         }
         let seq = mem.seq();
-        mem.held.try_create_and_insert((me, id, seq), held, GFP_KERNEL)?;
+        mem.held
+            .try_create_and_insert((me, id, seq), held, GFP_KERNEL)?;
         mem.held_bytes += len as u64;
         Ok(extents)
     }

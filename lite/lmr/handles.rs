@@ -12,9 +12,9 @@ use kernel::rbtree::RBTree;
 use kernel::sync::{Arc, Mutex};
 
 use super::layout::{self, Extent, NAME_LEN, PERM_MASTER};
-use super::{decode, name_key};
 use super::mapping::Mapping;
 use super::registry::Key;
+use super::{decode, name_key};
 
 /// Lookups a map retries when revocations it cannot see past raced it.
 const MAP_ATTEMPTS: u32 = 4;
@@ -41,7 +41,11 @@ pub(crate) struct FileLmrs {
 
 impl FileLmrs {
     pub(crate) fn new() -> Self {
-        FileLmrs { handles: RBTree::new(), nr_handles: 0, owned: KVec::new() }
+        FileLmrs {
+            handles: RBTree::new(),
+            nr_handles: 0,
+            owned: KVec::new(),
+        }
     }
 
     /// EMFILE when a new LMR or handle would take the file past its bounds.
@@ -66,7 +70,8 @@ impl FileLmrs {
 
 impl Lite {
     pub(crate) fn new_handle(&self) -> u64 {
-        self.next_handle.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
+        self.next_handle
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
     }
 
     /// LT_map: asks the master of `name` for `perm` and returns a new handle and the size.
@@ -74,7 +79,13 @@ impl Lite {
     /// The LMR may be freed between the lookup and the new mapping's registration,
     /// and its revocation would then miss the mapping: the registration checks,
     /// under `mem`, that no revocation of the LMR ran since the lookup began.
-    pub(crate) fn lmr_map(&self, file: &Mutex<FileLmrs>, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<(u64, u64)> {
+    pub(crate) fn lmr_map(
+        &self,
+        file: &Mutex<FileLmrs>,
+        namespace: u32,
+        name: &[u8; NAME_LEN],
+        perm: u32,
+    ) -> Result<(u64, u64)> {
         if perm == 0 || !layout::perm_known(perm) {
             return Err(EINVAL);
         }
@@ -104,8 +115,17 @@ impl Lite {
     }
 
     /// Asks every connected peer for `name`; the master answers.
-    fn remote_lookup(&self, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<(u32, u64, u64, KVec<Extent>)> {
-        let query = wire::Lookup { namespace, perm, name: *name };
+    fn remote_lookup(
+        &self,
+        namespace: u32,
+        name: &[u8; NAME_LEN],
+        perm: u32,
+    ) -> Result<(u32, u64, u64, KVec<Extent>)> {
+        let query = wire::Lookup {
+            namespace,
+            perm,
+            name: *name,
+        };
         let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
         for peer in self.connected_peers()?.iter() {
             let found = match peer.request(MsgKind::Lookup, &query, &mut reply) {
@@ -117,9 +137,26 @@ impl Lite {
             let mut start = 0u64;
             while extents.len() < found.extents as usize {
                 let first = extents.len() as u32;
-                let len = peer.request(MsgKind::Chunks, &wire::ChunksQuery { id: found.id, first }, &mut reply)?;
+                let len = peer.request(
+                    MsgKind::Chunks,
+                    &wire::ChunksQuery {
+                        id: found.id,
+                        first,
+                    },
+                    &mut reply,
+                )?;
                 let count = wire::decode_extents(&reply[..len], |node, addr, len| {
-                    extents.push(Extent { node, start, addr, len }, GFP_KERNEL).ok()?;
+                    extents
+                        .push(
+                            Extent {
+                                node,
+                                start,
+                                addr,
+                                len,
+                            },
+                            GFP_KERNEL,
+                        )
+                        .ok()?;
                     start = start.checked_add(len)?;
                     Some(())
                 })
@@ -129,7 +166,10 @@ impl Lite {
                 }
             }
             // A forged or racing answer must not let accesses run past the extents.
-            if start != found.size || extents.len() != found.extents as usize || extents.iter().any(|e| e.node >= LITE_MAX_NODES) {
+            if start != found.size
+                || extents.len() != found.extents as usize
+                || extents.iter().any(|e| e.node >= LITE_MAX_NODES)
+            {
                 return Err(EIO);
             }
             return Ok((peer.id, found.id, found.size, extents));
@@ -138,17 +178,29 @@ impl Lite {
     }
 
     /// LT_grant through a handle with master permission.
-    pub(crate) fn lmr_grant(&self, file: &Mutex<FileLmrs>, lh: u64, node: u32, perm: u32) -> Result {
+    pub(crate) fn lmr_grant(
+        &self,
+        file: &Mutex<FileLmrs>,
+        lh: u64,
+        node: u32,
+        perm: u32,
+    ) -> Result {
         let (mapping, have) = file.lock().get(lh)?;
         if !layout::perm_allows(have, PERM_MASTER) {
             return Err(EPERM);
         }
         let _use = mapping.begin()?;
-        let grant = wire::Grant { id: mapping.id, node, perm };
+        let grant = wire::Grant {
+            id: mapping.id,
+            node,
+            perm,
+        };
         if mapping.master == self.me()? {
             self.master_grant(mapping.master, &grant)
         } else {
-            self.peer(mapping.master)?.request(MsgKind::Grant, &grant, &mut []).map(drop)
+            self.peer(mapping.master)?
+                .request(MsgKind::Grant, &grant, &mut [])
+                .map(drop)
         }
     }
 
@@ -166,7 +218,11 @@ impl Lite {
                 swap_remove(&mut files.owned, i);
             }
         } else {
-            self.peer(mapping.master)?.request(MsgKind::Free, &wire::LmrId { id: mapping.id }, &mut [])?;
+            self.peer(mapping.master)?.request(
+                MsgKind::Free,
+                &wire::LmrId { id: mapping.id },
+                &mut [],
+            )?;
         }
         self.lmr_unmap(file, lh)
     }
@@ -186,7 +242,10 @@ impl Lite {
         let (handles, owned) = {
             let mut files = file.lock();
             files.nr_handles = 0;
-            (core::mem::replace(&mut files.handles, RBTree::new()), core::mem::replace(&mut files.owned, KVec::new()))
+            (
+                core::mem::replace(&mut files.handles, RBTree::new()),
+                core::mem::replace(&mut files.owned, KVec::new()),
+            )
         };
         {
             let mut mem = self.mem.lock();

@@ -50,7 +50,13 @@ impl LocalMemory {
 impl Lite {
     /// Allocates up to `bytes` (at most `max_extents` chunks) for LMR (`master`, `id`)
     /// and returns the new extents (node, addr, len). Never fewer than one chunk.
-    pub(crate) fn hold(&self, master: u32, id: u64, bytes: u64, max_extents: usize) -> Result<KVec<(u32, u64, u64)>> {
+    pub(crate) fn hold(
+        &self,
+        master: u32,
+        id: u64,
+        bytes: u64,
+        max_extents: usize,
+    ) -> Result<KVec<(u32, u64, u64)>> {
         let me = self.me()?;
         // Serialized with device removal, which frees what is held on the device.
         let _serial = self.alloc_lock.lock();
@@ -77,7 +83,9 @@ impl Lite {
         {
             let mut mem = self.mem.lock();
             while ready.len() < whole {
-                let Some(chunk) = mem.take_reserved() else { break };
+                let Some(chunk) = mem.take_reserved() else {
+                    break;
+                };
                 // Within the capacity reserved above: does not allocate.
                 ready.push(chunk, GFP_KERNEL)?;
             }
@@ -110,7 +118,8 @@ impl Lite {
         let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
         let inserted = held.and_then(|held| {
             let seq = mem.seq();
-            mem.held.try_create_and_insert((master, id, seq), held, GFP_KERNEL)?;
+            mem.held
+                .try_create_and_insert((master, id, seq), held, GFP_KERNEL)?;
             Ok(())
         });
         if let Err(e) = inserted {
@@ -139,7 +148,9 @@ impl Lite {
         self.revoke_master(node);
         let holds = {
             let mut mem = self.mem.lock();
-            mem.held.cursor_lower_bound(&(node, 0, 0)).is_some_and(|c| c.current().0 .0 == node)
+            mem.held
+                .cursor_lower_bound(&(node, 0, 0))
+                .is_some_and(|c| c.current().0 .0 == node)
         };
         if holds {
             if let Ok(peers) = self.connected_peers() {
@@ -193,7 +204,8 @@ impl Lite {
         } else {
             // The destination node checks nothing here: peers are kernels of the same
             // cluster sharing one global MR, as in LITE.
-            self.peer(req.dst_node)?.rdma_write_kernel(chunk, off, req.len as usize, req.dst_addr)
+            self.peer(req.dst_node)?
+                .rdma_write_kernel(chunk, off, req.len as usize, req.dst_addr)
         }
     }
 }

@@ -66,11 +66,13 @@ pub(crate) fn shares(size: u64, holders: u32) -> impl Iterator<Item = (u32, u64)
     let count = u64::from(holders.count_ones().max(1));
     let share = round_up(size.div_ceil(count), PAGE);
     let mut left = size;
-    (0..32u32).filter(move |n| holders & (1 << n) != 0).filter_map(move |node| {
-        let bytes = left.min(share);
-        left -= bytes;
-        (bytes > 0).then_some((node, bytes))
-    })
+    (0..32u32)
+        .filter(move |n| holders & (1 << n) != 0)
+        .filter_map(move |node| {
+            let bytes = left.min(share);
+            left -= bytes;
+            (bytes > 0).then_some((node, bytes))
+        })
 }
 
 /// Size of the next chunk to allocate for `remaining` bytes, given that chunks of
@@ -105,7 +107,13 @@ pub(crate) struct Piece {
 /// order. `extents` are sorted by `start` and tile the LMR.
 pub(crate) fn pieces(extents: &[Extent], offset: u64, len: u64) -> Pieces<'_> {
     let first = extents.partition_point(|e| e.start + e.len <= offset);
-    Pieces { extents, index: first, offset, end: offset + len, base: offset }
+    Pieces {
+        extents,
+        index: first,
+        offset,
+        end: offset + len,
+        base: offset,
+    }
 }
 
 pub(crate) struct Pieces<'a> {
@@ -126,7 +134,12 @@ impl Iterator for Pieces<'_> {
         let e = self.extents.get(self.index)?;
         let inside = self.offset.checked_sub(e.start)?;
         let len = (e.len - inside).min(self.end - self.offset);
-        let piece = Piece { extent: self.index, addr: e.addr + inside, pos: self.offset - self.base, len };
+        let piece = Piece {
+            extent: self.index,
+            addr: e.addr + inside,
+            pos: self.offset - self.base,
+            len,
+        };
         self.offset += len;
         self.index += 1;
         Some(piece)
@@ -148,7 +161,11 @@ pub(crate) enum AtomicError {
 /// The (extent, holder address) of the 8-byte word at `offset` of an LMR of `size`
 /// bytes tiled by `extents`. Allocated chunks are page-aligned, but a registered
 /// buffer may start anywhere, so the holder address is checked too.
-pub(crate) fn atomic_word(extents: &[Extent], size: u64, offset: u64) -> Result<(usize, u64), AtomicError> {
+pub(crate) fn atomic_word(
+    extents: &[Extent],
+    size: u64,
+    offset: u64,
+) -> Result<(usize, u64), AtomicError> {
     // Alignment first: a misaligned offset is wrong whatever the size.
     if !offset.is_multiple_of(ATOMIC_LEN) {
         return Err(AtomicError::Misaligned);
@@ -156,7 +173,9 @@ pub(crate) fn atomic_word(extents: &[Extent], size: u64, offset: u64) -> Result<
     check_range(size, offset, ATOMIC_LEN).map_err(|_| AtomicError::OutOfBounds)?;
     let mut parts = pieces(extents, offset, ATOMIC_LEN);
     match (parts.next(), parts.next()) {
-        (Some(word), None) if word.len == ATOMIC_LEN && word.addr % ATOMIC_LEN == 0 => Ok((word.extent, word.addr)),
+        (Some(word), None) if word.len == ATOMIC_LEN && word.addr % ATOMIC_LEN == 0 => {
+            Ok((word.extent, word.addr))
+        }
         // Split over two extents, or unaligned at the holder.
         (Some(_), _) => Err(AtomicError::Misaligned),
         (None, _) => Err(AtomicError::OutOfBounds),
@@ -170,26 +189,67 @@ mod tests {
     #[test]
     fn atomic_words_must_be_aligned_and_whole() {
         let aligned = [
-            Extent { node: 0, start: 0, addr: 0x10000, len: 4096 },
-            Extent { node: 2, start: 4096, addr: 0x80000, len: 4096 },
+            Extent {
+                node: 0,
+                start: 0,
+                addr: 0x10000,
+                len: 4096,
+            },
+            Extent {
+                node: 2,
+                start: 4096,
+                addr: 0x80000,
+                len: 4096,
+            },
         ];
         assert_eq!(atomic_word(&aligned, 8192, 0), Ok((0, 0x10000)));
         assert_eq!(atomic_word(&aligned, 8192, 4088), Ok((0, 0x10000 + 4088)));
         assert_eq!(atomic_word(&aligned, 8192, 4096), Ok((1, 0x80000)));
         assert_eq!(atomic_word(&aligned, 8192, 8184), Ok((1, 0x80000 + 4088)));
         assert_eq!(atomic_word(&aligned, 8192, 4), Err(AtomicError::Misaligned));
-        assert_eq!(atomic_word(&aligned, 8192, 8192), Err(AtomicError::OutOfBounds));
-        assert_eq!(atomic_word(&aligned, 8192, u64::MAX - 7), Err(AtomicError::OutOfBounds));
-        assert_eq!(atomic_word(&aligned, 8192, 8188), Err(AtomicError::Misaligned), "misaligned and past the end");
-        assert_eq!(atomic_word(&aligned, 8190, 8184), Err(AtomicError::OutOfBounds));
+        assert_eq!(
+            atomic_word(&aligned, 8192, 8192),
+            Err(AtomicError::OutOfBounds)
+        );
+        assert_eq!(
+            atomic_word(&aligned, 8192, u64::MAX - 7),
+            Err(AtomicError::OutOfBounds)
+        );
+        assert_eq!(
+            atomic_word(&aligned, 8192, 8188),
+            Err(AtomicError::Misaligned),
+            "misaligned and past the end"
+        );
+        assert_eq!(
+            atomic_word(&aligned, 8190, 8184),
+            Err(AtomicError::OutOfBounds)
+        );
         // A registered buffer starting at an odd address, and one split at an odd length.
         let odd = [
-            Extent { node: 1, start: 0, addr: 0x2003, len: 13 },
-            Extent { node: 1, start: 13, addr: 0x9000, len: 100 },
+            Extent {
+                node: 1,
+                start: 0,
+                addr: 0x2003,
+                len: 13,
+            },
+            Extent {
+                node: 1,
+                start: 13,
+                addr: 0x9000,
+                len: 100,
+            },
         ];
         assert_eq!(atomic_word(&odd, 113, 0), Err(AtomicError::Misaligned));
-        assert_eq!(atomic_word(&odd, 113, 8), Err(AtomicError::Misaligned), "split over two extents");
-        assert_eq!(atomic_word(&odd, 113, 16), Err(AtomicError::Misaligned), "0x9003 at the holder");
+        assert_eq!(
+            atomic_word(&odd, 113, 8),
+            Err(AtomicError::Misaligned),
+            "split over two extents"
+        );
+        assert_eq!(
+            atomic_word(&odd, 113, 16),
+            Err(AtomicError::Misaligned),
+            "0x9003 at the holder"
+        );
     }
 
     #[test]
@@ -214,8 +274,14 @@ mod tests {
         assert_eq!(check_range(100, 0, 0), Err(RangeError::Empty));
         assert_eq!(check_range(100, 100, 1), Err(RangeError::OutOfBounds));
         assert_eq!(check_range(100, 50, 51), Err(RangeError::OutOfBounds));
-        assert_eq!(check_range(u64::MAX, u64::MAX - 1, 2), Err(RangeError::OutOfBounds));
-        assert_eq!(check_range(100, u64::MAX, u64::MAX), Err(RangeError::OutOfBounds));
+        assert_eq!(
+            check_range(u64::MAX, u64::MAX - 1, 2),
+            Err(RangeError::OutOfBounds)
+        );
+        assert_eq!(
+            check_range(100, u64::MAX, u64::MAX),
+            Err(RangeError::OutOfBounds)
+        );
     }
 
     #[test]
@@ -234,8 +300,15 @@ mod tests {
         assert_eq!(s.iter().map(|x| x.1).sum::<u64>(), gib);
         assert!(s[..2].iter().all(|x| x.1 % PAGE == 0));
         assert_eq!(s.iter().map(|x| x.0).collect::<Vec<_>>(), vec![0, 1, 2]);
-        assert_eq!(shares(10, 0b10100).collect::<Vec<_>>(), vec![(2, 10)], "tiny LMRs stay on one node");
-        assert_eq!(shares(3 * PAGE, 0b1011).collect::<Vec<_>>(), vec![(0, PAGE), (1, PAGE), (3, PAGE)]);
+        assert_eq!(
+            shares(10, 0b10100).collect::<Vec<_>>(),
+            vec![(2, 10)],
+            "tiny LMRs stay on one node"
+        );
+        assert_eq!(
+            shares(3 * PAGE, 0b1011).collect::<Vec<_>>(),
+            vec![(0, PAGE), (1, PAGE), (3, PAGE)]
+        );
         assert_eq!(shares(5, 1 << 31).collect::<Vec<_>>(), vec![(31, 5)]);
     }
 
@@ -254,7 +327,12 @@ mod tests {
         lens.iter()
             .enumerate()
             .map(|(i, &len)| {
-                let e = Extent { node: i as u32 % 3, start, addr: 0x10_0000 * (i as u64 + 1), len };
+                let e = Extent {
+                    node: i as u32 % 3,
+                    start,
+                    addr: 0x10_0000 * (i as u64 + 1),
+                    len,
+                };
                 start += len;
                 e
             })
@@ -268,12 +346,35 @@ mod tests {
         assert_eq!(
             p,
             vec![
-                Piece { extent: 0, addr: 0x10_0000 + 90, pos: 0, len: 10 },
-                Piece { extent: 1, addr: 0x20_0000, pos: 10, len: 50 },
-                Piece { extent: 2, addr: 0x30_0000, pos: 60, len: 10 },
+                Piece {
+                    extent: 0,
+                    addr: 0x10_0000 + 90,
+                    pos: 0,
+                    len: 10
+                },
+                Piece {
+                    extent: 1,
+                    addr: 0x20_0000,
+                    pos: 10,
+                    len: 50
+                },
+                Piece {
+                    extent: 2,
+                    addr: 0x30_0000,
+                    pos: 60,
+                    len: 10
+                },
             ]
         );
-        assert_eq!(pieces(&ext, 100, 1).collect::<Vec<_>>(), vec![Piece { extent: 1, addr: 0x20_0000, pos: 0, len: 1 }]);
+        assert_eq!(
+            pieces(&ext, 100, 1).collect::<Vec<_>>(),
+            vec![Piece {
+                extent: 1,
+                addr: 0x20_0000,
+                pos: 0,
+                len: 1
+            }]
+        );
         assert_eq!(pieces(&ext, 349, 1).next().unwrap().extent, 2);
     }
 

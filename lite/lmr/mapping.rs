@@ -5,8 +5,8 @@
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
-use super::layout::Extent;
 use super::holder::LocalMemory;
+use super::layout::Extent;
 
 pub(crate) struct MapState {
     /// Why the mapping is dead (a negative errno), once it is.
@@ -76,7 +76,13 @@ impl Use<'_> {
 }
 
 impl Mapping {
-    pub(crate) fn new(master: u32, id: u64, size: u64, extents: KVec<Extent>, local: Option<Arc<LocalMemory>>) -> Result<Arc<Mapping>> {
+    pub(crate) fn new(
+        master: u32,
+        id: u64,
+        size: u64,
+        extents: KVec<Extent>,
+        local: Option<Arc<LocalMemory>>,
+    ) -> Result<Arc<Mapping>> {
         Arc::pin_init(
             pin_init!(Mapping {
                 master,
@@ -96,7 +102,10 @@ impl Mapping {
             return Err(Error::from_errno(errno));
         }
         st.users += 1;
-        Ok(Use { mapping: self, local: st.local.clone() })
+        Ok(Use {
+            mapping: self,
+            local: st.local.clone(),
+        })
     }
 
     /// Fails new operations with `err`, waits for the running ones to end, and lets

@@ -12,8 +12,8 @@ use crate::uapi::*;
 use kernel::prelude::*;
 
 use super::layout::{self, Extent, NAME_LEN, PERM_MASTER};
-use super::{copy_extents, name_key};
 use super::registry::NameKey;
+use super::{copy_extents, name_key};
 
 /// Per-node grant value meaning "no grant; the public permissions apply".
 pub(crate) const NO_GRANT: u8 = 0xFF;
@@ -46,13 +46,27 @@ impl MasterLmr {
 
 impl Lite {
     /// A node asks for `name` with `perm` (0: only whether it exists).
-    pub(crate) fn master_lookup(&self, node: u32, namespace: u32, name: &[u8; NAME_LEN], perm: u32) -> Result<wire::Found> {
+    pub(crate) fn master_lookup(
+        &self,
+        node: u32,
+        namespace: u32,
+        name: &[u8; NAME_LEN],
+        perm: u32,
+    ) -> Result<wire::Found> {
         let key = name_key(namespace, name)?;
         let mut mem = self.mem.lock();
         let id = *mem.names.get(&key).ok_or(ENOENT)?;
         if id == 0 {
             // Being allocated: taken, not mappable yet.
-            return if perm == 0 { Ok(wire::Found { id: 0, size: 0, extents: 0 }) } else { Err(ENOENT) };
+            return if perm == 0 {
+                Ok(wire::Found {
+                    id: 0,
+                    size: 0,
+                    extents: 0,
+                })
+            } else {
+                Err(ENOENT)
+            };
         }
         let lmr = mem.lmrs.get_mut(&id).ok_or(ENOENT)?;
         if !layout::perm_allows(lmr.allowed(node), perm) {
@@ -61,7 +75,11 @@ impl Lite {
         if perm != 0 {
             lmr.mappers |= 1 << node;
         }
-        Ok(wire::Found { id, size: lmr.size, extents: lmr.extents.len() as u32 })
+        Ok(wire::Found {
+            id,
+            size: lmr.size,
+            extents: lmr.extents.len() as u32,
+        })
     }
 
     pub(crate) fn master_extents(&self, id: u64) -> Result<KVec<Extent>> {
@@ -90,7 +108,9 @@ impl Lite {
 
     /// `node` (with master permission) sets what `target` may map LMR `id` with.
     pub(crate) fn master_grant(&self, node: u32, grant: &wire::Grant) -> Result {
-        if !layout::perm_known(grant.perm) || (grant.node != LITE_NODE_ANY && grant.node >= LITE_MAX_NODES) {
+        if !layout::perm_known(grant.perm)
+            || (grant.node != LITE_NODE_ANY && grant.node >= LITE_MAX_NODES)
+        {
             return Err(EINVAL);
         }
         let me = self.me()?;
@@ -146,9 +166,10 @@ impl Lite {
     pub(crate) fn free_lmrs(&self, ids: &[u64]) {
         let Ok(me) = self.me() else { return };
         // (holder, id) for the remote holders, and a message body.
-        let (Ok(mut remote), Ok(mut body)) =
-            (KVec::with_capacity(ids.len(), GFP_KERNEL), KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL))
-        else {
+        let (Ok(mut remote), Ok(mut body)) = (
+            KVec::with_capacity(ids.len(), GFP_KERNEL),
+            KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL),
+        ) else {
             // No memory for the lists: a round trip per LMR.
             for &id in ids {
                 let _ = self.free_lmr(id);
@@ -156,7 +177,9 @@ impl Lite {
             return;
         };
         for &id in ids {
-            let Ok(holders) = self.retire_lmr(me, id) else { continue };
+            let Ok(holders) = self.retire_lmr(me, id) else {
+                continue;
+            };
             for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0) {
                 if node == me {
                     self.release(me, id);
@@ -168,11 +191,22 @@ impl Lite {
         }
         for node in 0..LITE_MAX_NODES {
             let Ok(peer) = self.peer(node) else { continue };
-            let mut held = remote.iter().filter(|(holder, _)| *holder == node).map(|(_, id)| *id).peekable();
+            let mut held = remote
+                .iter()
+                .filter(|(holder, _)| *holder == node)
+                .map(|(_, id)| *id)
+                .peekable();
             while held.peek().is_some() {
-                let Some(len) = wire::encode_ids(&mut body, &mut held) else { break };
+                let Some(len) = wire::encode_ids(&mut body, &mut held) else {
+                    break;
+                };
                 // A holder that cannot be told is dead and frees everything it held for us.
-                let _ = peer.call(MsgKind::ReleaseMany, &body[..len], &mut [], CONTROL_TIMEOUT_MS);
+                let _ = peer.call(
+                    MsgKind::ReleaseMany,
+                    &body[..len],
+                    &mut [],
+                    CONTROL_TIMEOUT_MS,
+                );
             }
         }
     }

@@ -44,11 +44,13 @@ pub(crate) use registry::Memory;
 
 use crate::net::wire::{Body, Reader};
 use crate::uapi::*;
-use registry::NameKey;
-use layout::{Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_MASTER, PERM_READ, PERM_WRITE};
 use kernel::prelude::*;
+use layout::{Extent, RangeError, CHUNK_MAX, NAME_LEN, PERM_MASTER, PERM_READ, PERM_WRITE};
+use registry::NameKey;
 
-const _: () = assert!(PERM_READ == LITE_PERM_READ && PERM_WRITE == LITE_PERM_WRITE && PERM_MASTER == LITE_PERM_MASTER);
+const _: () = assert!(
+    PERM_READ == LITE_PERM_READ && PERM_WRITE == LITE_PERM_WRITE && PERM_MASTER == LITE_PERM_MASTER
+);
 const _: () = assert!(NAME_LEN == LITE_NAME_MAX as usize && CHUNK_MAX == LITE_CHUNK_SIZE);
 
 /// `-ERANGE`: an access beyond the LMR.

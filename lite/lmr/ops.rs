@@ -11,16 +11,24 @@ use kernel::prelude::*;
 use kernel::sync::Mutex;
 use kernel::uaccess::UserSlice;
 
-use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
-use super::{erange, range_error};
 use super::handles::FileLmrs;
 use super::holder::hold_limit;
+use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
 use super::mapping::{Word, WordRef};
+use super::{erange, range_error};
 
 impl Lite {
     /// LT_read (`write` false) or LT_write of `len` bytes at `offset` of the LMR,
     /// from or to user memory at `buf`.
-    pub(crate) fn lmr_rw(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, buf: usize, len: u64, write: bool) -> Result {
+    pub(crate) fn lmr_rw(
+        &self,
+        file: &Mutex<FileLmrs>,
+        lh: u64,
+        offset: u64,
+        buf: usize,
+        len: u64,
+        write: bool,
+    ) -> Result {
         let (mapping, perm) = file.lock().get(lh)?;
         if !layout::perm_allows(perm, if write { PERM_WRITE } else { PERM_READ }) {
             return Err(EACCES);
@@ -43,7 +51,8 @@ impl Lite {
                     chunk.copy_to_user(off, &mut UserSlice::new(at, size).writer(), size)?;
                 }
             } else {
-                self.peer(node)?.rdma_user(write, at, size, piece.addr, &|| using.check())?;
+                self.peer(node)?
+                    .rdma_user(write, at, size, piece.addr, &|| using.check())?;
             }
         }
         Ok(())
@@ -56,11 +65,17 @@ impl Lite {
         if !layout::perm_allows(perm, PERM_READ | PERM_WRITE) {
             return Err(EACCES);
         }
-        let (extent, addr) = layout::atomic_word(&mapping.extents, mapping.size, offset).map_err(|e| match e {
-            AtomicError::Misaligned => EINVAL,
-            AtomicError::OutOfBounds => erange(),
-        })?;
-        let word = Word { holder: mapping.extents[extent].node, master: mapping.master, id: mapping.id, addr };
+        let (extent, addr) =
+            layout::atomic_word(&mapping.extents, mapping.size, offset).map_err(|e| match e {
+                AtomicError::Misaligned => EINVAL,
+                AtomicError::OutOfBounds => erange(),
+            })?;
+        let word = Word {
+            holder: mapping.extents[extent].node,
+            master: mapping.master,
+            id: mapping.id,
+            addr,
+        };
         Ok(WordRef { mapping, word })
     }
 
@@ -79,12 +94,22 @@ impl Lite {
 
     /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
     fn atomic_on(&self, word: &Word, atomic: Atomic, wait: Wait) -> Result<u64> {
-        let peer = if word.holder == self.me()? { self.loopback()? } else { self.peer(word.holder)? };
+        let peer = if word.holder == self.me()? {
+            self.loopback()?
+        } else {
+            self.peer(word.holder)?
+        };
         peer.atomic(atomic, word.addr, wait)
     }
 
     /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.
-    pub(crate) fn lmr_atomic(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, atomic: Atomic) -> Result<u64> {
+    pub(crate) fn lmr_atomic(
+        &self,
+        file: &Mutex<FileLmrs>,
+        lh: u64,
+        offset: u64,
+        atomic: Atomic,
+    ) -> Result<u64> {
         let word = self.lmr_word(file, lh, offset)?;
         self.word_atomic(&word, atomic)
     }
@@ -92,11 +117,20 @@ impl Lite {
     /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR;
     /// EIDRM once the LMR is freed.
     pub(crate) fn check_held_word(&self, word: &Word) -> Result {
-        self.held_memory(word.master, word.id)?.find(word.addr, 8).map(drop)
+        self.held_memory(word.master, word.id)?
+            .find(word.addr, 8)
+            .map(drop)
     }
 
     /// LT_memset, executed by the holders.
-    pub(crate) fn lmr_memset(&self, file: &Mutex<FileLmrs>, lh: u64, offset: u64, len: u64, value: u32) -> Result {
+    pub(crate) fn lmr_memset(
+        &self,
+        file: &Mutex<FileLmrs>,
+        lh: u64,
+        offset: u64,
+        len: u64,
+        value: u32,
+    ) -> Result {
         let (mapping, perm) = file.lock().get(lh)?;
         if value > 0xFF {
             return Err(EINVAL);
@@ -114,7 +148,13 @@ impl Lite {
                 let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
                 chunk.fill(off, piece.len as usize, value as u8)?;
             } else {
-                let req = wire::Memset { master: mapping.master, value, id: mapping.id, addr: piece.addr, len: piece.len };
+                let req = wire::Memset {
+                    master: mapping.master,
+                    value,
+                    id: mapping.id,
+                    addr: piece.addr,
+                    len: piece.len,
+                };
                 self.peer(node)?.request(MsgKind::Memset, &req, &mut [])?;
             }
         }
@@ -122,7 +162,15 @@ impl Lite {
     }
 
     /// LT_memcpy / LT_memmove, executed by the holders of the source.
-    pub(crate) fn lmr_memcpy(&self, file: &Mutex<FileLmrs>, dst_lh: u64, dst_off: u64, src_lh: u64, src_off: u64, len: u64) -> Result {
+    pub(crate) fn lmr_memcpy(
+        &self,
+        file: &Mutex<FileLmrs>,
+        dst_lh: u64,
+        dst_off: u64,
+        src_lh: u64,
+        src_off: u64,
+        len: u64,
+    ) -> Result {
         let ((dst, dst_perm), (src, src_perm)) = {
             let files = file.lock();
             (files.get(dst_lh)?, files.get(src_lh)?)
@@ -138,7 +186,10 @@ impl Lite {
         let mut steps = KVec::new();
         for s in layout::pieces(&src.extents, src_off, len) {
             for d in layout::pieces(&dst.extents, dst_off + s.pos, s.len) {
-                steps.push((s.extent, s.addr + d.pos, d.extent, d.addr, d.len), GFP_KERNEL)?;
+                steps.push(
+                    (s.extent, s.addr + d.pos, d.extent, d.addr, d.len),
+                    GFP_KERNEL,
+                )?;
             }
         }
         // Copying towards higher offsets of the same LMR goes backwards, so an
@@ -159,7 +210,8 @@ impl Lite {
                     let (to, to_off) = dst_use.local()?.find(d_addr, n)?;
                     to.move_from(to_off, from, from_off, n as usize)?;
                 } else {
-                    self.peer(d_node)?.rdma_write_kernel(from, from_off, n as usize, d_addr)?;
+                    self.peer(d_node)?
+                        .rdma_write_kernel(from, from_off, n as usize, d_addr)?;
                 }
             } else {
                 let req = wire::Copy {

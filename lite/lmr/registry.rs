@@ -11,9 +11,9 @@ use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 use kernel::time::Ktime;
 
-use super::layout::NAME_LEN;
 use super::handles::{FileLmrs, Handle};
 use super::holder::{Held, LocalMemory};
+use super::layout::NAME_LEN;
 use super::mapping::Mapping;
 use super::master::MasterLmr;
 
@@ -28,7 +28,12 @@ pub(crate) type Key = (u32, u64, u64);
 
 /// Removes every entry of `tree` whose key starts with (`master`, `id`) (`id`
 /// `None`: any LMR of `master`), handing each value to `each`.
-pub(crate) fn take_prefix<V>(tree: &mut RBTree<Key, V>, master: u32, id: Option<u64>, mut each: impl FnMut(V)) {
+pub(crate) fn take_prefix<V>(
+    tree: &mut RBTree<Key, V>,
+    master: u32,
+    id: Option<u64>,
+    mut each: impl FnMut(V),
+) {
     let mut cursor = tree.cursor_lower_bound(&(master, id.unwrap_or(0), 0));
     while let Some(c) = cursor {
         let &(m, i, _) = c.current().0;
@@ -142,14 +147,20 @@ impl Memory {
         if self.revocations - since > REVOCATION_LOG as u64 {
             return true;
         }
-        (since..self.revocations).any(|n| match self.revoked[(n % REVOCATION_LOG as u64) as usize] {
-            (m, None) => m == master,
-            (m, Some(i)) => (m, i) == (master, id),
+        (since..self.revocations).any(|n| {
+            match self.revoked[(n % REVOCATION_LOG as u64) as usize] {
+                (m, None) => m == master,
+                (m, Some(i)) => (m, i) == (master, id),
+            }
         })
     }
 
     /// This node's memory of (`master`, `id`), if it holds any.
-    pub(crate) fn local_memory(&mut self, master: u32, id: u64) -> Result<Option<Arc<LocalMemory>>> {
+    pub(crate) fn local_memory(
+        &mut self,
+        master: u32,
+        id: u64,
+    ) -> Result<Option<Arc<LocalMemory>>> {
         let mut parts = KVec::new();
         let mut cursor = self.held.cursor_lower_bound(&(master, id, 0));
         while let Some(c) = cursor {
@@ -167,10 +178,17 @@ impl Memory {
     }
 
     /// Registers a new mapping of an LMR and the handle for it in `file`.
-    pub(crate) fn add_mapping(&mut self, file: &mut FileLmrs, lh: u64, mapping: Arc<Mapping>, perm: u32) -> Result {
+    pub(crate) fn add_mapping(
+        &mut self,
+        file: &mut FileLmrs,
+        lh: u64,
+        mapping: Arc<Mapping>,
+        perm: u32,
+    ) -> Result {
         let key = (mapping.master, mapping.id, self.seq());
         let node = kernel::rbtree::RBTreeNode::new(key, mapping.clone(), GFP_KERNEL)?;
-        file.handles.try_create_and_insert(lh, Handle { mapping, perm, key }, GFP_KERNEL)?;
+        file.handles
+            .try_create_and_insert(lh, Handle { mapping, perm, key }, GFP_KERNEL)?;
         file.nr_handles += 1;
         self.maps.insert(node);
         Ok(())

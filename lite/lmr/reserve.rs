@@ -9,8 +9,8 @@ use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::time::{msecs_to_jiffies, Ktime};
 
-use super::layout::CHUNK_MAX;
 use super::holder::hold_limit;
+use super::layout::CHUNK_MAX;
 
 /// Milliseconds without allocations from the reserve before it is refilled.
 pub(crate) const RESERVE_QUIET_MS: i64 = 100;
@@ -91,7 +91,9 @@ pub(crate) fn zero_chunks(dev: &Arc<Device>, count: usize) -> KVec<DmaBuf> {
 /// first that cannot be had.
 fn zero_into(dev: &Arc<Device>, count: usize, chunks: &mut KVec<DmaBuf>) {
     for _ in 0..count {
-        let Ok(chunk) = DmaBuf::try_new(dev, CHUNK_MAX as usize) else { return };
+        let Ok(chunk) = DmaBuf::try_new(dev, CHUNK_MAX as usize) else {
+            return;
+        };
         if chunks.push(chunk, GFP_KERNEL).is_err() {
             return;
         }
@@ -126,7 +128,10 @@ impl Lite {
             mem.refilling = true;
         }
         let lite = self.arc();
-        if module_queue().try_spawn(GFP_KERNEL, move || while lite.refill_reserve_chunk() {}).is_err() {
+        if module_queue()
+            .try_spawn(GFP_KERNEL, move || while lite.refill_reserve_chunk() {})
+            .is_err()
+        {
             self.mem.lock().refilling = false;
         }
     }
@@ -140,7 +145,10 @@ impl Lite {
         {
             let mut mem = self.mem.lock();
             while (Ktime::ktime_get() - mem.reserve_taken_at).to_ms() < RESERVE_QUIET_MS {
-                let _ = self.reserve_quiet.wait_interruptible_timeout(&mut mem, msecs_to_jiffies(RESERVE_QUIET_MS as u32));
+                let _ = self.reserve_quiet.wait_interruptible_timeout(
+                    &mut mem,
+                    msecs_to_jiffies(RESERVE_QUIET_MS as u32),
+                );
             }
         }
         // Serialized with device removal, which empties the reserve.
@@ -149,7 +157,8 @@ impl Lite {
         {
             let mut mem = self.mem.lock();
             let bytes = mem.held_bytes + (mem.reserve.len() as u64 + 1) * CHUNK_MAX;
-            mem.refilling = dev.is_ok() && mem.reserve.len() < mem.reserve_target && bytes <= hold_limit();
+            mem.refilling =
+                dev.is_ok() && mem.reserve.len() < mem.reserve_target && bytes <= hold_limit();
             if !mem.refilling {
                 return false;
             }

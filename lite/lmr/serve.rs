@@ -11,7 +11,12 @@ use super::decode;
 
 impl Lite {
     /// Serves an LMR request of `peer`; returns the answer's body.
-    pub(crate) fn serve_lmr_request(&self, peer: &Peer, kind: MsgKind, body: &[u8]) -> Result<KVec<u8>> {
+    pub(crate) fn serve_lmr_request(
+        &self,
+        peer: &Peer,
+        kind: MsgKind,
+        body: &[u8],
+    ) -> Result<KVec<u8>> {
         let from = peer.id;
         let empty = KVec::new();
         match kind {

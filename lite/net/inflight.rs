@@ -22,14 +22,21 @@ pub(crate) struct InFlight {
 
 impl InFlight {
     pub(crate) fn new(budget: usize) -> Self {
-        InFlight { sizes: [0; MAX_INFLIGHT], posted: 0, posted_bytes: 0, budget }
+        InFlight {
+            sizes: [0; MAX_INFLIGHT],
+            posted: 0,
+            posted_bytes: 0,
+            budget,
+        }
     }
 
     /// Bytes of the requests that completed, when `pending` of them are still in
     /// flight (the newest ones).
     pub(crate) fn completed_bytes(&self, pending: u32) -> u64 {
         let pending = (pending as usize).min(self.posted).min(MAX_INFLIGHT);
-        let in_flight: usize = (0..pending).map(|k| self.sizes[(self.posted - 1 - k) % MAX_INFLIGHT]).sum();
+        let in_flight: usize = (0..pending)
+            .map(|k| self.sizes[(self.posted - 1 - k) % MAX_INFLIGHT])
+            .sum();
         self.posted_bytes - in_flight as u64
     }
 
@@ -71,19 +78,35 @@ mod tests {
         let mut f = InFlight::new(64 << 10);
         assert_eq!(f.may_remain(4096), 0, "nothing posted yet");
         for posted in 0..15 {
-            assert_eq!(f.may_remain(4096), posted, "4 KiB pages: all earlier ones may stay");
+            assert_eq!(
+                f.may_remain(4096),
+                posted,
+                "4 KiB pages: all earlier ones may stay"
+            );
             f.posted(4096);
         }
         // 15 pages of 4 KiB in flight: a 16th fits the budget exactly, but a 17th
         // would exceed the request limit.
         f.posted(4096);
         assert_eq!(f.may_remain(4096), 15);
-        assert_eq!(f.may_remain(32 << 10), 8, "32 KiB + 8 pages = the 64 KiB budget");
+        assert_eq!(
+            f.may_remain(32 << 10),
+            8,
+            "32 KiB + 8 pages = the 64 KiB budget"
+        );
         let mut big = InFlight::new(64 << 10);
         big.posted(32 << 10);
         big.posted(32 << 10);
-        assert_eq!(big.may_remain(32 << 10), 1, "two of 32 KiB at most, like before");
-        assert_eq!(big.may_remain(1 << 20), 0, "larger than the budget: waits for all");
+        assert_eq!(
+            big.may_remain(32 << 10),
+            1,
+            "two of 32 KiB at most, like before"
+        );
+        assert_eq!(
+            big.may_remain(1 << 20),
+            0,
+            "larger than the budget: waits for all"
+        );
     }
 
     #[test]
@@ -92,7 +115,9 @@ mod tests {
         for i in 0..1000 {
             let bytes = 1000 + (i * 37) % 3000;
             let remain = f.may_remain(bytes) as usize;
-            let newest: usize = (0..remain).map(|k| f.sizes[(f.posted - 1 - k) % MAX_INFLIGHT]).sum();
+            let newest: usize = (0..remain)
+                .map(|k| f.sizes[(f.posted - 1 - k) % MAX_INFLIGHT])
+                .sum();
             assert!(newest + bytes <= 10_000);
             f.posted(bytes);
         }
@@ -106,12 +131,20 @@ mod tests {
             f.posted(bytes);
         }
         assert_eq!(f.completed_bytes(3), 0);
-        assert_eq!(f.completed_bytes(1), 3000, "the 3000-byte request is the newest");
+        assert_eq!(
+            f.completed_bytes(1),
+            3000,
+            "the 3000-byte request is the newest"
+        );
         assert_eq!(f.completed_bytes(0), 6000);
         for _ in 0..40 {
             f.posted(100);
         }
         assert_eq!(f.completed_bytes(16), 6000 + 24 * 100);
-        assert_eq!(f.completed_bytes(99), 6000 + 24 * 100, "never more in flight than the ring holds");
+        assert_eq!(
+            f.completed_bytes(99),
+            6000 + 24 * 100,
+            "never more in flight than the ring holds"
+        );
     }
 }

@@ -81,7 +81,13 @@ impl PendingCall {
     /// Waits for the answer and copies it into `reply`; returns its length.
     pub(crate) fn answer(mut self, reply: &mut [u8]) -> Result<usize> {
         self.collected = true;
-        self.peer.collect_answer(self.slot, self.seq, reply, &mut self.left, Patience::Signals)
+        self.peer.collect_answer(
+            self.slot,
+            self.seq,
+            reply,
+            &mut self.left,
+            Patience::Signals,
+        )
     }
 }
 
@@ -107,7 +113,14 @@ impl Peer {
     /// Writes a message into the peer's mailbox slot `slot` (request or response
     /// area by `kind`) through QP `qp_index % K`, announcing it with immediate
     /// (`kind`, `slot`). `header.len` body bytes follow the header.
-    fn post_message(&self, qp_index: usize, kind: ImmKind, slot: usize, header: &Header, body: Body<'_>) -> Result {
+    fn post_message(
+        &self,
+        qp_index: usize,
+        kind: ImmKind,
+        slot: usize,
+        header: &Header,
+        body: Body<'_>,
+    ) -> Result {
         let offset = match kind {
             ImmKind::Request => wire::request_offset(slot),
             ImmKind::Response => wire::response_offset(slot),
@@ -127,7 +140,14 @@ impl Peer {
     /// Copies `staged` into our outbox at `offset` and posts a write-with-immediate
     /// of the `len` bytes there to the same offset of the peer's mailbox, through
     /// QP `hint % K`.
-    fn post_from_outbox(&self, hint: usize, offset: usize, staged: &[&[u8]], len: usize, imm: u32) -> Result {
+    fn post_from_outbox(
+        &self,
+        hint: usize,
+        offset: usize,
+        staged: &[&[u8]],
+        len: usize,
+        imm: u32,
+    ) -> Result {
         let mut guard = self.link.lock();
         let link = &mut *guard;
         let (Some(remote), Some(mailbox)) = (link.remote, link.mailbox.as_mut()) else {
@@ -142,7 +162,15 @@ impl Peer {
             at += part.len();
         }
         let qp = &link.qps[hint % link.qps.len()];
-        qp.post_write_imm(&mailbox.outbox, offset, len, remote.mailbox_addr + offset as u64, remote.mailbox_rkey, imm, None)
+        qp.post_write_imm(
+            &mailbox.outbox,
+            offset,
+            len,
+            remote.mailbox_addr + offset as u64,
+            remote.mailbox_rkey,
+            imm,
+            None,
+        )
     }
 
     /// Writes the completion record of the peer's call in call slot `slot` into its
@@ -165,7 +193,11 @@ impl Peer {
         }
         let mut raw = [0u8; RpcDone::LEN];
         let link = self.link.lock();
-        link.mailbox.as_ref()?.inbox.read(wire::done_offset(slot), &mut raw).ok()?;
+        link.mailbox
+            .as_ref()?
+            .inbox
+            .read(wire::done_offset(slot), &mut raw)
+            .ok()?;
         Some(RpcDone::decode(&raw))
     }
 
@@ -173,16 +205,36 @@ impl Peer {
     /// peer's `remote_addr` (an address it published, such as a ring), on QP
     /// `hint % K`; with `sync`, waits until it landed.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post_write_imm(&self, hint: usize, kind: ImmKind, payload: u32, src: &DmaBuf, len: usize, remote_addr: u64, sync: bool) -> Result {
+    pub(crate) fn post_write_imm(
+        &self,
+        hint: usize,
+        kind: ImmKind,
+        payload: u32,
+        src: &DmaBuf,
+        len: usize,
+        remote_addr: u64,
+        sync: bool,
+    ) -> Result {
         let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
         let op = if sync { Some(Op::new()?) } else { None };
         {
             let link = self.link.lock();
-            let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED && !link.qps.is_empty()) else {
+            let (Some(remote), true) = (
+                link.remote,
+                link.state == LITE_PEER_CONNECTED && !link.qps.is_empty(),
+            ) else {
                 return Err(EHOSTDOWN());
             };
             let qp = &link.qps[hint % link.qps.len()];
-            qp.post_write_imm(src, 0, len, remote_addr, remote.mailbox_rkey, imm, op.as_ref())?;
+            qp.post_write_imm(
+                src,
+                0,
+                len,
+                remote_addr,
+                remote.mailbox_rkey,
+                imm,
+                op.as_ref(),
+            )?;
         }
         match op {
             Some(op) => op.wait().map_err(|status| self.wc_error(status)),
@@ -206,7 +258,13 @@ impl Peer {
 
     /// Sends request `kind` with `body` and waits up to `timeout_ms` for the answer,
     /// which is copied into `reply`. Returns the answer's length. Process context.
-    pub(crate) fn call(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
+    pub(crate) fn call(
+        &self,
+        kind: MsgKind,
+        body: &[u8],
+        reply: &mut [u8],
+        timeout_ms: u32,
+    ) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
         let (slot, seq) = self.send_request(kind, body, &mut left, Patience::Signals)?;
         self.collect_answer(slot, seq, reply, &mut left, Patience::Signals)
@@ -214,7 +272,13 @@ impl Peer {
 
     /// As [`Self::call`], but a signal does not end it: for a message whose answer
     /// the caller must have before it frees memory the peer may write.
-    pub(crate) fn call_to_the_end(&self, kind: MsgKind, body: &[u8], reply: &mut [u8], timeout_ms: u32) -> Result<usize> {
+    pub(crate) fn call_to_the_end(
+        &self,
+        kind: MsgKind,
+        body: &[u8],
+        reply: &mut [u8],
+        timeout_ms: u32,
+    ) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
         let (slot, seq) = self.send_request(kind, body, &mut left, Patience::ToTheEnd)?;
         self.collect_answer(slot, seq, reply, &mut left, Patience::ToTheEnd)
@@ -222,14 +286,29 @@ impl Peer {
 
     /// Sends request `kind` with `body` to `peer` without waiting: the caller may ask
     /// other nodes meanwhile and collect the answer later (`PendingCall::answer`).
-    pub(crate) fn start_call(peer: Arc<Peer>, kind: MsgKind, body: &[u8], timeout_ms: u32) -> Result<PendingCall> {
+    pub(crate) fn start_call(
+        peer: Arc<Peer>,
+        kind: MsgKind,
+        body: &[u8],
+        timeout_ms: u32,
+    ) -> Result<PendingCall> {
         let mut left = msecs_to_jiffies(timeout_ms);
         let (slot, seq) = peer.send_request(kind, body, &mut left, Patience::Signals)?;
-        Ok(PendingCall { peer, slot, seq, left, collected: false })
+        Ok(PendingCall {
+            peer,
+            slot,
+            seq,
+            left,
+            collected: false,
+        })
     }
 
     /// Waits up to `left` jiffies for the call-done signal; `left` keeps what remains.
-    fn wait_for_calls<B: kernel::sync::lock::Backend>(&self, calls: &mut kernel::sync::lock::Guard<'_, Calls, B>, left: &mut Jiffies) -> Result {
+    fn wait_for_calls<B: kernel::sync::lock::Backend>(
+        &self,
+        calls: &mut kernel::sync::lock::Guard<'_, Calls, B>,
+        left: &mut Jiffies,
+    ) -> Result {
         match self.call_done.wait_interruptible_timeout(calls, *left) {
             CondVarTimeoutResult::Timeout => Err(ETIMEDOUT()),
             CondVarTimeoutResult::Signal { .. } => Err(EINTR),
@@ -242,7 +321,13 @@ impl Peer {
 
     /// Takes a free request slot and posts the request in it; returns the slot and
     /// the request's sequence number.
-    fn send_request(&self, kind: MsgKind, body: &[u8], left: &mut Jiffies, patience: Patience) -> Result<(usize, u64)> {
+    fn send_request(
+        &self,
+        kind: MsgKind,
+        body: &[u8],
+        left: &mut Jiffies,
+        patience: Patience,
+    ) -> Result<(usize, u64)> {
         let (slot, seq) = {
             let mut calls = self.calls.lock();
             loop {
@@ -265,7 +350,12 @@ impl Peer {
                 }
             }
         };
-        let header = Header { kind: kind as u16, status: 0, len: body.len() as u32, seq };
+        let header = Header {
+            kind: kind as u16,
+            status: 0,
+            len: body.len() as u32,
+            seq,
+        };
         if let Err(e) = self.post_message(slot, ImmKind::Request, slot, &header, Body::Copy(body)) {
             self.finish_slot(slot);
             return Err(e);
@@ -276,7 +366,14 @@ impl Peer {
     /// Waits up to `left` jiffies for the answer to request `seq` in `slot`, copies it
     /// into `reply` and frees the slot; returns the answer's length. On failure the
     /// slot is given up (`give_up_slot`).
-    fn collect_answer(&self, slot: usize, seq: u64, reply: &mut [u8], left: &mut Jiffies, patience: Patience) -> Result<usize> {
+    fn collect_answer(
+        &self,
+        slot: usize,
+        seq: u64,
+        reply: &mut [u8],
+        left: &mut Jiffies,
+        patience: Patience,
+    ) -> Result<usize> {
         {
             let mut calls = self.calls.lock();
             while calls.slots[slot] != Slot::Answered(seq) {
@@ -323,7 +420,11 @@ impl Peer {
         let len = answer.len as usize;
         let out = reply.get_mut(..len).ok_or(EIO)?;
         let link = self.link.lock();
-        link.mailbox.as_ref().ok_or_else(EHOSTDOWN)?.inbox.read(offset + HEADER_LEN, out)?;
+        link.mailbox
+            .as_ref()
+            .ok_or_else(EHOSTDOWN)?
+            .inbox
+            .read(offset + HEADER_LEN, out)?;
         Ok(len)
     }
 
@@ -335,7 +436,9 @@ impl Peer {
 
     /// The answer to our request in `slot` arrived (completion context).
     pub(crate) fn answer_arrived(&self, slot: usize) {
-        let Some(answer) = self.inbox_header(wire::response_offset(slot)) else { return };
+        let Some(answer) = self.inbox_header(wire::response_offset(slot)) else {
+            return;
+        };
         let mut calls = self.calls.lock();
         match calls.slots[slot] {
             Slot::Waiting(seq) if seq == answer.seq => calls.slots[slot] = Slot::Answered(seq),
@@ -349,7 +452,12 @@ impl Peer {
     /// A request from the peer landed in our request `slot` through QP `qp_index`
     /// (completion context): serve it and answer in the peer's response slot. Echo is
     /// answered at once; the rest may sleep and goes to the module's workqueue.
-    pub(crate) fn serve_request(this: ArcBorrow<'_, Self>, lite: ArcBorrow<'_, Lite>, qp_index: usize, slot: usize) {
+    pub(crate) fn serve_request(
+        this: ArcBorrow<'_, Self>,
+        lite: ArcBorrow<'_, Lite>,
+        qp_index: usize,
+        slot: usize,
+    ) {
         let offset = wire::request_offset(slot);
         let mut raw = [0u8; HEADER_LEN];
         // Room for a deferred request's body, allocated before taking the spinlock.
@@ -358,7 +466,9 @@ impl Peer {
         };
         let answer = {
             let mut guard = this.link.lock();
-            let Some(mailbox) = guard.mailbox.as_mut() else { return };
+            let Some(mailbox) = guard.mailbox.as_mut() else {
+                return;
+            };
             if mailbox.inbox.read(offset, &mut raw).is_err() {
                 return;
             }
@@ -372,8 +482,15 @@ impl Peer {
                         len,
                     );
                     match copied {
-                        Ok(()) => Header { status: 0, ..request },
-                        Err(_) => Header { status: wire_status(EIO), len: 0, ..request },
+                        Ok(()) => Header {
+                            status: 0,
+                            ..request
+                        },
+                        Err(_) => Header {
+                            status: wire_status(EIO),
+                            len: 0,
+                            ..request
+                        },
                     }
                 }
                 Ok((request, Some(kind))) => {
@@ -382,13 +499,34 @@ impl Peer {
                     match mailbox.inbox.read(offset + HEADER_LEN, &mut body) {
                         Ok(()) => {
                             drop(guard);
-                            return Self::defer(this.into(), lite.into(), qp_index, slot, request, kind, body);
+                            return Self::defer(
+                                this.into(),
+                                lite.into(),
+                                qp_index,
+                                slot,
+                                request,
+                                kind,
+                                body,
+                            );
                         }
-                        Err(_) => Header { status: wire_status(EIO), len: 0, ..request },
+                        Err(_) => Header {
+                            status: wire_status(EIO),
+                            len: 0,
+                            ..request
+                        },
                     }
                 }
-                Ok((request, None)) => Header { status: wire_status(EOPNOTSUPP()), len: 0, ..request },
-                Err(seq) => Header { kind: 0, status: wire_status(EINVAL), len: 0, seq },
+                Ok((request, None)) => Header {
+                    status: wire_status(EOPNOTSUPP()),
+                    len: 0,
+                    ..request
+                },
+                Err(seq) => Header {
+                    kind: 0,
+                    status: wire_status(EINVAL),
+                    len: 0,
+                    seq,
+                },
             }
         };
         // The body (if any) is already staged in our outbox; a peer going away loses the answer.
@@ -396,24 +534,60 @@ impl Peer {
     }
 
     fn answer_error(&self, qp_index: usize, slot: usize, err: Error) {
-        let Some(request) = self.inbox_header(wire::request_offset(slot)) else { return };
-        let answer = Header { status: wire_status(err), len: 0, ..request };
+        let Some(request) = self.inbox_header(wire::request_offset(slot)) else {
+            return;
+        };
+        let answer = Header {
+            status: wire_status(err),
+            len: 0,
+            ..request
+        };
         let _ = self.post_message(qp_index, ImmKind::Response, slot, &answer, Body::Staged);
     }
 
     /// Serves request `kind` on the module's workqueue and answers from there.
-    fn defer(peer: Arc<Peer>, lite: Arc<Lite>, qp_index: usize, slot: usize, request: Header, kind: MsgKind, body: KVec<u8>) {
+    fn defer(
+        peer: Arc<Peer>,
+        lite: Arc<Lite>,
+        qp_index: usize,
+        slot: usize,
+        request: Header,
+        kind: MsgKind,
+        body: KVec<u8>,
+    ) {
         let reply_to = peer.clone();
         let spawned = module_queue().try_spawn(GFP_ATOMIC, move || {
             let answer = match kind {
-                MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => lite.serve_rpc_request(&peer, kind, &body),
+                MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => {
+                    lite.serve_rpc_request(&peer, kind, &body)
+                }
                 _ => lite.serve_lmr_request(&peer, kind, &body),
             };
             let (header, bytes): (Header, &[u8]) = match &answer {
-                Ok(out) => (Header { status: 0, len: out.len() as u32, ..request }, out),
-                Err(e) => (Header { status: wire_status(*e), len: 0, ..request }, &[]),
+                Ok(out) => (
+                    Header {
+                        status: 0,
+                        len: out.len() as u32,
+                        ..request
+                    },
+                    out,
+                ),
+                Err(e) => (
+                    Header {
+                        status: wire_status(*e),
+                        len: 0,
+                        ..request
+                    },
+                    &[],
+                ),
             };
-            let _ = peer.post_message(qp_index, ImmKind::Response, slot, &header, Body::Copy(bytes));
+            let _ = peer.post_message(
+                qp_index,
+                ImmKind::Response,
+                slot,
+                &header,
+                Body::Copy(bytes),
+            );
         });
         if spawned.is_err() {
             reply_to.answer_error(qp_index, slot, ENOMEM);

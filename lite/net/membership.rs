@@ -52,7 +52,13 @@ impl State {
         let peer = swap_remove(&mut self.peers, index);
         peer.shutdown();
         self.forget_down(peer.id);
-        self.down.push(DownPeer { id: peer.id, epoch: peer.epoch }, GFP_KERNEL)?;
+        self.down.push(
+            DownPeer {
+                id: peer.id,
+                epoch: peer.epoch,
+            },
+            GFP_KERNEL,
+        )?;
         Ok(())
     }
 
@@ -130,7 +136,12 @@ impl Lite {
         result
     }
 
-    fn prepare_peer_locked(&self, peer_id: u32, epoch: u64, replaced: &mut bool) -> Result<(LiteConnInfo, bool)> {
+    fn prepare_peer_locked(
+        &self,
+        peer_id: u32,
+        epoch: u64,
+        replaced: &mut bool,
+    ) -> Result<(LiteConnInfo, bool)> {
         let mut st = self.state.lock();
         let me = st.node.as_ref().ok_or_else(ENOTCONN)?.id;
         if peer_id == me || peer_id >= LITE_MAX_NODES {
@@ -210,7 +221,12 @@ impl Lite {
 
     /// This node's id; ENOTCONN before it joined.
     pub(crate) fn me(&self) -> Result<u32> {
-        self.state.lock().node.as_ref().map(|n| n.id).ok_or_else(ENOTCONN)
+        self.state
+            .lock()
+            .node
+            .as_ref()
+            .map(|n| n.id)
+            .ok_or_else(ENOTCONN)
     }
 
     /// A peer whose one QP is connected to itself: atomics on memory this node holds
@@ -219,7 +235,11 @@ impl Lite {
     /// a failure.
     pub(crate) fn loopback(&self) -> Result<Arc<Peer>> {
         let mut st = self.state.lock();
-        let (id, epoch) = st.node.as_ref().map(|n| (n.id, n.epoch)).ok_or_else(ENOTCONN)?;
+        let (id, epoch) = st
+            .node
+            .as_ref()
+            .map(|n| (n.id, n.epoch))
+            .ok_or_else(ENOTCONN)?;
         if let Some(peer) = &st.loopback {
             if peer.ensure_connected().is_ok() {
                 return Ok(peer.clone());
@@ -271,7 +291,14 @@ impl Lite {
 
     /// `count` echo round trips of `payload` bytes to `node`, writing each RTT in
     /// nanoseconds to `out`. A reply that differs from what was sent is EIO.
-    pub(crate) fn ping(&self, node: u32, count: u32, timeout_ms: u32, payload: usize, mut out: UserSliceWriter) -> Result {
+    pub(crate) fn ping(
+        &self,
+        node: u32,
+        count: u32,
+        timeout_ms: u32,
+        payload: usize,
+        mut out: UserSliceWriter,
+    ) -> Result {
         let peer = self.peer(node)?;
         let mut body = KVec::from_elem(0u8, payload, GFP_KERNEL)?;
         let mut reply = KVec::from_elem(0u8, payload, GFP_KERNEL)?;

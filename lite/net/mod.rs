@@ -29,6 +29,6 @@ pub(crate) mod verbs;
 pub(crate) mod wire;
 
 pub(crate) use mailbox::CONTROL_TIMEOUT_MS;
-pub(crate) use request::encode;
 pub(crate) use membership::State;
 pub(crate) use peer::Peer;
+pub(crate) use request::encode;

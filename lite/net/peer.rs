@@ -2,10 +2,10 @@
 //! A peer: another node, one incarnation of it, reached over K RC QPs with a
 //! mailbox each way; its setup, connection, failure and teardown.
 
-use crate::net::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
-use crate::net::polling::PollBudget;
-use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::errno::{EHOSTDOWN, ENETDOWN};
+use crate::net::polling::PollBudget;
+use crate::net::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
+use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::qos::Qos;
 use crate::rpc::RpcPeer;
 use crate::uapi::*;
@@ -101,7 +101,13 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
-    pub(crate) fn new(dev: &Arc<Device>, id: u32, epoch: u64, nr_qps: u32, qos: Arc<Qos>) -> Result<Arc<Peer>> {
+    pub(crate) fn new(
+        dev: &Arc<Device>,
+        id: u32,
+        epoch: u64,
+        nr_qps: u32,
+        qos: Arc<Qos>,
+    ) -> Result<Arc<Peer>> {
         let (port_state, mtu) = dev.query_port()?;
         if port_state != PORT_ACTIVE {
             return Err(ENETDOWN());
@@ -148,7 +154,11 @@ impl Peer {
     /// What the peer needs to connect its QPs to ours and to write to our mailbox.
     pub(crate) fn local_info(&self) -> LiteConnInfo {
         let link = self.link.lock();
-        let mut info = LiteConnInfo { gid: self.gid, mtu: self.mtu, ..Default::default() };
+        let mut info = LiteConnInfo {
+            gid: self.gid,
+            mtu: self.mtu,
+            ..Default::default()
+        };
         info.nr_qps = link.qps.len() as u32;
         for (i, qp) in link.qps.iter().enumerate() {
             info.qpn[i] = qp.num();
@@ -182,7 +192,11 @@ impl Peer {
         }
         let mtu = self.mtu.min(remote.mtu);
         for (i, qp) in qps.iter().enumerate() {
-            let far = RemoteQp { gid: &remote.gid, qpn: remote.qpn[i], psn: remote.psn[i] };
+            let far = RemoteQp {
+                gid: &remote.gid,
+                qpn: remote.qpn[i],
+                psn: remote.psn[i],
+            };
             if let Err(e) = qp.connect(&far, self.sgid_index, psn_for(qp.num()), mtu) {
                 self.mark_failed();
                 return Err(e);
@@ -199,10 +213,17 @@ impl Peer {
     /// A failed work request: the QP is in error, the peer unreachable.
     pub(crate) fn wc_error(&self, status: i32) -> Error {
         if !self.failed.load(Ordering::Acquire) {
-            pr_warn!("RDMA to node {} failed (wc status {}); marking it failed\n", self.id, status);
+            pr_warn!(
+                "RDMA to node {} failed (wc status {}); marking it failed\n",
+                self.id,
+                status
+            );
         }
         self.mark_failed();
-        if matches!(status, WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR) {
+        if matches!(
+            status,
+            WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR
+        ) {
             EHOSTDOWN()
         } else {
             EIO
@@ -232,7 +253,12 @@ impl Peer {
         };
         for qp in qps.iter().flatten() {
             if let Err(e) = qp.to_error() {
-                pr_err!("node {}: QP {} refused the error state ({:?})\n", self.id, qp.num(), e);
+                pr_err!(
+                    "node {}: QP {} refused the error state ({:?})\n",
+                    self.id,
+                    qp.num(),
+                    e
+                );
             }
         }
         self.fail_waiters();
@@ -241,7 +267,10 @@ impl Peer {
     /// The peer did not confirm a teardown, so it may still write into memory
     /// about to be freed: fenced off as a failed peer.
     pub(crate) fn fence(&self) {
-        pr_warn!("node {} did not confirm a teardown; its QPs are fenced off\n", self.id);
+        pr_warn!(
+            "node {} did not confirm a teardown; its QPs are fenced off\n",
+            self.id
+        );
         self.mark_failed();
     }
 
@@ -262,7 +291,10 @@ impl Peer {
         let (qps, mailbox) = {
             let mut link = self.link.lock();
             link.state = LITE_PEER_DOWN;
-            (core::mem::replace(&mut link.qps, KVec::new()), link.mailbox.take())
+            (
+                core::mem::replace(&mut link.qps, KVec::new()),
+                link.mailbox.take(),
+            )
         };
         drop(qps);
         drop(mailbox);

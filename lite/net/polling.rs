@@ -61,7 +61,10 @@ impl Drop for PollTurn<'_> {
 
 impl PollBudget {
     pub(crate) const fn new() -> Self {
-        PollBudget { median_ns: AtomicU64::new(FIRST_GUESS_NS), polling: AtomicBool::new(false) }
+        PollBudget {
+            median_ns: AtomicU64::new(FIRST_GUESS_NS),
+            polling: AtomicBool::new(false),
+        }
     }
 
     /// The turn to poll, unless another waiter has it.
@@ -74,7 +77,10 @@ impl PollBudget {
 
     /// How long the next operation polls before it sleeps.
     pub(crate) fn budget_ns(&self) -> u64 {
-        self.median_ns.load(Ordering::Relaxed).saturating_mul(2).min(POLL_MAX_NS)
+        self.median_ns
+            .load(Ordering::Relaxed)
+            .saturating_mul(2)
+            .min(POLL_MAX_NS)
     }
 
     /// An operation completed `ns` after it was posted. Concurrent updates may
@@ -101,7 +107,11 @@ mod tests {
         assert!(polls(Wait::PollFirst, LITE_CLASS_LATENCY, 8));
         assert!(polls(Wait::PollFirst, LITE_CLASS_DEFAULT, POLL_MAX_BYTES));
         assert_eq!(POLL_MAX_BYTES, 4096);
-        assert!(!polls(Wait::PollFirst, LITE_CLASS_DEFAULT, POLL_MAX_BYTES + 1));
+        assert!(!polls(
+            Wait::PollFirst,
+            LITE_CLASS_DEFAULT,
+            POLL_MAX_BYTES + 1
+        ));
         assert!(!polls(Wait::PollFirst, LITE_CLASS_BULK, 8));
         assert!(!polls(Wait::Sleep, LITE_CLASS_LATENCY, 8));
     }
@@ -110,7 +120,11 @@ mod tests {
     fn feed(budget: &PollBudget, typical_ns: u64, outlier_ns: u64, count: u64) {
         for i in 0..count {
             let jitter = typical_ns / 10 * (i % 3) / 2;
-            budget.record(if i % 10 == 9 { outlier_ns } else { typical_ns - typical_ns / 20 + jitter });
+            budget.record(if i % 10 == 9 {
+                outlier_ns
+            } else {
+                typical_ns - typical_ns / 20 + jitter
+            });
         }
     }
 
@@ -119,11 +133,19 @@ mod tests {
         // A real RNIC: 3 us round trips, one in ten takes 1 ms.
         let nic = PollBudget::new();
         feed(&nic, 3_000, 1_000_000, 400);
-        assert!((5_000..=8_000).contains(&nic.budget_ns()), "{}", nic.budget_ns());
+        assert!(
+            (5_000..=8_000).contains(&nic.budget_ns()),
+            "{}",
+            nic.budget_ns()
+        );
         // The emulated cluster: 450 us round trips, one in ten takes 10 ms.
         let emulated = PollBudget::new();
         feed(&emulated, 450_000, 10_000_000, 400);
-        assert!((800_000..=1_100_000).contains(&emulated.budget_ns()), "{}", emulated.budget_ns());
+        assert!(
+            (800_000..=1_100_000).contains(&emulated.budget_ns()),
+            "{}",
+            emulated.budget_ns()
+        );
     }
 
     #[test]

@@ -20,7 +20,12 @@ pub(crate) fn encode<B: Body>(body: &B) -> Result<([u8; 128], usize)> {
 
 impl Peer {
     /// A control request with a small body; the answer lands in `reply`.
-    pub(crate) fn request<B: Body>(&self, kind: MsgKind, body: &B, reply: &mut [u8]) -> Result<usize> {
+    pub(crate) fn request<B: Body>(
+        &self,
+        kind: MsgKind,
+        body: &B,
+        reply: &mut [u8],
+    ) -> Result<usize> {
         let (buf, len) = encode(body)?;
         self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
     }
@@ -30,12 +35,18 @@ impl Peer {
     /// does not answer is fenced off (`Peer::fence`) first.
     pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
         let (buf, len) = encode(body)?;
-        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS).map(drop).inspect_err(|_| self.fence())
+        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS)
+            .map(drop)
+            .inspect_err(|_| self.fence())
     }
 
     /// As [`Self::request`], without waiting: the answer is collected later
     /// (`PendingCall::answer`), so that several nodes can be asked at once.
-    pub(crate) fn start_request<B: Body>(peer: Arc<Peer>, kind: MsgKind, body: &B) -> Result<PendingCall> {
+    pub(crate) fn start_request<B: Body>(
+        peer: Arc<Peer>,
+        kind: MsgKind,
+        body: &B,
+    ) -> Result<PendingCall> {
         let (buf, len) = encode(body)?;
         Peer::start_call(peer, kind, &buf[..len], CONTROL_TIMEOUT_MS)
     }

@@ -2,11 +2,11 @@
 //! One-sided transfers: RDMA reads, writes and atomics to a peer, windowed over
 //! pinned user memory, within the QP's send credits and the pacer's chunks.
 
+use crate::errno::EHOSTDOWN;
 use crate::ffi;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
 use crate::net::verbs::{Atomic, DmaBuf, Op, Qp, UserPages, PAGE_SIZE};
-use crate::errno::EHOSTDOWN;
 use crate::qos::{Admit, Ticket};
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
@@ -27,7 +27,10 @@ const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
 const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
 
 /// Local runs, in order, going to the contiguous remote range at `remote`.
-fn contiguous(runs: impl Iterator<Item = (u64, usize)>, mut remote: u64) -> impl Iterator<Item = (u64, usize, u64)> {
+fn contiguous(
+    runs: impl Iterator<Item = (u64, usize)>,
+    mut remote: u64,
+) -> impl Iterator<Item = (u64, usize, u64)> {
     runs.map(move |(addr, len)| {
         let piece = (addr, len, remote);
         remote += len as u64;
@@ -62,20 +65,33 @@ impl Peer {
     /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
     /// The caller's class decides the QP (HW-Sep) and, while paced (SW-Pri), smaller
     /// work requests, fewer of them in flight, and when each may go (qos.rs).
-    fn transfer(&self, op: &Op, write: bool, wait: Wait, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+    fn transfer(
+        &self,
+        op: &Op,
+        write: bool,
+        wait: Wait,
+        pieces: impl Iterator<Item = (u64, usize, u64)>,
+    ) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
-        let mut ticket = self.qos.begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let mut ticket = self
+            .qos
+            .begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let qp_index = ticket.qp();
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
         let mut wr_bytes = ticket.first_wr_limit(WR_BYTES);
         let mut inflight = InFlight::new(ticket.inflight_limit(INFLIGHT_BYTES));
-        let mut sges = [ffi::lite_sge { addr: 0, len: 0, reserved: 0 }; ffi::LITE_MAX_SGE as usize];
+        let mut sges = [ffi::lite_sge {
+            addr: 0,
+            len: 0,
+            reserved: 0,
+        }; ffi::LITE_MAX_SGE as usize];
         // SGEs gathered so far, their bytes, and where they go.
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
         let mut posted: Result = Ok(());
         let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
-            let limit = self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
+            let limit =
+                self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
             *wr_bytes = limit.min(WR_BYTES);
             inflight.set_budget(ticket.inflight_limit(INFLIGHT_BYTES));
             Ok(())
@@ -93,7 +109,11 @@ impl Peer {
                     at = remote;
                 }
                 let take = len.min(wr_bytes.saturating_sub(batch).max(1));
-                sges[count] = ffi::lite_sge { addr, len: take as u32, reserved: 0 };
+                sges[count] = ffi::lite_sge {
+                    addr,
+                    len: take as u32,
+                    reserved: 0,
+                };
                 (count, batch) = (count + 1, batch + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch >= wr_bytes {
@@ -128,7 +148,16 @@ impl Peer {
     /// flight leave room for it and the ticket lets it go; returns the largest work
     /// request the ticket allows next.
     #[allow(clippy::too_many_arguments)]
-    fn post_rdma(&self, qp_index: usize, op: &Op, ticket: &mut Ticket<'_>, inflight: &mut InFlight, write: bool, sges: &[ffi::lite_sge], remote_addr: u64) -> Result<usize> {
+    fn post_rdma(
+        &self,
+        qp_index: usize,
+        op: &Op,
+        ticket: &mut Ticket<'_>,
+        inflight: &mut InFlight,
+        write: bool,
+        sges: &[ffi::lite_sge],
+        remote_addr: u64,
+    ) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
         let limit = match ticket.admit(bytes)? {
             Admit::Go(limit) => limit,
@@ -158,20 +187,35 @@ impl Peer {
     fn probe(&self, qp_index: usize) -> Result<u64> {
         let target = DmaBuf::new(&self.dev, 8)?;
         let (dma, _) = target.range(0, 8)?;
-        let sge = [ffi::lite_sge { addr: dma, len: 8, reserved: 0 }];
+        let sge = [ffi::lite_sge {
+            addr: dma,
+            len: 8,
+            reserved: 0,
+        }];
         let op = Op::new()?;
         let start = Ktime::ktime_get();
         // Polls as the latency class's calls do, to see what they see.
-        self.single_request(qp_index, Wait::PollFirst, LITE_CLASS_LATENCY, &op, |qp, remote| {
-            qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey)
-        })?;
+        self.single_request(
+            qp_index,
+            Wait::PollFirst,
+            LITE_CLASS_LATENCY,
+            &op,
+            |qp, remote| qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey),
+        )?;
         Ok((Ktime::ktime_get() - start).to_ns() as u64)
     }
 
     /// Waits for `op`, `bytes` of `class` posted since `start_ns`: users' small operations
     /// of the latency and default classes busy-poll first, one waiter per peer at a
     /// time (polling.rs). Called with no lock held that a completion handler takes.
-    fn wait(&self, op: &Op, wait: Wait, class: u32, bytes: u64, start_ns: u64) -> core::result::Result<(), i32> {
+    fn wait(
+        &self,
+        op: &Op,
+        wait: Wait,
+        class: u32,
+        bytes: u64,
+        start_ns: u64,
+    ) -> core::result::Result<(), i32> {
         if !polling::polls(wait, class, bytes) {
             return op.wait();
         }
@@ -179,18 +223,30 @@ impl Peer {
             return op.wait();
         };
         let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
-        self.poll.record((Ktime::ktime_get().to_ns() as u64).saturating_sub(start_ns));
+        self.poll
+            .record((Ktime::ktime_get().to_ns() as u64).saturating_sub(start_ns));
         completed
     }
 
     /// Posts one work request of `op` (for `class`) with `post` on QP `qp_index` of
     /// the connected peer, holding a send credit, and waits for its completion.
-    fn single_request(&self, qp_index: usize, wait: Wait, class: u32, op: &Op, post: impl FnOnce(&Qp, &LiteConnInfo) -> Result) -> Result {
+    fn single_request(
+        &self,
+        qp_index: usize,
+        wait: Wait,
+        class: u32,
+        op: &Op,
+        post: impl FnOnce(&Qp, &LiteConnInfo) -> Result,
+    ) -> Result {
         self.take_credits(qp_index, 1)?;
         let start_ns = Ktime::ktime_get().to_ns() as u64;
         let posted = {
             let link = self.link.lock();
-            match (&link.remote, link.state == LITE_PEER_CONNECTED, link.qps.get(qp_index)) {
+            match (
+                &link.remote,
+                link.state == LITE_PEER_CONNECTED,
+                link.qps.get(qp_index),
+            ) {
                 (Some(remote), true, Some(qp)) => post(qp, remote),
                 _ => Err(EHOSTDOWN()),
             }
@@ -207,7 +263,14 @@ impl Peer {
     ///
     /// `still_valid` is checked before each window, so that revoking the mapping
     /// waits for at most one window of a long transfer.
-    pub(crate) fn rdma_user(&self, write: bool, addr: usize, len: usize, remote_addr: u64, still_valid: &dyn Fn() -> Result) -> Result {
+    pub(crate) fn rdma_user(
+        &self,
+        write: bool,
+        addr: usize,
+        len: usize,
+        remote_addr: u64,
+        still_valid: &dyn Fn() -> Result,
+    ) -> Result {
         let op = Op::new()?;
         let mut done = 0;
         while done < len {
@@ -215,17 +278,33 @@ impl Peer {
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;
-            self.transfer(&op, write, Wait::PollFirst, contiguous(pages.runs(), remote_addr + done as u64))?;
+            self.transfer(
+                &op,
+                write,
+                Wait::PollFirst,
+                contiguous(pages.runs(), remote_addr + done as u64),
+            )?;
             done += window;
         }
         Ok(())
     }
 
     /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`.
-    pub(crate) fn rdma_write_kernel(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64) -> Result {
+    pub(crate) fn rdma_write_kernel(
+        &self,
+        src: &DmaBuf,
+        offset: usize,
+        len: usize,
+        remote_addr: u64,
+    ) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = Op::new()?;
-        self.transfer(&op, true, Wait::Sleep, core::iter::once((dma, len as usize, remote_addr)))
+        self.transfer(
+            &op,
+            true,
+            Wait::Sleep,
+            core::iter::once((dma, len as usize, remote_addr)),
+        )
     }
 
     /// Performs `atomic` on the peer's 8-byte word at `remote_addr` through its RNIC
@@ -234,12 +313,15 @@ impl Peer {
         let result = DmaBuf::new(&self.dev, 8)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
-        let (class, qp_index) = self.qos.classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let (class, qp_index) = self
+            .qos
+            .classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = Ktime::ktime_get();
         self.single_request(qp_index, wait, class, &op, |qp, remote| {
             qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
         })?;
-        self.qos.account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
+        self.qos
+            .account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
         let mut old = [0u8; 8];
         result.read(0, &mut old)?;
         // The old value arrives in host order (rxe).

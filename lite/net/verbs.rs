@@ -34,7 +34,8 @@ impl Device {
         let mut name = [0u8; 64];
         // SAFETY: `raw` is valid (caller), and the name is a NUL-terminated string owned by
         // the ib_device, which outlives this call.
-        let cname = unsafe { kernel::str::CStr::from_char_ptr(ffi::lite_dev_name(raw.as_ptr()).cast()) };
+        let cname =
+            unsafe { kernel::str::CStr::from_char_ptr(ffi::lite_dev_name(raw.as_ptr()).cast()) };
         let bytes = cname.as_bytes();
         let len = bytes.len().min(name.len() - 1);
         name[..len].copy_from_slice(&bytes[..len]);
@@ -86,7 +87,13 @@ impl Device {
         let mut err = 0;
         // SAFETY: `self.raw` is valid; `peer` is only stored and handed back to our callbacks.
         let raw = unsafe {
-            ffi::lite_qp_create(self.raw.as_ptr(), peer as *mut c_void, index, recv_depth, &mut err)
+            ffi::lite_qp_create(
+                self.raw.as_ptr(),
+                peer as *mut c_void,
+                index,
+                recv_depth,
+                &mut err,
+            )
         };
         match NonNull::new(raw) {
             Some(raw) => Ok(Qp { raw }),
@@ -119,7 +126,13 @@ impl Qp {
     }
 
     /// INIT -> RTR -> RTS. May sleep (resolves the peer's MAC).
-    pub(crate) fn connect(&self, remote: &RemoteQp<'_>, sgid_index: i32, local_psn: u32, mtu: u32) -> Result {
+    pub(crate) fn connect(
+        &self,
+        remote: &RemoteQp<'_>,
+        sgid_index: i32,
+        local_psn: u32,
+        mtu: u32,
+    ) -> Result {
         // SAFETY: `self.raw` is live; `remote.gid` points to 16 readable bytes.
         to_result(unsafe {
             ffi::lite_qp_connect(
@@ -152,12 +165,23 @@ impl Qp {
     /// Posts an RDMA write with immediate of `src[offset..offset + len]` to the peer's
     /// `remote_addr` (its global rkey `rkey`), counted in `op` when given.
     #[allow(clippy::too_many_arguments)]
-    pub(crate) fn post_write_imm(&self, src: &DmaBuf, offset: usize, len: usize, remote_addr: u64, rkey: u32, imm: u32, op: Option<&Op>) -> Result {
+    pub(crate) fn post_write_imm(
+        &self,
+        src: &DmaBuf,
+        offset: usize,
+        len: usize,
+        remote_addr: u64,
+        rkey: u32,
+        imm: u32,
+        op: Option<&Op>,
+    ) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = op.map_or(core::ptr::null_mut(), |op| op.raw.as_ptr());
         // SAFETY: `self.raw` is live; `dma..dma + len` is inside `src`, which the caller keeps
         // alive until the write completes or the QP drains (`Peer::shutdown`); so is `op`.
-        to_result(unsafe { ffi::lite_qp_post_write_imm(self.raw.as_ptr(), op, dma, len, remote_addr, rkey, imm) })
+        to_result(unsafe {
+            ffi::lite_qp_post_write_imm(self.raw.as_ptr(), op, dma, len, remote_addr, rkey, imm)
+        })
     }
 }
 
@@ -165,7 +189,14 @@ impl Qp {
     /// Posts one RDMA WRITE (`write`) from, or READ into, the local `sges` at
     /// `remote_addr` of the peer, counted in `op`. The memory behind `sges` must stay
     /// mapped until `op.wait()` returns.
-    pub(crate) fn post_rdma(&self, op: &Op, write: bool, sges: &[ffi::lite_sge], remote_addr: u64, rkey: u32) -> Result {
+    pub(crate) fn post_rdma(
+        &self,
+        op: &Op,
+        write: bool,
+        sges: &[ffi::lite_sge],
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result {
         // SAFETY: `self.raw` and `op.raw` are live; the helper copies `sges` (checked
         // against LITE_MAX_SGE) before returning.
         to_result(unsafe {
@@ -193,7 +224,14 @@ impl Qp {
     /// Posts `atomic` on the peer's word at `remote_addr` (8-aligned), counted in
     /// `op`; the old value lands in the first 8 bytes of `result`, which must stay
     /// alive until `op.wait()` returns.
-    pub(crate) fn post_atomic(&self, op: &Op, atomic: Atomic, result: &DmaBuf, remote_addr: u64, rkey: u32) -> Result {
+    pub(crate) fn post_atomic(
+        &self,
+        op: &Op,
+        atomic: Atomic,
+        result: &DmaBuf,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result {
         let (dma, _) = result.range(0, 8)?;
         let (compare_swap, compare_add, swap) = match atomic {
             Atomic::FetchAdd(add) => (false, add, 0),
@@ -202,7 +240,16 @@ impl Qp {
         // SAFETY: `self.raw` and `op.raw` are live; `dma..dma + 8` lies inside `result`,
         // which the caller keeps alive until the op completed.
         to_result(unsafe {
-            ffi::lite_qp_post_atomic(self.raw.as_ptr(), op.raw.as_ptr(), compare_swap as i32, dma, remote_addr, rkey, compare_add, swap)
+            ffi::lite_qp_post_atomic(
+                self.raw.as_ptr(),
+                op.raw.as_ptr(),
+                compare_swap as i32,
+                dma,
+                remote_addr,
+                rkey,
+                compare_add,
+                swap,
+            )
         })
     }
 }
@@ -234,7 +281,11 @@ impl Op {
 
     /// As [`Self::wait`], busy-polling `dev`'s send CQ for up to `budget_ns` first.
     /// The caller holds no lock that a completion handler takes.
-    pub(crate) fn wait_polling(&self, dev: &Device, budget_ns: u64) -> core::result::Result<(), i32> {
+    pub(crate) fn wait_polling(
+        &self,
+        dev: &Device,
+        budget_ns: u64,
+    ) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live and `dev.raw` is valid for the life of `dev`, whose
         // send CQ carries this op's completions.
         match unsafe { ffi::lite_op_wait_polling(self.raw.as_ptr(), dev.raw.as_ptr(), budget_ns) } {
@@ -299,11 +350,20 @@ fn user_dir(device_writes: bool) -> i32 {
 impl UserPages {
     /// Pins and maps `[addr, addr + len)` of the current process. EFAULT when any
     /// page is not mapped (or not writable when the device writes it).
-    pub(crate) fn pin(dev: &Arc<Device>, addr: usize, len: usize, device_writes: bool) -> Result<UserPages> {
+    pub(crate) fn pin(
+        dev: &Arc<Device>,
+        addr: usize,
+        len: usize,
+        device_writes: bool,
+    ) -> Result<UserPages> {
         let head = addr % PAGE_SIZE;
         addr.checked_add(len).ok_or(EFAULT)?;
         // No bytes, no pages (and pin_user_pages_fast() must never be asked for 0).
-        let count = if len == 0 { 0 } else { (head + len).div_ceil(PAGE_SIZE) };
+        let count = if len == 0 {
+            0
+        } else {
+            (head + len).div_ceil(PAGE_SIZE)
+        };
         let mut pages = KVec::from_elem(core::ptr::null_mut(), count, GFP_KERNEL)?;
         let mut this = UserPages {
             dev: dev.clone(),
@@ -318,7 +378,13 @@ impl UserPages {
         }
         // SAFETY: `pages` has room for `count` page pointers.
         let pinned = unsafe {
-            ffi::lite_pin_user_pages((addr - head) as _, count as u32, device_writes as i32, 0, pages.as_mut_ptr())
+            ffi::lite_pin_user_pages(
+                (addr - head) as _,
+                count as u32,
+                device_writes as i32,
+                0,
+                pages.as_mut_ptr(),
+            )
         };
         let pinned = usize::try_from(pinned).map_err(|_| EFAULT)?;
         for &page in &pages[..pinned] {
@@ -331,7 +397,9 @@ impl UserPages {
         for &page in this.pages.iter() {
             let mut dma = 0;
             // SAFETY: `page` is pinned; the device is registered.
-            to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page, user_dir(device_writes), &mut dma) })?;
+            to_result(unsafe {
+                ffi::lite_dma_map_page(dev.raw.as_ptr(), page, user_dir(device_writes), &mut dma)
+            })?;
             this.dma.push(dma, GFP_KERNEL)?;
         }
         Ok(this)
@@ -352,7 +420,12 @@ impl UserPages {
             let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
             // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, which only
             // `read_raw` (a copy_from_user) writes through here.
-            let out = unsafe { core::slice::from_raw_parts_mut(base.add(skip).cast::<core::mem::MaybeUninit<u8>>(), take) };
+            let out = unsafe {
+                core::slice::from_raw_parts_mut(
+                    base.add(skip).cast::<core::mem::MaybeUninit<u8>>(),
+                    take,
+                )
+            };
             reader.read_raw(out)?;
             done += take;
         }
@@ -385,10 +458,18 @@ impl Drop for UserPages {
     fn drop(&mut self) {
         for &dma in self.dma.iter() {
             // SAFETY: mapped in `pin` with the same direction.
-            unsafe { ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes)) };
+            unsafe {
+                ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes))
+            };
         }
         // SAFETY: these pages were pinned in `pin` and no posted request uses them any more.
-        unsafe { ffi::lite_unpin_user_pages(self.pages.as_mut_ptr(), self.pages.len() as u32, self.device_writes as i32) };
+        unsafe {
+            ffi::lite_unpin_user_pages(
+                self.pages.as_mut_ptr(),
+                self.pages.len() as u32,
+                self.device_writes as i32,
+            )
+        };
     }
 }
 
@@ -442,9 +523,17 @@ impl DmaBuf {
         }
         let mut dma = 0;
         // SAFETY: `dev.raw` is a registered device; `dma` is a local.
-        let ptr = unsafe { ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, may_fail as i32, &mut dma) };
+        let ptr = unsafe {
+            ffi::lite_dma_buf_alloc(dev.raw.as_ptr(), size as _, may_fail as i32, &mut dma)
+        };
         let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
-        Ok(DmaBuf { dev: dev.clone(), ptr, dma, size, user_page: None })
+        Ok(DmaBuf {
+            dev: dev.clone(),
+            ptr,
+            dma,
+            size,
+            user_page: None,
+        })
     }
 
     /// Pins the current process's page at `addr` (page aligned) for as long as the
@@ -460,11 +549,19 @@ impl DmaBuf {
         };
         let mut dma = 0;
         // SAFETY: `page` is pinned; the device is registered.
-        let mapped = to_result(unsafe { ffi::lite_dma_map_page(dev.raw.as_ptr(), page.as_ptr(), DMA_BIDIRECTIONAL, &mut dma) });
+        let mapped = to_result(unsafe {
+            ffi::lite_dma_map_page(dev.raw.as_ptr(), page.as_ptr(), DMA_BIDIRECTIONAL, &mut dma)
+        });
         // SAFETY: a pinned page has a kernel address (no highmem on the architectures we build for).
         let ptr = NonNull::new(unsafe { ffi::lite_page_address(page.as_ptr()) }.cast::<u8>());
         match (mapped, ptr) {
-            (Ok(()), Some(ptr)) => Ok(DmaBuf { dev: dev.clone(), ptr, dma, size: PAGE_SIZE, user_page: Some(page) }),
+            (Ok(()), Some(ptr)) => Ok(DmaBuf {
+                dev: dev.clone(),
+                ptr,
+                dma,
+                size: PAGE_SIZE,
+                user_page: Some(page),
+            }),
             (mapped, _) => {
                 if mapped.is_ok() {
                     // SAFETY: mapped just above.
@@ -497,7 +594,9 @@ impl DmaBuf {
     /// DMA address and length of `[offset, offset + len)`, checked against the buffer.
     pub(crate) fn range(&self, offset: usize, len: usize) -> Result<(u64, u32)> {
         match offset.checked_add(len) {
-            Some(end) if end <= self.size && len <= u32::MAX as usize => Ok((self.dma + offset as u64, len as u32)),
+            Some(end) if end <= self.size && len <= u32::MAX as usize => {
+                Ok((self.dma + offset as u64, len as u32))
+            }
             _ => Err(EINVAL),
         }
     }
@@ -508,7 +607,11 @@ impl DmaBuf {
         // SAFETY: the range is inside the buffer (checked); the device is registered.
         unsafe {
             ffi::lite_dma_sync_for_cpu(self.dev.raw.as_ptr(), dma, len);
-            core::ptr::copy_nonoverlapping(self.ptr.as_ptr().add(offset), out.as_mut_ptr(), out.len());
+            core::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                out.as_mut_ptr(),
+                out.len(),
+            );
         }
         Ok(())
     }
@@ -518,7 +621,11 @@ impl DmaBuf {
         let (dma, len) = self.range(offset, data.len())?;
         // SAFETY: as in `read`; `&mut self` makes this the only CPU access.
         unsafe {
-            core::ptr::copy_nonoverlapping(data.as_ptr(), self.ptr.as_ptr().add(offset), data.len());
+            core::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.ptr.as_ptr().add(offset),
+                data.len(),
+            );
             ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len);
         }
         Ok(())
@@ -527,14 +634,24 @@ impl DmaBuf {
 
 impl DmaBuf {
     /// Copies `len` bytes from `src` at `src_offset` to `dst_offset` of this buffer.
-    pub(crate) fn copy_from(&mut self, dst_offset: usize, src: &DmaBuf, src_offset: usize, len: usize) -> Result {
+    pub(crate) fn copy_from(
+        &mut self,
+        dst_offset: usize,
+        src: &DmaBuf,
+        src_offset: usize,
+        len: usize,
+    ) -> Result {
         let (src_dma, sync_len) = src.range(src_offset, len)?;
         let (dst_dma, _) = self.range(dst_offset, len)?;
         // SAFETY: both ranges are inside their buffers (checked); `&mut self` and `&src`
         // are distinct buffers, so the ranges cannot overlap.
         unsafe {
             ffi::lite_dma_sync_for_cpu(src.dev.raw.as_ptr(), src_dma, sync_len);
-            core::ptr::copy_nonoverlapping(src.ptr.as_ptr().add(src_offset), self.ptr.as_ptr().add(dst_offset), len);
+            core::ptr::copy_nonoverlapping(
+                src.ptr.as_ptr().add(src_offset),
+                self.ptr.as_ptr().add(dst_offset),
+                len,
+            );
             ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dst_dma, sync_len);
         }
         Ok(())
@@ -577,7 +694,13 @@ impl DmaBuf {
 
     /// Copies `len` bytes from `src` at `src_offset` to `dst_offset` here; the two
     /// ranges may overlap (memmove) when `src` is this buffer.
-    pub(crate) fn move_from(&self, dst_offset: usize, src: &DmaBuf, src_offset: usize, len: usize) -> Result {
+    pub(crate) fn move_from(
+        &self,
+        dst_offset: usize,
+        src: &DmaBuf,
+        src_offset: usize,
+        len: usize,
+    ) -> Result {
         let from = src.span(src_offset, len)?;
         let to = self.span(dst_offset, len)?;
         let (src_dma, _) = src.range(src_offset, len)?;
@@ -592,12 +715,19 @@ impl DmaBuf {
     }
 
     /// Copies `len` bytes from user memory into the buffer at `offset`.
-    pub(crate) fn copy_from_user(&self, offset: usize, reader: &mut UserSliceReader, len: usize) -> Result {
+    pub(crate) fn copy_from_user(
+        &self,
+        offset: usize,
+        reader: &mut UserSliceReader,
+        len: usize,
+    ) -> Result {
         let (dma, _) = self.range(offset, len)?;
         let dst = self.span(offset, len)?;
         // SAFETY: the span is inside the buffer and lives as long as `self`; the slice is
         // only written through by `read_raw` (a copy_from_user), like a device write.
-        let out = unsafe { core::slice::from_raw_parts_mut(dst.cast::<core::mem::MaybeUninit<u8>>(), len) };
+        let out = unsafe {
+            core::slice::from_raw_parts_mut(dst.cast::<core::mem::MaybeUninit<u8>>(), len)
+        };
         reader.read_raw(out)?;
         // SAFETY: the range is inside the buffer.
         unsafe { ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len as u32) };
@@ -605,7 +735,12 @@ impl DmaBuf {
     }
 
     /// Copies `len` bytes at `offset` of the buffer to user memory.
-    pub(crate) fn copy_to_user(&self, offset: usize, writer: &mut UserSliceWriter, len: usize) -> Result {
+    pub(crate) fn copy_to_user(
+        &self,
+        offset: usize,
+        writer: &mut UserSliceWriter,
+        len: usize,
+    ) -> Result {
         let (dma, _) = self.range(offset, len)?;
         let src = self.span(offset, len)?;
         // SAFETY: the range is inside the buffer.
@@ -629,7 +764,12 @@ impl Drop for DmaBuf {
             }
             // SAFETY: allocated by `lite_dma_buf_alloc` with this size and mapping.
             None => unsafe {
-                ffi::lite_dma_buf_free(self.dev.raw.as_ptr(), self.ptr.as_ptr().cast(), self.size as _, self.dma)
+                ffi::lite_dma_buf_free(
+                    self.dev.raw.as_ptr(),
+                    self.ptr.as_ptr().cast(),
+                    self.size as _,
+                    self.dma,
+                )
             },
         }
     }

@@ -41,7 +41,8 @@ pub(crate) const MAILBOX_SIZE: usize = 2 * SLOTS * SLOT_SIZE + CALL_SLOTS * DONE
 pub(crate) const BINDINGS: usize = 1 << BINDING_BITS;
 const BINDING_BITS: u32 = 10;
 const OFFSET_BITS: u32 = PAYLOAD_BITS - BINDING_BITS;
-const _: () = assert!((crate::rpc_ring::RING_BYTES / crate::rpc_ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
+const _: () =
+    assert!((crate::rpc_ring::RING_BYTES / crate::rpc_ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
 
 /// What a write-with-immediate means to the receiving kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -443,25 +444,43 @@ impl Body for Alloc {
         w.u64(self.id)?.u64(self.bytes).map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(Alloc { id: r.u64()?, bytes: r.u64()? })
+        Some(Alloc {
+            id: r.u64()?,
+            bytes: r.u64()?,
+        })
     }
 }
 
 impl Body for Lookup {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
-        w.u32(self.namespace)?.u32(self.perm)?.bytes(&self.name).map(drop)
+        w.u32(self.namespace)?
+            .u32(self.perm)?
+            .bytes(&self.name)
+            .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(Lookup { namespace: r.u32()?, perm: r.u32()?, name: r.array()? })
+        Some(Lookup {
+            namespace: r.u32()?,
+            perm: r.u32()?,
+            name: r.array()?,
+        })
     }
 }
 
 impl Body for Found {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
-        w.u64(self.id)?.u64(self.size)?.u32(self.extents)?.u32(0).map(drop)
+        w.u64(self.id)?
+            .u64(self.size)?
+            .u32(self.extents)?
+            .u32(0)
+            .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        let found = Found { id: r.u64()?, size: r.u64()?, extents: r.u32()? };
+        let found = Found {
+            id: r.u64()?,
+            size: r.u64()?,
+            extents: r.u32()?,
+        };
         r.u32()?;
         Some(found)
     }
@@ -472,7 +491,10 @@ impl Body for ChunksQuery {
         w.u64(self.id)?.u32(self.first)?.u32(0).map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        let query = ChunksQuery { id: r.u64()?, first: r.u32()? };
+        let query = ChunksQuery {
+            id: r.u64()?,
+            first: r.u32()?,
+        };
         r.u32()?;
         Some(query)
     }
@@ -480,17 +502,36 @@ impl Body for ChunksQuery {
 
 impl Body for Memset {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
-        w.u32(self.master)?.u32(self.value)?.u64(self.id)?.u64(self.addr)?.u64(self.len).map(drop)
+        w.u32(self.master)?
+            .u32(self.value)?
+            .u64(self.id)?
+            .u64(self.addr)?
+            .u64(self.len)
+            .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(Memset { master: r.u32()?, value: r.u32()?, id: r.u64()?, addr: r.u64()?, len: r.u64()? })
+        Some(Memset {
+            master: r.u32()?,
+            value: r.u32()?,
+            id: r.u64()?,
+            addr: r.u64()?,
+            len: r.u64()?,
+        })
     }
 }
 
 impl Body for Copy {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
-        w.u32(self.src_master)?.u32(self.dst_master)?.u64(self.src_id)?.u64(self.src_addr)?;
-        w.u64(self.dst_id)?.u64(self.dst_addr)?.u64(self.len)?.u32(self.dst_node)?.u32(0).map(drop)
+        w.u32(self.src_master)?
+            .u32(self.dst_master)?
+            .u64(self.src_id)?
+            .u64(self.src_addr)?;
+        w.u64(self.dst_id)?
+            .u64(self.dst_addr)?
+            .u64(self.len)?
+            .u32(self.dst_node)?
+            .u32(0)
+            .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
         let copy = Copy {
@@ -513,16 +554,33 @@ impl Body for Grant {
         w.u64(self.id)?.u32(self.node)?.u32(self.perm).map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(Grant { id: r.u64()?, node: r.u32()?, perm: r.u32()? })
+        Some(Grant {
+            id: r.u64()?,
+            node: r.u32()?,
+            perm: r.u32()?,
+        })
     }
 }
 
 impl Body for LockReq {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
-        w.u32(self.master)?.u32(self.op)?.u64(self.id)?.u64(self.addr)?.u64(self.value)?.u32(self.token).map(drop)
+        w.u32(self.master)?
+            .u32(self.op)?
+            .u64(self.id)?
+            .u64(self.addr)?
+            .u64(self.value)?
+            .u32(self.token)
+            .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(LockReq { master: r.u32()?, op: r.u32()?, id: r.u64()?, addr: r.u64()?, value: r.u64()?, token: r.u32()? })
+        Some(LockReq {
+            master: r.u32()?,
+            op: r.u32()?,
+            id: r.u64()?,
+            addr: r.u64()?,
+            value: r.u64()?,
+            token: r.u32()?,
+        })
     }
 }
 
@@ -531,7 +589,10 @@ impl Body for LockWake {
         w.u32(self.token)?.u32(self.outcome as u32).map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(LockWake { token: r.u32()?, outcome: r.u32()? as i32 })
+        Some(LockWake {
+            token: r.u32()?,
+            outcome: r.u32()? as i32,
+        })
     }
 }
 
@@ -555,7 +616,12 @@ impl Body for Bound {
         Some(())
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        let mut bound = Bound { binding: r.u32()?, count: r.u32()?, head: r.u64()?, chunks: [(0, 0); RING_CHUNKS] };
+        let mut bound = Bound {
+            binding: r.u32()?,
+            count: r.u32()?,
+            head: r.u64()?,
+            chunks: [(0, 0); RING_CHUNKS],
+        };
         for chunk in bound.chunks.get_mut(..bound.count as usize)? {
             *chunk = (r.u64()?, r.u64()?);
         }
@@ -568,7 +634,10 @@ impl Body for RpcUnbind {
         w.u32(self.binding)?.u32(self.id).map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
-        Some(RpcUnbind { binding: r.u32()?, id: r.u32()? })
+        Some(RpcUnbind {
+            binding: r.u32()?,
+            id: r.u32()?,
+        })
     }
 }
 
@@ -616,7 +685,10 @@ pub(crate) fn encode_extents(buf: &mut [u8], extents: &[(u32, u64, u64)]) -> Opt
 }
 
 /// Decodes an `Extents` answer into (node, addr, len) triples passed to `each`.
-pub(crate) fn decode_extents(body: &[u8], mut each: impl FnMut(u32, u64, u64) -> Option<()>) -> Option<usize> {
+pub(crate) fn decode_extents(
+    body: &[u8],
+    mut each: impl FnMut(u32, u64, u64) -> Option<()>,
+) -> Option<usize> {
     let mut r = Reader::new(body);
     let count = r.u32()? as usize;
     r.u32()?;
@@ -661,7 +733,10 @@ impl Header {
             kind: u16::from_le_bytes([bytes[0], bytes[1]]),
             status: u16::from_le_bytes([bytes[2], bytes[3]]),
             len: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
-            seq: u64::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]]),
+            seq: u64::from_le_bytes([
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14],
+                bytes[15],
+            ]),
         };
         if header.len as usize <= BODY_MAX {
             Ok(header)
@@ -681,7 +756,13 @@ mod tests {
 
     #[test]
     fn imm_round_trips_every_kind_at_payload_edges() {
-        for kind in [ImmKind::Request, ImmKind::Response, ImmKind::RpcRequest, ImmKind::RpcReply, ImmKind::RpcHead] {
+        for kind in [
+            ImmKind::Request,
+            ImmKind::Response,
+            ImmKind::RpcRequest,
+            ImmKind::RpcReply,
+            ImmKind::RpcHead,
+        ] {
             for payload in [0, 1, 0x1234_567, PAYLOAD_MAX] {
                 let imm = encode_imm(kind, payload).unwrap();
                 assert_eq!(decode_imm(imm), Some((kind, payload)));
@@ -708,14 +789,22 @@ mod tests {
 
     #[test]
     fn header_round_trips() {
-        let h = Header { kind: 1, status: 22, len: BODY_MAX as u32, seq: u64::MAX - 3 };
+        let h = Header {
+            kind: 1,
+            status: 22,
+            len: BODY_MAX as u32,
+            seq: u64::MAX - 3,
+        };
         assert_eq!(Header::decode(&h.encode()), Ok(h));
         assert_eq!(h.msg_kind(), Some(MsgKind::Echo));
         assert_eq!(Header { kind: 10, ..h }.msg_kind(), Some(MsgKind::Free));
         assert_eq!(Header { kind: 11, ..h }.msg_kind(), Some(MsgKind::Forget));
         assert_eq!(Header { kind: 14, ..h }.msg_kind(), Some(MsgKind::RpcHead));
         assert_eq!(Header { kind: 16, ..h }.msg_kind(), Some(MsgKind::LockWake));
-        assert_eq!(Header { kind: 17, ..h }.msg_kind(), Some(MsgKind::ReleaseMany));
+        assert_eq!(
+            Header { kind: 17, ..h }.msg_kind(),
+            Some(MsgKind::ReleaseMany)
+        );
         assert_eq!(Header { kind: 18, ..h }.msg_kind(), None);
     }
 
@@ -726,63 +815,164 @@ mod tests {
         let len = w.len();
         assert_eq!(T::decode(&mut Reader::new(&buf[..len])), Some(value));
         for short in 0..len {
-            assert_eq!(T::decode(&mut Reader::new(&buf[..short])), None, "truncated to {short}");
+            assert_eq!(
+                T::decode(&mut Reader::new(&buf[..short])),
+                None,
+                "truncated to {short}"
+            );
         }
     }
 
     #[test]
     fn id_lists_round_trip_and_reject_bad_counts() {
-        let ids: Vec<u64> = (0..IDS_PER_MSG as u64 + 2).map(|i| i * 0x1_0000_0001).collect();
+        let ids: Vec<u64> = (0..IDS_PER_MSG as u64 + 2)
+            .map(|i| i * 0x1_0000_0001)
+            .collect();
         let mut buf = [0u8; BODY_MAX];
         let mut left = ids.iter().copied();
         let len = encode_ids(&mut buf, &mut left).unwrap();
         assert!(len <= BODY_MAX);
         let mut got = Vec::new();
-        assert_eq!(decode_ids(&buf[..len], |id| got.push(id)), Some(IDS_PER_MSG));
+        assert_eq!(
+            decode_ids(&buf[..len], |id| got.push(id)),
+            Some(IDS_PER_MSG)
+        );
         assert_eq!(got, ids[..IDS_PER_MSG]);
-        assert_eq!(left.collect::<Vec<_>>(), ids[IDS_PER_MSG..], "more than fit stay for the next message");
-        assert_eq!(encode_ids(&mut buf[..BODY_MAX - 1], &mut [1u64].into_iter()), None, "buffer too short");
+        assert_eq!(
+            left.collect::<Vec<_>>(),
+            ids[IDS_PER_MSG..],
+            "more than fit stay for the next message"
+        );
+        assert_eq!(
+            encode_ids(&mut buf[..BODY_MAX - 1], &mut [1u64].into_iter()),
+            None,
+            "buffer too short"
+        );
         let len = encode_ids(&mut buf, &mut [7u64, 8].into_iter()).unwrap();
-        assert_eq!(decode_ids(&buf[..len - 1], |_| panic!("nothing passed on")), None, "truncated");
-        assert_eq!(decode_ids(&buf[..len - 8], |_| panic!("nothing passed on")), None, "count says 2, 1 present");
+        assert_eq!(
+            decode_ids(&buf[..len - 1], |_| panic!("nothing passed on")),
+            None,
+            "truncated"
+        );
+        assert_eq!(
+            decode_ids(&buf[..len - 8], |_| panic!("nothing passed on")),
+            None,
+            "count says 2, 1 present"
+        );
         let mut longer = [0u8; 32];
         longer[..len].copy_from_slice(&buf[..len]);
-        assert_eq!(decode_ids(&longer, |_| panic!("nothing passed on")), None, "trailing bytes");
+        assert_eq!(
+            decode_ids(&longer, |_| panic!("nothing passed on")),
+            None,
+            "trailing bytes"
+        );
         buf[..4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode_ids(&buf, |_| panic!("nothing passed on")), None, "count beyond the limit");
+        assert_eq!(
+            decode_ids(&buf, |_| panic!("nothing passed on")),
+            None,
+            "count beyond the limit"
+        );
         assert_eq!(decode_ids(&[], |_| ()), None);
     }
 
     #[test]
     fn lmr_bodies_round_trip_and_reject_truncation() {
         round_trip(LmrId { id: u64::MAX });
-        round_trip(Alloc { id: 7, bytes: 1 << 40 });
+        round_trip(Alloc {
+            id: 7,
+            bytes: 1 << 40,
+        });
         let mut name = [0u8; NAME_LEN];
         name[..4].copy_from_slice(b"kv:0");
-        round_trip(Lookup { namespace: 3, perm: 7, name });
-        round_trip(Found { id: 9, size: 12345, extents: 256 });
+        round_trip(Lookup {
+            namespace: 3,
+            perm: 7,
+            name,
+        });
+        round_trip(Found {
+            id: 9,
+            size: 12345,
+            extents: 256,
+        });
         round_trip(ChunksQuery { id: 1, first: 160 });
-        round_trip(Memset { master: 2, value: 0xAB, id: 5, addr: 0xffff_8880_0000_1000, len: 4 << 20 });
-        round_trip(Copy { src_master: 1, dst_master: 2, src_id: 3, src_addr: 4, dst_id: 5, dst_addr: 6, len: 7, dst_node: 8 });
-        round_trip(Grant { id: 4, node: 0xFFFF_FFFF, perm: 1 });
-        round_trip(LockReq { master: 1, op: LOCK_OP_RELEASE, id: 2, addr: 0xffff_8880_0000_1008, value: 1 << 63 | 5, token: 9 });
-        round_trip(LockWake { token: u32::MAX, outcome: -43 });
+        round_trip(Memset {
+            master: 2,
+            value: 0xAB,
+            id: 5,
+            addr: 0xffff_8880_0000_1000,
+            len: 4 << 20,
+        });
+        round_trip(Copy {
+            src_master: 1,
+            dst_master: 2,
+            src_id: 3,
+            src_addr: 4,
+            dst_id: 5,
+            dst_addr: 6,
+            len: 7,
+            dst_node: 8,
+        });
+        round_trip(Grant {
+            id: 4,
+            node: 0xFFFF_FFFF,
+            perm: 1,
+        });
+        round_trip(LockReq {
+            master: 1,
+            op: LOCK_OP_RELEASE,
+            id: 2,
+            addr: 0xffff_8880_0000_1008,
+            value: 1 << 63 | 5,
+            token: 9,
+        });
+        round_trip(LockWake {
+            token: u32::MAX,
+            outcome: -43,
+        });
     }
 
     #[test]
     fn rpc_bodies_round_trip_and_reject_forged_counts() {
         round_trip(RpcBind { id: u32::MAX });
-        round_trip(RpcUnbind { binding: 1023, id: 7 });
+        round_trip(RpcUnbind {
+            binding: 1023,
+            id: 7,
+        });
         let mut chunks = [(0, 0); RING_CHUNKS];
         chunks[0] = (0xffff_8880_0040_0000, 4 << 20);
         chunks[1] = (0xffff_8880_0080_0000, 4 << 20);
-        round_trip(Bound { binding: 3, head: 1 << 33, count: 2, chunks });
-        round_trip(Bound { binding: 0, head: 0, count: RING_CHUNKS as u32, chunks: [(1, 2); RING_CHUNKS] });
+        round_trip(Bound {
+            binding: 3,
+            head: 1 << 33,
+            count: 2,
+            chunks,
+        });
+        round_trip(Bound {
+            binding: 0,
+            head: 0,
+            count: RING_CHUNKS as u32,
+            chunks: [(1, 2); RING_CHUNKS],
+        });
         let mut buf = [0u8; 64];
         let mut w = Writer::new(&mut buf);
-        w.u32(0).unwrap().u32(RING_CHUNKS as u32 + 1).unwrap().u64(0).unwrap();
-        assert_eq!(Bound::decode(&mut Reader::new(&buf)), None, "more chunks than a ring has");
-        let done = RpcDone { seq: 1 << 50, len: 4 << 20, status: 75, binding: 1023, head: 12345 * 64 };
+        w.u32(0)
+            .unwrap()
+            .u32(RING_CHUNKS as u32 + 1)
+            .unwrap()
+            .u64(0)
+            .unwrap();
+        assert_eq!(
+            Bound::decode(&mut Reader::new(&buf)),
+            None,
+            "more chunks than a ring has"
+        );
+        let done = RpcDone {
+            seq: 1 << 50,
+            len: 4 << 20,
+            status: 75,
+            binding: 1023,
+            head: 12345 * 64,
+        };
         assert_eq!(RpcDone::decode(&done.encode()), done);
     }
 
@@ -808,7 +998,8 @@ mod tests {
 
     #[test]
     fn extents_fill_one_message_and_bound_their_count() {
-        let many: [(u32, u64, u64); EXTENTS_PER_MSG] = core::array::from_fn(|i| (i as u32 % 3, i as u64 * 4096, 4096));
+        let many: [(u32, u64, u64); EXTENTS_PER_MSG] =
+            core::array::from_fn(|i| (i as u32 % 3, i as u64 * 4096, 4096));
         let mut buf = [0u8; BODY_MAX];
         let len = encode_extents(&mut buf, &many).unwrap();
         assert!(len <= BODY_MAX);
@@ -822,16 +1013,37 @@ mod tests {
             Some(EXTENTS_PER_MSG)
         );
         let too_many: [(u32, u64, u64); EXTENTS_PER_MSG + 1] = [(0, 0, 0); EXTENTS_PER_MSG + 1];
-        assert_eq!(encode_extents(&mut buf, &too_many), None, "does not fit a slot");
+        assert_eq!(
+            encode_extents(&mut buf, &too_many),
+            None,
+            "does not fit a slot"
+        );
         buf[0..4].copy_from_slice(&(EXTENTS_PER_MSG as u32 + 1).to_le_bytes());
-        assert_eq!(decode_extents(&buf, |_, _, _| Some(())), None, "forged count");
-        assert_eq!(decode_extents(&buf[..len - 1], |_, _, _| Some(())), None, "truncated");
+        assert_eq!(
+            decode_extents(&buf, |_, _, _| Some(())),
+            None,
+            "forged count"
+        );
+        assert_eq!(
+            decode_extents(&buf[..len - 1], |_, _, _| Some(())),
+            None,
+            "truncated"
+        );
     }
 
     #[test]
     fn header_rejects_bodies_larger_than_a_slot() {
-        let h = Header { kind: 1, status: 0, len: BODY_MAX as u32 + 1, seq: 77 };
-        assert_eq!(Header::decode(&h.encode()), Err(77), "the seq survives to answer with an error");
+        let h = Header {
+            kind: 1,
+            status: 0,
+            len: BODY_MAX as u32 + 1,
+            seq: 77,
+        };
+        assert_eq!(
+            Header::decode(&h.encode()),
+            Err(77),
+            "the seq survives to answer with an error"
+        );
         let mut bytes = h.encode();
         bytes[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(Header::decode(&bytes), Err(77));
