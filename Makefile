@@ -91,7 +91,7 @@ test-host: deps
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
 	rustfmt --check --edition 2021 --config-path lite/.rustfmt.toml lite/lite_main.rs lite/host/lib.rs
-	python3 -m unittest --quiet tools/test_bench.py tools/test_qos_bench.py tools/test_scripts.py tools/test_vwire.py tools/test_syzkaller.py
+	python3 -m unittest discover --quiet --start-directory tools --pattern 'test_*.py'
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,

@@ -46,8 +46,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vcluster import Cluster, CommandFailed, REPO, guest_address  # noqa: E402
+from vcluster import Cluster, CommandFailed, REPO, guest_address
 
 NODES = 3
 CLIENT, SERVER = 0, 1

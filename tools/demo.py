@@ -21,10 +21,8 @@ import re
 import signal
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vcluster import Background, Cluster, REPO  # noqa: E402
+from vcluster import Background, Cluster, REPO
 
 APPS = ["log", "kv", "mr", "graph"]
 # liblite calls, for counting the lines of LITE API code in each application.

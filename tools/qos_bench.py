@@ -76,9 +76,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vwire  # noqa: E402
-from vcluster import Cluster, CommandFailed, REPO  # noqa: E402
+import vwire
+from vcluster import Cluster, CommandFailed, REPO
 
 NODES = 3
 SENDER, HOLDER = 0, 1

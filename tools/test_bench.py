@@ -1,18 +1,16 @@
 #!/usr/bin/env python3
 """Host tests of tools/bench.py's pure parts: perftest parsers, the ratio table and
-the SVG writer (python3 -m unittest tools/test_bench.py, or run this file)."""
+the SVG writer (run by `make test-host`, or run this file)."""
 
 import json
 import math
 import re
-import sys
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench  # noqa: E402
-from vcluster import Result  # noqa: E402
+import bench
+from vcluster import Result
 
 SVG = "{http://www.w3.org/2000/svg}"
 

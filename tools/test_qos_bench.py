@@ -12,9 +12,8 @@ import unittest
 from pathlib import Path
 from unittest import mock
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import qos_bench as q  # noqa: E402
-from vcluster import CommandFailed, Result  # noqa: E402
+import qos_bench as q
+from vcluster import CommandFailed, Result
 
 
 def flow(start_ms, seconds, size, buckets, p50=1_000_000, p99=2_000_000, interval_ms=250, op=None,

@@ -6,14 +6,12 @@ fault` and `partition` do."""
 
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import unittest
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import vwire  # noqa: E402
+import vwire
 
 
 class ParseTest(unittest.TestCase):
