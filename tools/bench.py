@@ -31,13 +31,12 @@ Bandwidths are in MiB/s (2^20 bytes/s): perftest's `BW average[MB/sec]` is MiB/s
 (its --help: "MiB=2^20 byte"); a Gb/sec table (--report_gbits) is converted.
 
 Prints a ratio table, writes build/bench/results.json (raw numbers and ratios) and
-build/bench/latency.svg. Guests are emulated: only ratios measured in one run mean
-anything, and each step can take minutes.
+the latency plot build/bench/latency.svg (and .png). Guests are emulated: only
+ratios measured in one run mean anything, and each step can take minutes.
 """
 
 import argparse
 import json
-import math
 import re
 import signal
 import statistics
@@ -46,6 +45,7 @@ import threading
 import time
 from pathlib import Path
 
+from litebench import plots
 from vcluster import Cluster, CommandFailed, REPO, guest_address
 
 NODES = 3
@@ -256,126 +256,10 @@ def format_table(rows):
     return "\n".join(x.rstrip() for x in out)
 
 
-# ---- SVG ----
-
-def nice_linear_ticks(lo, hi, want=5):
-    """Ticks at multiples of a 1-2-5 step from at or below `lo` to at or above `hi`."""
-    if hi <= lo:
-        hi = lo + 1
-    raw = (hi - lo) / want
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
-    return [round(i * step, 12) for i in range(first, last + 1)]
-
-
-def log_ticks(lo, hi):
-    """1-2-5 ticks inside [lo, hi] (only powers of ten when it spans 2.5 decades or more)."""
-    lo_e, hi_e = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
-    mults = (1,) if math.log10(hi / lo) >= 2.5 else (1, 2, 5)
-    ticks = [m * 10.0 ** e for e in range(lo_e, hi_e + 1) for m in mults]
-    inside = [t for t in ticks if lo / 1.0001 <= t <= hi * 1.0001]
-    if len(inside) < 3:
-        # Less than a decade: evenly stepped ticks read better than one or two.
-        inside = [t for t in nice_linear_ticks(lo, hi) if t > 0 and lo / 1.0001 <= t <= hi * 1.0001]
-    return inside or [lo, hi]
-
-
-def fmt_tick(v):
-    if v >= 1e6 or (v and v < 1e-2):
-        return f"{v:.0e}"
-    return f"{v:g}"
-
-
-def _esc(s):
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def svg_panel(x0, y0, w, h, panel):
-    """One chart: log2 x axis (sizes), log or linear y axis, a line per series."""
-    ml, mr, mt, mb = 64, 28, 28, 44
-    pw, ph = w - ml - mr, h - mt - mb
-    parts = [f'<g transform="translate({x0},{y0})">',
-             f'<text x="{w / 2:.1f}" y="16" text-anchor="middle" font-weight="bold">{_esc(panel["title"])}</text>']
-    points = [(x, y) for s in panel["series"] for x, y in s["points"]
-              if x is not None and y is not None and x > 0 and (y > 0 or not panel.get("ylog"))]
-    if not points:
-        parts.append(f'<text x="{w / 2:.1f}" y="{h / 2:.1f}" text-anchor="middle" fill="#888">no data</text></g>')
-        return parts
-    xs = [x for x, _ in points]
-    ys = [y for _, y in points]
-    xlo, xhi = min(xs), max(xs)
-    if xlo == xhi:
-        xlo, xhi = xlo / 2, xhi * 2
-    pad = (math.log2(xhi) - math.log2(xlo)) * 0.04
-    lx0, lx1 = math.log2(xlo) - pad, math.log2(xhi) + pad
-    if panel.get("ylog"):
-        ylo, yhi = min(ys) / 1.25, max(ys) * 1.25
-        yticks = log_ticks(ylo, yhi)
-        ylo, yhi = min(ylo, yticks[0]), max(yhi, yticks[-1])
-        span = math.log10(yhi) - math.log10(ylo)
-
-        def fy(v):
-            return mt + ph - (math.log10(v) - math.log10(ylo)) / span * ph
-    else:
-        yticks = nice_linear_ticks(0, max(ys) * 1.1)
-        ylo, yhi = 0.0, yticks[-1]
-
-        def fy(v):
-            return mt + ph - (v - ylo) / (yhi - ylo) * ph
-
-    def fx(v):
-        return ml + (math.log2(v) - lx0) / (lx1 - lx0) * pw
-
-    parts.append(f'<rect x="{ml}" y="{mt}" width="{pw}" height="{ph}" fill="none" stroke="#444"/>')
-    for t in yticks:
-        y = fy(t)
-        parts.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + pw}" y2="{y:.1f}" stroke="#ddd"/>')
-        parts.append(f'<text x="{ml - 4}" y="{y + 4:.1f}" text-anchor="end">{_esc(fmt_tick(t))}</text>')
-    for x in sorted(set(xs)):
-        px = fx(x)
-        parts.append(f'<line x1="{px:.1f}" y1="{mt + ph}" x2="{px:.1f}" y2="{mt + ph + 4}" stroke="#444"/>')
-        parts.append(f'<text x="{px:.1f}" y="{mt + ph + 16}" text-anchor="middle">{_esc(fmt_size(int(x)))}</text>')
-    parts.append(f'<text x="{ml + pw / 2:.1f}" y="{h - 6}" text-anchor="middle">{_esc(panel["xlabel"])}</text>')
-    parts.append(f'<text transform="translate(14,{mt + ph / 2:.1f}) rotate(-90)" text-anchor="middle">'
-                 f'{_esc(panel["ylabel"])}</text>')
-    legend_w = 44 + 6.5 * max(len(s["label"]) + 10 for s in panel["series"])
-    parts.append(f'<rect x="{ml + 4}" y="{mt + 3}" width="{legend_w:.0f}" height="{16 * len(panel["series"]) + 4}" '
-                 f'fill="white" fill-opacity="0.85"/>')
-    for i, s in enumerate(panel["series"]):
-        pts = sorted((x, y) for x, y in s["points"] if x is not None and y is not None and x > 0
-                     and (y > 0 or not panel.get("ylog")))
-        dash = ' stroke-dasharray="6,4"' if s.get("dash") else ""
-        if pts:
-            coords = " ".join(f"{fx(x):.1f},{fy(y):.1f}" for x, y in pts)
-            parts.append(f'<polyline points="{coords}" fill="none" stroke="{s["color"]}" stroke-width="2"{dash}/>')
-            for x, y in pts:
-                parts.append(f'<circle cx="{fx(x):.1f}" cy="{fy(y):.1f}" r="3" fill="{s["color"]}"/>')
-        ly = mt + 14 + 16 * i
-        parts.append(f'<line x1="{ml + 10}" y1="{ly - 4}" x2="{ml + 34}" y2="{ly - 4}" stroke="{s["color"]}" '
-                     f'stroke-width="2"{dash}/>')
-        parts.append(f'<text x="{ml + 40}" y="{ly}">{_esc(s["label"] + ("" if pts else " (no data)"))}</text>')
-    parts.append("</g>")
-    return parts
-
-
-def svg_chart(title, panels, panel_w=420, panel_h=320):
-    """A hand-written SVG with `panels` side by side (see svg_panel for a panel's keys:
-    title, xlabel, ylabel, ylog, series=[{label, color, dash, points=[(x, y)]}])."""
-    w, h = panel_w * len(panels), panel_h + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-             f'font-family="sans-serif" font-size="11">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{w / 2:.1f}" y="18" text-anchor="middle" font-size="14" font-weight="bold">'
-             f'{_esc(title)}</text>']
-    for i, panel in enumerate(panels):
-        parts += svg_panel(i * panel_w, 30, panel_w, panel_h, panel)
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
-
+# ---- the latency chart ----
 
 def chart_panels(results):
-    """The three panels of latency.svg from results.json's `lite` and `native`."""
+    """The panels of latency.svg (plots.size_chart) from results.json's `lite` and `native`."""
     lite, native = results["lite"], results["native"]
 
     def lat_points(op, stat):
@@ -902,7 +786,7 @@ def main():
     ap.add_argument("--step-timeout", type=int, default=900,
                     help="seconds per step (default 900; an LMR-count step gets at least 600 + 0.03 per LMR)")
     ap.add_argument("--out", default=str(OUT_DIR),
-                    help="directory of results.json, latency.svg and the cluster's logs (default build/bench)")
+                    help="directory of results.json, latency.svg/.png and the cluster's logs (default build/bench)")
     ap.add_argument("--json", action="store_true", help="also print results.json to stdout")
     args = ap.parse_args()
     args.lat_iters = args.lat_iters or (50 if args.quick else 600)
@@ -977,10 +861,11 @@ def main():
     results["targets_met"] = sum(1 for r in met if r["met"])
     results["targets_evaluated"] = len(met)
 
-    json_path, svg_path = out_dir / "results.json", out_dir / "latency.svg"
+    json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
-    svg_path.write_text(svg_chart(f"LITE-RS vs native verbs ({args.kernel} kernel, {c.meta.get('accel', '?')}, "
-                                  f"{time.strftime('%Y-%m-%d %H:%M')})", chart_panels(results)))
+    plot_paths = plots.size_chart(out_dir / "latency.svg",
+                                  f"LITE-RS vs native verbs ({args.kernel} kernel, {c.meta.get('accel', '?')}, "
+                                  f"{time.strftime('%Y-%m-%d %H:%M')})", chart_panels(results), fmt_size)
 
     print("\n== LITE vs native (ratios; LT_write vs ib_write_lat x 2 since perftest reports half a round trip) ==")
     print(format_table(rows))
@@ -997,7 +882,7 @@ def main():
         rc = 1
     if args.json:
         print(json.dumps(results))
-    print(f"results: {json_path}\nplot:    {svg_path}\n({results['duration_s']:.0f} s)")
+    print(f"results: {json_path}\nplots:   {', '.join(map(str, plot_paths))}\n({results['duration_s']:.0f} s)")
     return rc
 
 

@@ -13,7 +13,7 @@ packages=(
   bc flex bison libelf-dev libssl-dev cpio kmod
   linux-source-6.12 qemu-system-x86 busybox-static iproute2
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
-  vde2 socat python3
+  vde2 socat python3 python3-matplotlib
 )
 
 missing=()

@@ -59,9 +59,10 @@ host cores that emulate the NICs. `--runs N` repeats the modes N times on one
 cluster, the order rotated each run, and reports each figure's median.
 
 Writes build/bench/qos-REGIME.json, qos-REGIME.svg (bulk write) and
-qos-REGIME-bulk-read.svg (a time plot per mode: each latency flow's p99 and each
-flow's bandwidth per interval), and the frontier plots qos-REGIME-frontier.svg and
-qos-REGIME-frontier-bulk-read.svg. The JSON: `modes[MODE][BULK_OP]` and
+qos-REGIME-bulk-read.svg (a time plot per mode: each latency flow's p99 per
+interval and each flow's bandwidth over a trailing 2 s window, which holds
+several 1 MiB operations), and the frontier plots qos-REGIME-frontier.svg and
+qos-REGIME-frontier-bulk-read.svg, each plot also as .png. The JSON: `modes[MODE][BULK_OP]` and
 `frontier[POINT][BULK_OP]` are summaries (`latency[LATENCY_OP]` with `alone`,
 `beside_bulk` and `p99_ratio`; `p99_ratio`, the largest; the bandwidths and
 ratios); `flows[MODE][BULK_OP]` the last run's flows as lite-bench printed them.
@@ -70,6 +71,7 @@ ratios); `flows[MODE][BULK_OP]` the last run's flows as lite-bench printed them.
 import argparse
 import copy
 import json
+import math
 import shlex
 import signal
 import sys
@@ -96,9 +98,13 @@ BULK_SIZE = 1 << 20
 RPC_ID = 32
 RPC_SERVER_LOG = "/tmp/qos-rpc-server.log"
 RPC_SERVER_PID = "/tmp/qos-rpc-server.pid"
-# Colors of the latency flows in the time plots (bulk flows are blue).
+# Colors of the flows in the time plots, and of the frontier plot's points.
 LATENCY_COLORS = {"write": "#d62728", "rpc": "#9467bd", "read": "#ff7f0e"}
+BULK_COLOR = "#1f77b4"
+MODE_COLOR, FRONTIER_COLOR = "#1f77b4", "#ff7f0e"
 INTERVAL_MS = 250
+# The time plots' bandwidths are over this trailing window: several 1 MiB operations.
+BANDWIDTH_WINDOW_S = 2.0
 TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
 FRONTIER_MB_S = [1, 4, 16]
 FRONTIER_CHUNK_KIB = [5, 16]
@@ -342,117 +348,83 @@ def pacing_note(stats):
             f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load")
 
 
-def _esc(s):
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+def windowed_mb_s(flow, t0_ms, window_s=BANDWIDTH_WINDOW_S):
+    """`flow`'s bandwidth over a trailing window, at the end of each of its intervals
+    from the first full window on: [(seconds since t0_ms, MB/s)]. An interval of a
+    bulk flow holds one 1 MiB operation or none, so its own MB/s would only say
+    which."""
+    step = flow.get("interval_ms", INTERVAL_MS) / 1000
+    done = {round(b["t"] / step): b["ops"] * op_bytes(flow) for b in flow["timeline"]}
+    width = max(1, round(window_s / step))
+    start = (flow["started_unix_ms"] - t0_ms) / 1000
+    return [(start + end * step, sum(done.get(i, 0) for i in range(end - width, end)) / (width * step) / 1e6)
+            for end in range(width, math.ceil(flow["seconds"] / step) + 1)]
 
 
-def svg_timeline(title, modes):
-    """Per mode, two stacked panels over time: each latency flow's p99 per interval
-    (ms), and each flow's bandwidth (MB/s). `modes`: [(name, {"latency": [flow...],
-    "bulk": [flow...]})]; flows carry started_unix_ms, timeline buckets and (latency
-    flows) their op, which picks their color."""
-    pw, ph, ml, mt = 380, 170, 56, 26
-    w, h = pw * len(modes), 2 * ph + 76
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-             f'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14" font-weight="bold">{_esc(title)}</text>']
-    for i, (name, flows) in enumerate(modes):
+def latency_color(flow):
+    return LATENCY_COLORS.get(flow.get("op", "write"), LATENCY_COLORS["write"])
+
+
+def timeline_columns(modes):
+    """plots.timeline's columns: per mode, each latency flow's p99 per interval and
+    each flow's bandwidth over a trailing window. `modes`: [(name, {"latency":
+    [flow...], "bulk": [flow...]})]; flows carry started_unix_ms, timeline buckets
+    and (latency flows) their op, which picks their color."""
+    columns = []
+    for name, flows in modes:
         everything = flows["latency"] + flows["bulk"]
         if not everything:
             continue
         t0 = min(f["started_unix_ms"] for f in everything)
-        t1 = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in everything)
-        span = max(1.0, (t1 - t0) / 1000)
 
-        def series(flow, key, scale=1.0):
-            return [((flow["started_unix_ms"] - t0) / 1000 + b["t"], b[key] * scale) for b in flow["timeline"]]
+        def line(points, color):
+            return {"x": [x for x, _ in points], "y": [y for _, y in points], "color": color}
 
-        def color(flow):
-            return LATENCY_COLORS.get(flow.get("op", "write"), "#d62728")
+        p99 = [line([((f["started_unix_ms"] - t0) / 1000 + b["t"], b["p99_ns"] / 1e6) for b in f["timeline"]],
+                    latency_color(f)) for f in flows["latency"]]
+        bandwidth = ([line(windowed_mb_s(f, t0), BULK_COLOR) for f in flows["bulk"]]
+                     + [line(windowed_mb_s(f, t0), latency_color(f)) for f in flows["latency"]])
+        columns.append((name, [{"ylabel": "latency class p99 per interval (ms)", "lines": p99},
+                               {"ylabel": f"MB/s over a trailing {BANDWIDTH_WINDOW_S:g} s window",
+                                "lines": bandwidth}]))
+    return columns
 
-        panels = [("latency class p99 (ms)", [(series(f, "p99_ns", 1e-6), color(f)) for f in flows["latency"]]),
-                  ("MB/s: bulk (blue), latency",
-                   [(series(f, "mb_s"), "#1f77b4") for f in flows["bulk"]]
-                   + [(series(f, "mb_s"), color(f)) for f in flows["latency"]])]
-        for j, (label, lines) in enumerate(panels):
-            x0, y0 = i * pw + ml, 30 + j * (ph + 10) + mt
-            iw, ih = pw - ml - 14, ph - mt - 20
-            ymax = max([y for pts, _ in lines for _, y in pts] + [1e-9]) * 1.1
-            parts.append(f'<text x="{i * pw + pw / 2}" y="{y0 - 8}" text-anchor="middle" font-weight="bold">'
-                         f'{_esc(name)}: {_esc(label)}</text>')
-            parts.append(f'<rect x="{x0}" y="{y0}" width="{iw}" height="{ih}" fill="none" stroke="#444"/>')
-            for k in range(5):
-                v = ymax * k / 4
-                y = y0 + ih - ih * k / 4
-                parts.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x0 + iw}" y2="{y:.1f}" stroke="#eee"/>')
-                parts.append(f'<text x="{x0 - 4}" y="{y + 4:.1f}" text-anchor="end">{v:.3g}</text>')
-            for k in range(int(span) + 1):
-                if span > 12 and k % 2:
-                    continue
-                x = x0 + iw * k / span
-                parts.append(f'<text x="{x:.1f}" y="{y0 + ih + 14}" text-anchor="middle">{k}</text>')
-            for pts, color in lines:
-                if pts:
-                    coords = " ".join(f"{x0 + iw * x / span:.1f},{y0 + ih - ih * y / ymax:.1f}" for x, y in pts)
-                    parts.append(f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="1.5"/>')
-        parts.append(f'<text x="{i * pw + pw / 2}" y="{h - 22}" text-anchor="middle">seconds</text>')
+
+def timeline_legend(modes):
+    """The latency flows that ran, in LATENCY_OPS' order, then the bulk flows."""
     ops = [op for op in LATENCY_OPS if any(f.get("op", "write") == op for _, fl in modes for f in fl["latency"])]
-    legend = ", ".join(f'<tspan fill="{LATENCY_COLORS[op]}">{_esc(LATENCY_OPS[op]["label"])}</tspan>' for op in ops)
-    parts.append(f'<text x="{w / 2}" y="{h - 6}" text-anchor="middle">latency flows: {legend}; '
-                 f'<tspan fill="#1f77b4">bulk flows</tspan></text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+    return [(f"latency: {LATENCY_OPS[op]['label']}", LATENCY_COLORS[op]) for op in ops] + [("bulk flows", BULK_COLOR)]
 
 
-def svg_frontier(title, modes, frontier):
-    """The latency class's p99 ratio against the aggregate bandwidth (vs none): one
-    point per mode and per fixed SafeUtil of the frontier, and the target region."""
-    w, h, ml, mr, mt, mb = 680, 420, 60, 20, 40, 50
-    iw, ih = w - ml - mr, h - mt - mb
-    points = [(name, s, "#1f77b4") for name, s in modes.items()] + \
-             [(name, s, "#ff7f0e") for name, s in frontier.items()]
-    points = [(n, s["aggregate_ratio"], s["p99_ratio"], c) for n, s, c in points if s.get("aggregate_ratio") is not None]
-    xmax = max([1.1] + [x * 1.1 for _, x, _, _ in points])
-    ymax = max([2 * TARGETS["p99_ratio"][1]] + [y * 1.1 for _, _, y, _ in points])
+def frontier_points(modes, frontier):
+    """plots.tradeoff's points: each mode and each fixed SafeUtil of the frontier with
+    data, at (aggregate bandwidth vs none, latency p99 ratio)."""
+    named = [(name, s, MODE_COLOR) for name, s in modes.items()] + \
+            [(name, s, FRONTIER_COLOR) for name, s in frontier.items()]
+    return [(n, s["aggregate_ratio"], s["p99_ratio"], c) for n, s, c in named if s.get("aggregate_ratio") is not None]
 
-    def at(x, y):
-        return ml + iw * x / xmax, mt + ih - ih * y / ymax
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-             f'font-family="sans-serif" font-size="11">', f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{w / 2}" y="20" text-anchor="middle" font-size="13" font-weight="bold">{_esc(title)}</text>']
-    # The target region: aggregate >= 0.90 of none, p99 ratio <= 1.5.
-    (x0, y0), (x1, y1) = at(TARGETS["aggregate_ratio"][1], TARGETS["p99_ratio"][1]), at(xmax, 0)
-    parts.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" fill="#dff0d8"/>')
-    parts.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y1 - 6:.1f}" text-anchor="middle" fill="#3c763d">targets</text>')
-    parts.append(f'<rect x="{ml}" y="{mt}" width="{iw}" height="{ih}" fill="none" stroke="#444"/>')
-    for k in range(6):
-        gx, gy = at(xmax * k / 5, ymax * k / 5)
-        parts.append(f'<text x="{gx:.1f}" y="{mt + ih + 14}" text-anchor="middle">{xmax * k / 5:.2f}</text>')
-        parts.append(f'<text x="{ml - 4}" y="{gy + 4:.1f}" text-anchor="end">{ymax * k / 5:.2f}</text>')
-    parts.append(f'<text x="{ml + iw / 2}" y="{h - 12}" text-anchor="middle">aggregate bandwidth beside latency '
-                 f'(vs none)</text>')
-    parts.append(f'<text x="14" y="{mt + ih / 2}" text-anchor="middle" transform="rotate(-90 14 {mt + ih / 2})">'
-                 f'latency p99 beside bulk / alone</text>')
-    placed = []  # label boxes (x0, y0, x1, y1), so that close points' labels do not overlap
-    for name, x, y, color in points:
-        px, py = at(x, y)
-        width = 6.2 * len(name)
-        for dy in (-6, 14, -18, 26, -30, 38):
-            box = (px + 6, py + dy - 10, px + 6 + width, py + dy + 2)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3] for b in placed):
-                break
-        placed.append(box)
-        if dy != -6:
-            # A label moved away from its point keeps a line to it.
-            parts.append(f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{px + 6:.1f}" y2="{py + dy - 4:.1f}" '
-                         f'stroke="{color}" stroke-width="0.8"/>')
-        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="{color}"/>')
-        parts.append(f'<text x="{px + 6:.1f}" y="{py + dy:.1f}" fill="{color}">{_esc(name)}</text>')
-    parts.append(f'<text x="{ml + 6}" y="{mt + 14}"><tspan fill="#1f77b4">modes</tspan>, '
-                 f'<tspan fill="#ff7f0e">sw-pri with SafeUtil held at a rate, chunks of a size</tspan></text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+def write_plots(out_dir, regime, results, bulk_ops, when):
+    """Per bulk operation, the time plot per mode and the frontier plot, each as SVG
+    and PNG: their paths."""
+    # Imported here, not at the top: vmtest.py imports this module and draws nothing.
+    from litebench import plots
+    paths = []
+    for bulk_op in bulk_ops:
+        suffix = "" if bulk_op == "write" else f"-bulk-{bulk_op}"
+        modes = [(m, {"latency": list(f[bulk_op]["latency"].values()), "bulk": f[bulk_op]["bulk"]})
+                 for m, f in results["flows"].items() if m in MODES and bulk_op in f]
+        paths += plots.timeline(out_dir / f"qos-{regime}{suffix}.svg",
+                                f"Latency class beside {BULK_FLOWS} bulk flows of {BULK_OPS[bulk_op]}, by mode ({when})",
+                                timeline_columns(modes), timeline_legend(modes))
+        paths += plots.tradeoff(out_dir / f"qos-{regime}-frontier{suffix}.svg",
+                                f"Latency p99 ratio against aggregate bandwidth, bulk {BULK_OPS[bulk_op]} ({when})",
+                                frontier_points(per_bulk(results["modes"], bulk_op), per_bulk(results["frontier"], bulk_op)),
+                                (TARGETS["aggregate_ratio"][1], TARGETS["p99_ratio"][1]),
+                                "aggregate bandwidth beside latency (vs none)", "latency p99 beside bulk / alone",
+                                [("modes", MODE_COLOR), ("sw-pri with SafeUtil held at a rate, chunks of a size",
+                                                         FRONTIER_COLOR)])
+    return paths
 
 
 class Runner:
@@ -665,19 +637,7 @@ def main():
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     regime = (f"holder behind a {wire_rate / 2**20:g} MiB/s wire" if wires else "plain segment (CPU-bound)")
     when = f"{regime}, {args.kernel} kernel, {time.strftime('%Y-%m-%d %H:%M')}"
-    plots = []
-    for bulk_op in bulk_ops:
-        suffix = "" if bulk_op == "write" else f"-bulk-{bulk_op}"
-        svg_path = out_dir / f"qos-{args.regime}{suffix}.svg"
-        frontier_path = out_dir / f"qos-{args.regime}-frontier{suffix}.svg"
-        svg_path.write_text(svg_timeline(
-            f"Latency class beside {BULK_FLOWS} bulk flows of {BULK_OPS[bulk_op]}, by mode ({when})",
-            [(m, {"latency": list(f[bulk_op]["latency"].values()), "bulk": f[bulk_op]["bulk"]})
-             for m, f in results["flows"].items() if m in MODES and bulk_op in f]))
-        frontier_path.write_text(svg_frontier(
-            f"Latency p99 ratio against aggregate bandwidth, bulk {BULK_OPS[bulk_op]} ({when})",
-            per_bulk(results["modes"], bulk_op), per_bulk(results["frontier"], bulk_op)))
-        plots += [svg_path, frontier_path]
+    plots = write_plots(out_dir, args.regime, results, bulk_ops, when)
     rc = 0
     flows_text = ", ".join(LATENCY_OPS[op]["label"] for op in latency_ops)
     if results["modes"]:

@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """Host tests of tools/bench.py's pure parts: perftest parsers, the ratio table and
-the SVG writer (run by `make test-host`, or run this file)."""
+the latency chart (run by `make test-host`, or run this file)."""
 
 import json
-import math
 import re
+import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import bench
+from litebench import plots
 from vcluster import Result
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -222,68 +223,41 @@ class RatioTable(unittest.TestCase):
         self.assertEqual(bench.sizes_arg("8,4K,1M"), [8, 4096, 1 << 20])
 
 
-class Svg(unittest.TestCase):
-    def parse(self, text):
-        root = ET.fromstring(text)
-        self.assertEqual(root.tag, f"{SVG}svg")
-        return root
+def drawn(panels):
+    """Per series with data: (label, dashed, [(size, value)])."""
+    return [(s["label"], bool(s.get("dash")), [(x, y) for x, y in s["points"] if y is not None])
+            for p in panels for s in p["series"] if any(y is not None for _, y in s["points"])]
 
-    def test_ticks(self):
-        self.assertEqual(bench.nice_linear_ticks(0, 105), [0, 50, 100, 150])
-        self.assertEqual(bench.nice_linear_ticks(0, 10), [0, 2, 4, 6, 8, 10])
-        t = bench.log_ticks(800, 31000)
-        self.assertEqual(t, [1000, 2000, 5000, 10000, 20000])
-        self.assertEqual(bench.log_ticks(1, 1e6), [1, 10, 100, 1000, 1e4, 1e5, 1e6])
 
-    def test_chart_from_results(self):
-        text = bench.svg_chart("t", bench.chart_panels(sample_results()))
-        root = self.parse(text)
-        lines = root.findall(f".//{SVG}polyline")
+def write_chart(test, panels):
+    """The chart of `panels` as files: checks both and returns the SVG's text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        svg, png = plots.size_chart(Path(tmp) / "latency.svg", "t", panels, bench.fmt_size)
+        test.assertEqual((svg.name, png.name), ("latency.svg", "latency.png"))
+        test.assertEqual(ET.parse(svg).getroot().tag, f"{SVG}svg")
+        test.assertTrue(png.read_bytes().startswith(b"\x89PNG"))
+        test.assertGreater(png.stat().st_size, 5000)
+        return svg.read_text()
+
+
+class LatencyChart(unittest.TestCase):
+    def test_panels_from_results(self):
+        lines = drawn(bench.chart_panels(sample_results()))
         # write: LITE 2 points, native 1 (4096 failed); read: LITE 1, native 2, native -e 1;
         # bw: 2 + 2.
-        self.assertEqual(len(lines), 7)
-        counts = sorted(len(pl.get("points").split()) for pl in lines)
-        self.assertEqual(counts, [1, 1, 1, 2, 2, 2, 2])
-        dashed = [pl for pl in lines if pl.get("stroke-dasharray")]
-        self.assertEqual(len(dashed), 4)  # the native series
-        self.assertIn("ib_write_lat x 2", text)
-        self.assertIn("ib_read_lat -e (sleeps)", text)
-        width = float(root.get("width"))
-        height = float(root.get("height"))
-        for pl in lines:
-            for pair in pl.get("points").split():
-                x, y = map(float, pair.split(","))
-                self.assertTrue(0 <= x <= width / 3 and 0 <= y <= height, pair)
+        self.assertEqual(sorted(len(points) for _, _, points in lines), [1, 1, 1, 2, 2, 2, 2])
+        self.assertEqual(sum(1 for _, dashed, _ in lines if dashed), 4, "the native series")
+        labels = {label for label, _, _ in lines}
+        self.assertIn("ib_write_lat x 2", labels)
+        self.assertIn("ib_read_lat -e (sleeps)", labels)
 
-    def test_points_are_placed_on_the_axes(self):
-        panel = {"title": "p", "xlabel": "x", "ylabel": "y", "ylog": True,
-                 "series": [{"label": "a", "color": "#000", "points": [(8, 10.0), (64, 100.0), (512, 1000.0)]}]}
-        root = self.parse(bench.svg_chart("t", [panel], panel_w=400, panel_h=300))
-        pts = [tuple(map(float, p.split(","))) for p in root.find(f".//{SVG}polyline").get("points").split()]
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        # log2 x: 8, 64, 512 are equally spaced; log10 y likewise, and larger is higher.
-        self.assertAlmostEqual(xs[1] - xs[0], xs[2] - xs[1], places=0)
-        self.assertAlmostEqual(ys[0] - ys[1], ys[1] - ys[2], places=0)
-        self.assertGreater(ys[0], ys[2])
+    def test_the_chart_is_written_as_svg_and_png(self):
+        write_chart(self, bench.chart_panels(sample_results()))
 
-    def test_empty_and_escaped(self):
+    def test_panels_without_data_are_drawn(self):
         panel = {"title": "a < b & c", "xlabel": "x", "ylabel": "y", "ylog": True,
                  "series": [{"label": "none", "color": "#000", "points": [(8, None)]}]}
-        text = bench.svg_chart("<title>", [panel, dict(panel, ylog=False)])
-        root = self.parse(text)
-        self.assertIn("no data", text)
-        self.assertEqual(root.findall(f".//{SVG}polyline"), [])
-        self.assertIn("a &lt; b &amp; c", text)
-
-    def test_linear_panel_starts_at_zero(self):
-        panel = {"title": "bw", "xlabel": "x", "ylabel": "MiB/s", "ylog": False,
-                 "series": [{"label": "a", "color": "#000", "points": [(65536, 40.0), (4194304, 105.0)]}]}
-        text = bench.svg_chart("t", [panel])
-        self.parse(text)
-        labels = [float(m) for m in re.findall(r'text-anchor="end">([\d.e+]+)</text>', text)]
-        self.assertEqual(min(labels), 0)
-        self.assertGreaterEqual(max(labels), 105)
-        self.assertFalse(any(math.isnan(v) for v in labels))
+        write_chart(self, [panel, dict(panel, ylog=False)])
 
 
 def lat_table(size, typical_us, p99_us):
@@ -470,7 +444,7 @@ class Orchestration(unittest.TestCase):
         kernel_rounds = [s for n, s in c.commands if n == 0 and "--kernel-caller" in s]
         self.assertEqual(len(kernel_rounds), bench.RPC_CALLER_ROUNDS, "user and kernel caller alternate in rounds")
         self.assertIn("lite-selftest rpc-call 1 31 --count 12 --size 8 --reply 4096 --kernel-caller", kernel_rounds[0])
-        ET.fromstring(bench.svg_chart("t", bench.chart_panels(results)))
+        write_chart(self, bench.chart_panels(results))
 
 
 if __name__ == "__main__":

@@ -225,16 +225,16 @@ class QosBenchTest(unittest.TestCase):
         self.assertEqual(frontier["8"]["met"], {"p99_ratio": False, "aggregate_ratio": True})
         self.assertAlmostEqual(frontier["8"]["work_conserving_ratio"], 0.95)
 
-    def test_the_frontier_plot_marks_every_point_and_the_target_region(self):
+    def test_the_frontier_plot_has_a_point_per_mode_and_setting_with_data(self):
         def point(agg, p99):
             return {"aggregate_ratio": agg, "p99_ratio": p99}
-        svg = q.svg_frontier("t", {"none": point(1.0, 3.4), "sw-pri": point(0.4, 1.8)},
-                             {"1 MB/s, 5 KiB": point(0.1, 1.6), "8 MB/s, 16 KiB": point(0.9, 3.0),
-                              "lost": point(None, 2.0)})
-        self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
-        self.assertEqual(svg.count("<circle"), 4, "a point per mode and setting with data")
-        for label in (">none<", ">sw-pri<", ">1 MB/s, 5 KiB<", ">8 MB/s, 16 KiB<", ">targets<"):
-            self.assertIn(label, svg)
+        points = q.frontier_points({"none": point(1.0, 3.4), "sw-pri": point(0.4, 1.8)},
+                                   {"1 MB/s, 5 KiB": point(0.1, 1.6), "8 MB/s, 16 KiB": point(0.9, 3.0),
+                                    "lost": point(None, 2.0)})
+        self.assertEqual([(n, x, y) for n, x, y, _ in points],
+                         [("none", 1.0, 3.4), ("sw-pri", 0.4, 1.8), ("1 MB/s, 5 KiB", 0.1, 1.6),
+                          ("8 MB/s, 16 KiB", 0.9, 3.0)])
+        self.assertEqual({c for n, _, _, c in points if n in ("none", "sw-pri")}, {q.MODE_COLOR})
 
     def test_the_latency_flow_runs_in_the_latency_class(self):
         cmd = q.latency_flow(3)
@@ -244,18 +244,49 @@ class QosBenchTest(unittest.TestCase):
 
     def test_the_plot_has_a_panel_pair_per_mode(self):
         f = flow(0, 1.0, 16, [4, 4, 4, 4])
-        svg = q.svg_timeline("t", [("none", {"latency": [f], "bulk": [f]}), ("sw-pri", {"latency": [f], "bulk": []})])
-        self.assertTrue(svg.startswith("<svg") and svg.rstrip().endswith("</svg>"))
-        self.assertEqual(svg.count("latency class p99"), 2)
+        columns = q.timeline_columns([("none", {"latency": [f], "bulk": [f]}),
+                                      ("sw-pri", {"latency": [f], "bulk": []}), ("hw-sep", {"latency": [], "bulk": []})])
+        self.assertEqual([name for name, _ in columns], ["none", "sw-pri"], "a mode without flows has no column")
+        for _, panels in columns:
+            self.assertEqual([p["ylabel"] for p in panels],
+                             ["latency class p99 per interval (ms)", "MB/s over a trailing 2 s window"])
 
     def test_the_plot_colors_each_latency_flow(self):
         flows = latency_flows(0, {"write": MB, "rpc": MB, "read": MB})
-        svg = q.svg_timeline("t", [("none", {"latency": list(flows.values()), "bulk": [flow(0, 1.0, MB, [1] * 4)]})])
-        for op, color in q.LATENCY_COLORS.items():
-            self.assertEqual(svg.count(f'stroke="{color}"'), 2, f"{op}: a p99 line and a bandwidth line")
-            self.assertIn(f'<tspan fill="{color}">{q.LATENCY_OPS[op]["label"]}</tspan>', svg)
-        only_write = q.svg_timeline("t", [("none", {"latency": [flows["write"]], "bulk": []})])
-        self.assertNotIn(q.LATENCY_OPS["rpc"]["label"], only_write, "the legend names the flows that ran")
+        modes = [("none", {"latency": list(flows.values()), "bulk": [flow(0, 1.0, MB, [1] * 4)]})]
+        (_, (p99, bandwidth)), = q.timeline_columns(modes)
+        self.assertEqual([line["color"] for line in p99["lines"]], [q.LATENCY_COLORS[op] for op in ("write", "rpc", "read")])
+        self.assertEqual([line["color"] for line in bandwidth["lines"]],
+                         [q.BULK_COLOR] + [q.LATENCY_COLORS[op] for op in ("write", "rpc", "read")])
+        self.assertEqual(q.timeline_legend(modes), [(f"latency: {q.LATENCY_OPS[op]['label']}", q.LATENCY_COLORS[op])
+                                                    for op in ("write", "rpc", "read")] + [("bulk flows", q.BULK_COLOR)])
+        only_write = q.timeline_legend([("none", {"latency": [flows["write"]], "bulk": []})])
+        self.assertEqual([label for label, _ in only_write], ["latency: 16 B LT_write", "bulk flows"],
+                         "the legend names the flows that ran")
+
+    def test_bulk_bandwidth_is_over_a_window_of_several_operations(self):
+        # One 1 MiB operation every other 250 ms interval: 2 MiB/s, though an interval
+        # alone says 4.19 MB/s or nothing.
+        bulk = flow(1000, 6.0, 1 << 20, [1, 0] * 12)
+        points = q.windowed_mb_s(bulk, 0)
+        self.assertEqual(points[0][0], 1.0 + q.BANDWIDTH_WINDOW_S, "from the first full window on")
+        self.assertEqual(points[-1][0], 7.0, "to the flow's end")
+        for _, mb_s in points:
+            self.assertAlmostEqual(mb_s, 2 * (1 << 20) / 1e6)
+
+    def test_the_plots_are_written_as_svg_and_png(self):
+        f = flow(0, 3.0, MB, [1] * 12)
+        results = {"flows": {"none": {"write": {"latency": latency_flows(0, {"write": MB, "read": MB}), "bulk": [f]}}},
+                   "modes": {"none": {"write": {"aggregate_ratio": 1.0, "p99_ratio": 2.0}}},
+                   "frontier": {"1 MB/s, 5 KiB": {"write": {"aggregate_ratio": 0.3, "p99_ratio": 1.2}}}}
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = q.write_plots(Path(tmp), "cpu", results, ["write"], "test")
+            self.assertEqual([p.name for p in paths],
+                             ["qos-cpu.svg", "qos-cpu.png", "qos-cpu-frontier.svg", "qos-cpu-frontier.png"])
+            for p in paths:
+                head = p.read_bytes()[:300]
+                self.assertIn(b"<svg" if p.suffix == ".svg" else b"\x89PNG", head, p.name)
+                self.assertGreater(p.stat().st_size, 5000, p.name)
 
 
 class FakeCluster:
@@ -380,8 +411,9 @@ class MainTest(unittest.TestCase):
                 self.assertEqual([f["op"] for f in flows["bulk"]], [bulk_op] * q.BULK_FLOWS)
                 self.assertEqual(list(flows["latency"]), ["write", "rpc", "read"])
         self.assertEqual(set(res["frontier"]["4 MB/s, 16 KiB"]), {"write", "read"})
-        for name in ("qos-cpu.svg", "qos-cpu-bulk-read.svg", "qos-cpu-frontier.svg", "qos-cpu-frontier-bulk-read.svg"):
-            self.assertTrue((d / name).read_text().startswith("<svg"), name)
+        for name in ("qos-cpu", "qos-cpu-bulk-read", "qos-cpu-frontier", "qos-cpu-frontier-bulk-read"):
+            self.assertIn("<svg", (d / f"{name}.svg").read_text(), name)
+            self.assertTrue((d / f"{name}.png").read_bytes().startswith(b"\x89PNG"), name)
         servers = [i for i, (n, s) in enumerate(c.commands) if n == q.HOLDER and "lite-bench serve" in s]
         first_flow = min(i for i, (_, s) in enumerate(c.commands) if "lite-bench --quiet flow" in s)
         self.assertEqual(len(servers), 1, "one server for the whole benchmark")
@@ -400,7 +432,7 @@ class MainTest(unittest.TestCase):
         self.assertIsNone(res["config"]["rpc_server"])
         self.assertFalse(any("serve" in s for _, s in c.commands), "no RPC server without the rpc flow")
         self.assertFalse(any("--op rpc" in s for _, s in c.commands))
-        self.assertTrue((d / "qos-link-bulk-read.svg").exists())
+        self.assertTrue((d / "qos-link-bulk-read.svg").exists() and (d / "qos-link-bulk-read.png").exists())
         self.assertFalse((d / "qos-link.svg").exists())
 
 
