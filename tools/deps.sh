@@ -34,3 +34,9 @@ fi
 # The kernel and our module must be built by Debian's rustc, not rustup's.
 ln -sf /usr/bin/rustc "$LITE_TOOLBIN/rustc"
 ln -sf /usr/bin/rustdoc "$LITE_TOOLBIN/rustdoc"
+# The tools run under the first python3 in PATH, which may not be Debian's (pyenv):
+# give that one matplotlib too.
+if ! python3 -c 'import matplotlib' 2>/dev/null; then
+  echo "deps: installing matplotlib for $(command -v python3)"
+  python3 -m pip install --quiet matplotlib
+fi
