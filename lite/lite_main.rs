@@ -25,7 +25,6 @@ mod node;
 mod pacer;
 mod qos;
 mod rpc;
-mod rpc_ring;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]

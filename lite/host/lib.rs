@@ -14,10 +14,13 @@ mod lockword;
 mod pacer;
 #[path = "../net/polling.rs"]
 mod polling;
-#[path = "../rpc_ring.rs"]
-mod rpc_ring;
 #[path = "../net/wire.rs"]
 mod wire;
+// wire.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
+#[path = "../rpc"]
+mod rpc {
+    pub(crate) mod ring;
+}
 // The ABI, which classes.rs takes its constants from.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../../uapi/src/abi.rs"]

@@ -15,7 +15,7 @@
 //! mailbox (the reply's bytes went straight into the caller's buffer before it).
 //!
 //! RPC immediates: a request names the server's binding (ring) and the record's
-//! offset in it in `RECORD_ALIGN` units (see rpc_ring.rs); a head report names
+//! offset in it in `RECORD_ALIGN` units (see rpc/ring.rs); a head report names
 //! the binding and the ring offset the server has consumed up to.
 
 /// Bits available to the payload of every immediate kind.
@@ -42,7 +42,7 @@ pub(crate) const BINDINGS: usize = 1 << BINDING_BITS;
 const BINDING_BITS: u32 = 10;
 const OFFSET_BITS: u32 = PAYLOAD_BITS - BINDING_BITS;
 const _: () =
-    assert!((crate::rpc_ring::RING_BYTES / crate::rpc_ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
+    assert!((crate::rpc::ring::RING_BYTES / crate::rpc::ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
 
 /// What a write-with-immediate means to the receiving kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub(crate) fn decode_imm(imm: u32) -> Option<(ImmKind, u32)> {
 
 /// Payload of a ring immediate: `binding` and a record-aligned ring `offset`.
 pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
-    let align = crate::rpc_ring::RECORD_ALIGN;
+    let align = crate::rpc::ring::RECORD_ALIGN;
     let units = offset / align;
     let fits = binding < BINDINGS && offset.is_multiple_of(align) && units < 1 << OFFSET_BITS;
     fits.then_some(((binding as u32) << OFFSET_BITS) | units as u32)
@@ -94,7 +94,7 @@ pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
 pub(crate) fn decode_ring_imm(payload: u32) -> (usize, u64) {
     let binding = (payload >> OFFSET_BITS) as usize;
     let units = u64::from(payload & ((1 << OFFSET_BITS) - 1));
-    (binding, units * crate::rpc_ring::RECORD_ALIGN)
+    (binding, units * crate::rpc::ring::RECORD_ALIGN)
 }
 
 /// Offset of RPC completion record `slot` in a mailbox.
@@ -978,7 +978,7 @@ mod tests {
 
     #[test]
     fn ring_immediates_carry_binding_and_offset() {
-        let last = crate::rpc_ring::RING_BYTES - crate::rpc_ring::RECORD_ALIGN;
+        let last = crate::rpc::ring::RING_BYTES - crate::rpc::ring::RECORD_ALIGN;
         for (binding, offset) in [(0, 0), (BINDINGS - 1, last), (5, 64 * 1000)] {
             let payload = encode_ring_imm(binding, offset).unwrap();
             assert!(payload <= PAYLOAD_MAX);

@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Making a call: LT_RPC and LT_send, to a peer through its ring or to a server
+//! on this node directly.
+
+use super::client::{end_call, Call, ClientBinding, Output};
+use super::file::{FileRpc, LocalCaller, LocalCharge};
+use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
+use super::server::Request;
+use super::{now_ns, INLINE_MAX, QUEUE_MAX};
+use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
+use crate::lmr::layout;
+use crate::net::verbs::{DmaBuf, UserPages};
+use crate::net::wire;
+use crate::net::Peer;
+use crate::node::Lite;
+use crate::uapi::*;
+use core::sync::atomic::Ordering;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::uaccess::UserSlice;
+
+impl Lite {
+    /// LT_RPC / LT_send: posts a call (or message) to `id` at `node`. A call
+    /// completes later in `file`'s shared-page slot; a message returns once it is
+    /// in the server's ring.
+    pub(crate) fn rpc_call(&self, file: &Arc<FileRpc>, req: &LiteRpcCall) -> Result<u64> {
+        let oneway = req.flags == LITE_RPC_ONEWAY;
+        if (req.flags != 0 && !oneway) || req.reserved != 0 || req.id == 0 {
+            return Err(EINVAL);
+        }
+        if req.timeout_ms == 0 || req.timeout_ms > LITE_RPC_MAX_TIMEOUT_MS {
+            return Err(EINVAL);
+        }
+        if req.input_len > MAX_MSG || req.output_len > MAX_MSG {
+            return Err(EMSGSIZE());
+        }
+        if oneway && (req.output_len != 0) {
+            return Err(EINVAL);
+        }
+        if !oneway && req.slot >= LITE_SLOTS {
+            return Err(EINVAL);
+        }
+        let input = Input::User {
+            addr: usize::try_from(req.input).map_err(|_| EFAULT)?,
+            len: req.input_len as usize,
+        };
+        let output = if oneway || req.output_len == 0 {
+            OutputSpec::None
+        } else {
+            OutputSpec::User {
+                addr: usize::try_from(req.output).map_err(|_| EFAULT)?,
+                len: req.output_len as usize,
+            }
+        };
+        let sender = Sender {
+            file,
+            slot: (!oneway).then_some(req.slot as usize),
+        };
+        self.post_call(req.node, req.id, input, output, sender, req.timeout_ms)
+    }
+
+    /// Builds and posts one request; see `rpc_call`.
+    pub(crate) fn post_call(
+        &self,
+        node: u32,
+        id: u32,
+        input: Input<'_>,
+        output: OutputSpec,
+        sender: Sender<'_>,
+        timeout_ms: u32,
+    ) -> Result<u64> {
+        let dev = self.device()?;
+        let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
+        let me = self.me()?;
+        if node == me {
+            return self.local_call(me, id, input, output, sender, deadline);
+        }
+        let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
+        let peer = self.peer(node)?;
+        let out = match output {
+            OutputSpec::None => Output::None,
+            OutputSpec::User { addr, len } => Output::User(UserPages::pin(&dev, addr, len, true)?),
+            OutputSpec::Kernel(buf) => Output::Kernel(buf),
+        };
+        let mut runs = KVec::new();
+        match &out {
+            Output::None => {}
+            Output::User(pages) => {
+                for run in pages.runs() {
+                    runs.push(run, GFP_KERNEL)?;
+                }
+            }
+            Output::Kernel(buf) => runs.push((buf.dma(), buf.size()), GFP_KERNEL)?,
+        }
+        let out_cap: u64 = runs.iter().map(|r| r.1 as u64).sum();
+        let nruns = runs.len() as u32;
+        let head_len = ring::HEADER_LEN + runs.len() * RUN_LEN;
+        let in_len = input.len();
+        let inline = head_len + in_len <= INLINE_MAX || in_len == 0;
+        let stage = Arc::new(
+            DmaBuf::new(&dev, if inline { head_len + in_len } else { head_len })?,
+            GFP_KERNEL,
+        )?;
+        for (i, &(addr, len)) in runs.iter().enumerate() {
+            stage.write_bytes(
+                ring::HEADER_LEN + i * RUN_LEN,
+                &ring::encode_run(addr, len as u32),
+            )?;
+        }
+        // Everything that can fail on the caller's input happens before ring room is
+        // reserved: a reserved record must always be posted.
+        let payload = if inline {
+            input.copy_into(&stage, head_len)?;
+            Payload::Staged
+        } else {
+            input.prepare(&dev)?
+        };
+        let record = ring::record_len(nruns, in_len as u64);
+        let (slot, seq) = peer
+            .rpc
+            .claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
+        if let Some((file, user_slot)) = &waiter {
+            if let Err(e) = file.claim(*user_slot, seq, deadline) {
+                peer.rpc.unclaim(slot);
+                return Err(e);
+            }
+        }
+        let fail = |e: Error| {
+            peer.rpc.unclaim(slot);
+            if let Some((file, user_slot)) = &waiter {
+                file.complete(*user_slot, seq, Err(e));
+            }
+            e
+        };
+        let mut out = Some(out);
+        let (binding, at, call) = loop {
+            let binding = peer.rpc.binding(&peer, id).map_err(fail)?;
+            // Allocated before ring room is reserved: a reserved record must be posted.
+            let call = match &waiter {
+                Some((file, user_slot)) => {
+                    let call = Call {
+                        seq,
+                        waiter: file.clone(),
+                        user_slot: *user_slot,
+                        binding: binding.clone(),
+                        _output: out.take().unwrap_or(Output::None),
+                        _stage: stage.clone(),
+                    };
+                    Some(KBox::new(call, GFP_KERNEL).map_err(|e| fail(e.into()))?)
+                }
+                None => None,
+            };
+            match binding.reserve(&peer, record, deadline) {
+                Ok(at) => break (binding, at, call),
+                Err(e) if e == EAGAIN => {
+                    out = call.map(|c| KBox::into_inner(c)._output);
+                    continue;
+                }
+                Err(e) => return Err(fail(e)),
+            }
+        };
+        let header = RecordHeader {
+            flags: if call.is_none() { FLAG_ONEWAY } else { 0 },
+            slot: slot as u32,
+            start: at.start,
+            pad: at.pad,
+            nruns,
+            reserved: 0,
+            len: in_len as u64,
+            seq,
+            out_cap,
+        };
+        let _ = stage.write_bytes(0, &header.encode());
+        let offset = ring::ring_offset(at.start, binding.state.lock().ring.size());
+        let Some(call) = call else {
+            let posted = self.post_record(
+                &peer, &binding, &stage, &payload, offset, &header, slot, true,
+            );
+            binding.put_user();
+            peer.rpc.unclaim(slot);
+            return posted.map(|()| seq);
+        };
+        // Active before the immediate goes out: the reply may come at once.
+        if let Err(call) = peer.rpc.activate(slot, call) {
+            end_call(call, Err(EHOSTDOWN()));
+            return Ok(seq);
+        }
+        if let Err(e) = self.post_record(
+            &peer, &binding, &stage, &payload, offset, &header, slot, false,
+        ) {
+            // The record may not have landed: the ring has a hole, bind anew next time.
+            binding.kill();
+            if let Some(call) = peer.rpc.take(slot, Some(seq)) {
+                end_call(call, Err(e));
+            }
+        }
+        Ok(seq)
+    }
+
+    /// A call to a server on this node: queued directly, answered by a copy into
+    /// the caller's pinned output buffer.
+    fn local_call(
+        &self,
+        me: u32,
+        id: u32,
+        input: Input<'_>,
+        output: OutputSpec,
+        sender: Sender<'_>,
+        deadline: u64,
+    ) -> Result<u64> {
+        let server = self.rpc.server(id).ok_or_else(ECONNREFUSED)?;
+        let charge = LocalCharge::new(sender.file, input.len())?;
+        let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
+        match input {
+            Input::User { addr, len } => UserSlice::new(addr, len)
+                .reader()
+                .read_slice(&mut payload)?,
+            Input::Kernel(bytes) => payload.copy_from_slice(bytes),
+        }
+        let dev = self.device()?;
+        let seq = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
+        let caller = match sender.slot {
+            None => None,
+            Some(user_slot) => {
+                let waiter = sender.file.clone();
+                let (output, capacity) = match output {
+                    OutputSpec::None => (Output::None, 0),
+                    OutputSpec::User { addr, len } => (
+                        Output::User(UserPages::pin(&dev, addr, len, true)?),
+                        len as u64,
+                    ),
+                    OutputSpec::Kernel(buf) => {
+                        let size = buf.size() as u64;
+                        (Output::Kernel(buf), size)
+                    }
+                };
+                waiter.claim(user_slot, seq, deadline)?;
+                Some(LocalCaller {
+                    id,
+                    waiter,
+                    user_slot,
+                    seq,
+                    output,
+                    capacity,
+                })
+            }
+        };
+        let request = Request::Local {
+            node: me,
+            payload,
+            caller,
+            charge,
+        };
+        let queued = {
+            let mut q = server.queue.lock();
+            if q.closed {
+                Err((ECONNREFUSED(), request))
+            } else if q.requests.len() >= QUEUE_MAX {
+                Err((EAGAIN, request))
+            } else {
+                q.requests
+                    .push(request, GFP_ATOMIC)
+                    .map_err(|request| (ENOMEM, request))
+            }
+        };
+        match queued {
+            Ok(()) => {
+                server.arrived.notify_all();
+                Ok(seq)
+            }
+            Err((e, request)) => {
+                request.refuse(e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes a reserved record at ring `offset`: the payload (zero-copy) first,
+    /// then the staged part, whose first piece carries the immediate that
+    /// announces the record. `sync`: wait until the immediate's write landed.
+    #[allow(clippy::too_many_arguments)]
+    fn post_record(
+        &self,
+        peer: &Peer,
+        binding: &ClientBinding,
+        stage: &DmaBuf,
+        payload: &Payload,
+        offset: u64,
+        header: &RecordHeader,
+        slot: usize,
+        sync: bool,
+    ) -> Result {
+        let at = offset + header.payload_offset();
+        let len = header.len as usize;
+        let mut ring = KVec::new();
+        for piece in layout::pieces(&binding.extents, at, len as u64) {
+            ring.push((piece.addr, piece.len as u32), GFP_KERNEL)?;
+        }
+        match payload {
+            Payload::Staged => {}
+            Payload::Pages(pages) => {
+                let mut local = KVec::new();
+                for run in pages.runs() {
+                    local.push(run, GFP_KERNEL)?;
+                }
+                peer.write_pieces(ring::zip_runs(&local, &ring, len))?;
+            }
+            Payload::Buf(buf) => {
+                let local = [(buf.dma(), len)];
+                peer.write_pieces(ring::zip_runs(&local, &ring, len))?;
+            }
+        }
+        let mut first = None;
+        for piece in layout::pieces(&binding.extents, offset, stage.size() as u64) {
+            if piece.pos == 0 {
+                first = Some(piece);
+            } else {
+                peer.rdma_write_kernel(stage, piece.pos as usize, piece.len as usize, piece.addr)?;
+            }
+        }
+        let first = first.ok_or(EINVAL)?;
+        let imm = wire::encode_ring_imm(binding.index as usize, offset).ok_or(EINVAL)?;
+        peer.post_write_imm(
+            slot,
+            wire::ImmKind::RpcRequest,
+            imm,
+            stage,
+            first.len as usize,
+            first.addr,
+            sync,
+        )
+    }
+}
+
+/// Who makes a call: the caller's open file, and the shared-page slot the call
+/// completes in (`None`: a one-way message).
+pub(crate) struct Sender<'a> {
+    pub(crate) file: &'a Arc<FileRpc>,
+    pub(crate) slot: Option<usize>,
+}
+
+/// A request's input.
+pub(crate) enum Input<'a> {
+    User { addr: usize, len: usize },
+    Kernel(&'a [u8]),
+}
+
+/// A request's output buffer, before it is pinned.
+pub(crate) enum OutputSpec {
+    None,
+    User { addr: usize, len: usize },
+    Kernel(Arc<DmaBuf>),
+}
+
+/// Where a large payload is written from.
+enum Payload {
+    Staged,
+    Pages(UserPages),
+    Buf(DmaBuf),
+}
+
+impl Input<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Input::User { len, .. } => *len,
+            Input::Kernel(bytes) => bytes.len(),
+        }
+    }
+
+    fn copy_into(&self, stage: &DmaBuf, at: usize) -> Result {
+        match self {
+            Input::User { addr, len } => {
+                stage.copy_from_user(at, &mut UserSlice::new(*addr, *len).reader(), *len)
+            }
+            Input::Kernel(bytes) => stage.write_bytes(at, bytes),
+        }
+    }
+
+    fn prepare(&self, dev: &Arc<crate::net::verbs::Device>) -> Result<Payload> {
+        match self {
+            Input::User { addr, len } => {
+                Ok(Payload::Pages(UserPages::pin(dev, *addr, *len, false)?))
+            }
+            Input::Kernel(bytes) => {
+                let buf = DmaBuf::new(dev, bytes.len())?;
+                buf.write_bytes(0, bytes)?;
+                Ok(Payload::Buf(buf))
+            }
+        }
+    }
+}

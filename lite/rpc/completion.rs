@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Completion context: a record landed in one of our rings, the completion
+//! record of one of our calls landed, or a server reported its ring's head.
+
+use super::client::end_call;
+use super::error_of;
+use super::ring::FLAG_ONEWAY;
+use super::server::{answer, Request};
+use super::QUEUE_MAX;
+use crate::errno::{ECONNREFUSED, EOVERFLOW};
+use crate::net::wire;
+use crate::net::Peer;
+use crate::node::Lite;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+impl Lite {
+    /// An RPC record from `peer` landed in one of our rings.
+    pub(crate) fn on_rpc_request(&self, peer: &Arc<Peer>, payload: u32) {
+        let (index, offset) = wire::decode_ring_imm(payload);
+        let Some(binding) = self
+            .rpc
+            .binding(index)
+            .filter(|b| Arc::ptr_eq(&b.peer, peer))
+        else {
+            return;
+        };
+        // A record that is malformed or out of place cannot even be answered.
+        let Some(header) = binding.record(offset) else {
+            pr_warn!("node {} wrote a malformed RPC record; ignored\n", peer.id);
+            return;
+        };
+        let refuse = |err: Error| {
+            if header.flags & FLAG_ONEWAY == 0 {
+                let _ = answer(peer, &binding, header.slot, header.seq, Err(err));
+            }
+            binding.consume(&header);
+        };
+        let Some(server) = self.rpc.server(binding.id) else {
+            return refuse(ECONNREFUSED());
+        };
+        let request = Request::Remote {
+            peer: peer.clone(),
+            binding: binding.clone(),
+            header,
+        };
+        let queued = {
+            let mut q = server.queue.lock();
+            if q.closed {
+                Err(ECONNREFUSED())
+            } else if q.requests.len() >= QUEUE_MAX {
+                Err(EAGAIN)
+            } else {
+                q.requests.push(request, GFP_ATOMIC).map_err(|_| ENOMEM)
+            }
+        };
+        match queued {
+            Ok(()) => server.arrived.notify_all(),
+            Err(e) => refuse(e),
+        }
+    }
+
+    /// The completion record of our call in `slot` to `peer` landed.
+    pub(crate) fn on_rpc_reply(&self, peer: &Peer, slot: usize) {
+        let Some(done) = peer.read_done(slot) else {
+            return;
+        };
+        let Some(call) = peer.rpc.take(slot, Some(done.seq)) else {
+            return;
+        };
+        if call.binding.index == done.binding {
+            call.binding.head_reported(done.head);
+        }
+        let result = match done.status {
+            0 => Ok(done.len),
+            status if error_of(status) == EOVERFLOW() => {
+                call.binding.put_user();
+                call.waiter
+                    .complete_overflow(call.user_slot, call.seq, done.len);
+                return;
+            }
+            status => Err(error_of(status)),
+        };
+        end_call(call, result);
+    }
+
+    /// A server reports how far it consumed one of our rings.
+    pub(crate) fn on_rpc_head(&self, peer: &Peer, payload: u32) {
+        let (index, offset) = wire::decode_ring_imm(payload);
+        if let Some(binding) = peer.rpc.by_index(index as u32) {
+            binding.head_offset_reported(offset);
+        }
+    }
+}

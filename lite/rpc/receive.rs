@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: GPL-2.0
+//! A server process's side: registering an id, receiving its requests, and
+//! replying to them.
+
+use super::client::Output;
+use super::file::{FileRpc, LocalCaller, Owed};
+use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
+use super::server::{answer, Queue, Received, Request, Server, ServerBinding};
+use super::{jiffies_until, now_ns, status_of, wait_result, IDS_PER_FILE, IDS_PER_NODE};
+use crate::errno::{ECONNRESET, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
+use crate::kvec::Fifo;
+use crate::net::verbs::UserPages;
+use crate::net::wire::{MsgKind, RpcDone, RpcUnbind};
+use crate::node::Lite;
+use crate::uapi::*;
+use core::sync::atomic::Ordering;
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation};
+use kernel::sync::{new_condvar, new_spinlock, Arc};
+use kernel::uaccess::UserSlice;
+
+impl Lite {
+    /// LT_regRPC: `file` serves `id` on this node.
+    pub(crate) fn rpc_register(&self, file: &FileRpc, id: u32) -> Result {
+        if id == 0 {
+            return Err(EINVAL);
+        }
+        let server = Arc::pin_init(
+            pin_init!(Server {
+                id,
+                owner: file as *const FileRpc as usize,
+                queue <- new_spinlock!(Queue { requests: Fifo::new(), closed: false }, "lite:rpc.queue"),
+                arrived <- new_condvar!("lite:rpc.arrived"),
+            }),
+            GFP_KERNEL,
+        )?;
+        let node = RBTreeNode::new(id, server, GFP_KERNEL)?;
+        let mut ids = file.ids.lock();
+        if ids.len() >= IDS_PER_FILE {
+            return Err(ENOSPC);
+        }
+        ids.reserve(1, GFP_KERNEL)?;
+        {
+            let mut servers = self.rpc.servers.lock();
+            if servers.get(&id).is_some() {
+                return Err(EEXIST);
+            }
+            if servers.iter().count() >= IDS_PER_NODE {
+                return Err(ENOSPC);
+            }
+            servers.insert(node);
+        }
+        ids.push(id, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Stops serving `id`: queued requests fail with ECONNRESET, the clients
+    /// bound to it are told to stop writing, then their rings are freed.
+    pub(crate) fn rpc_unregister(&self, file: &FileRpc, id: u32) -> Result {
+        {
+            let mut ids = file.ids.lock();
+            let i = ids.iter().position(|&x| x == id).ok_or(ENOENT)?;
+            crate::kvec::swap_remove(&mut ids, i);
+        }
+        let server = {
+            let mut servers = self.rpc.servers.lock();
+            match servers.get(&id) {
+                Some(s) if s.owner == file as *const FileRpc as usize => servers.remove(&id),
+                _ => None,
+            }
+        };
+        let Some(server) = server else { return Ok(()) };
+        let requests = {
+            let mut q = server.queue.lock();
+            q.closed = true;
+            q.requests.drain()
+        };
+        server.arrived.notify_all();
+        for req in requests.into_iter().flatten() {
+            req.refuse(ECONNRESET());
+        }
+        // Replies this file owes for the id.
+        let owed = {
+            let mut owed = file.owed.lock();
+            let mut tokens = KVec::new();
+            for (token, o) in owed.iter() {
+                if o.id() == id {
+                    tokens.push(*token, GFP_KERNEL)?;
+                }
+            }
+            let mut taken = KVec::new();
+            for token in tokens.iter() {
+                if let Some(o) = owed.remove(token) {
+                    taken.push(o, GFP_KERNEL)?;
+                }
+            }
+            taken
+        };
+        for o in owed.into_iter() {
+            o.fail(ECONNRESET());
+        }
+        // Calls still arriving find no server and are refused through the binding,
+        // which stays in the table until its client stopped writing to it.
+        let bindings = {
+            let table = self.rpc.bindings.lock();
+            let mut out = KVec::new();
+            for b in table.iter().flatten().filter(|b| b.id == id) {
+                out.push(b.clone(), GFP_ATOMIC)?;
+            }
+            out
+        };
+        for b in bindings.iter() {
+            let msg = RpcUnbind {
+                binding: b.index as u32,
+                id,
+            };
+            // A client that does not confirm is fenced off before the ring goes.
+            let _ = b.peer.confirm(MsgKind::RpcUnbind, &msg);
+            drop(self.rpc.take_bindings(|x| core::ptr::eq(x, &**b)));
+        }
+        Ok(())
+    }
+
+    /// Last close of a file: everything it serves goes.
+    pub(crate) fn rpc_release(&self, file: &FileRpc) {
+        loop {
+            let id = file.ids.lock().first().copied();
+            let Some(id) = id else { break };
+            let _ = self.rpc_unregister(file, id);
+        }
+        let mut owed = core::mem::replace(&mut *file.owed.lock(), RBTree::new());
+        loop {
+            let next = owed.keys().next().copied();
+            let Some(o) = next.and_then(|token| owed.remove(&token)) else {
+                break;
+            };
+            o.fail(ECONNRESET());
+        }
+    }
+
+    /// LT_recvRPC: the next request or message for `id`, payload copied to `buf`.
+    /// `Err(EOVERFLOW)` leaves it queued; `Ok` with `len` tells its size then.
+    pub(crate) fn rpc_recv(
+        &self,
+        file: &FileRpc,
+        id: u32,
+        buf: usize,
+        buf_len: u64,
+        timeout_ms: u32,
+    ) -> Result<(Received, bool)> {
+        let server = self
+            .rpc
+            .server(id)
+            .filter(|s| s.owner == file as *const FileRpc as usize)
+            .ok_or(ENOENT)?;
+        let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
+        loop {
+            let req = {
+                let mut q = server.queue.lock();
+                loop {
+                    if let Some(front) = q.requests.front() {
+                        if front.len() > buf_len {
+                            let r = Received {
+                                len: front.len(),
+                                token: 0,
+                                node: front.node(),
+                                flags: 0,
+                                capacity: 0,
+                            };
+                            return Ok((r, false));
+                        }
+                        break q.requests.pop().ok_or(EINVAL)?;
+                    }
+                    if q.closed {
+                        return Err(ECONNRESET());
+                    }
+                    let left = jiffies_until(deadline).ok_or_else(ETIMEDOUT)?;
+                    wait_result(server.arrived.wait_interruptible_timeout(&mut q, left))?;
+                }
+            };
+            match self.deliver(file, req, buf) {
+                Ok(Some(received)) => return Ok((received, true)),
+                // A malformed record was answered with an error; take the next one.
+                Ok(None) => continue,
+                Err((e, req)) => {
+                    let _ = server.queue.lock().requests.push_front(req);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Hands a dequeued request to the server process: payload to `buf`, what the
+    /// reply needs kept under a new token, ring room consumed. `Ok(None)`: the
+    /// request was malformed and its caller told so. On `Err` the request is
+    /// handed back untouched.
+    fn deliver(
+        &self,
+        file: &FileRpc,
+        req: Request,
+        buf: usize,
+    ) -> core::result::Result<Option<Received>, (Error, Request)> {
+        let len = req.len() as usize;
+        if buf.checked_add(len).is_none() {
+            return Err((EFAULT, req));
+        }
+        // Taken before the request is consumed: remembering it cannot fail later.
+        let reservation = match RBTreeNodeReservation::new(GFP_KERNEL) {
+            Ok(r) => r,
+            Err(e) => return Err((e.into(), req)),
+        };
+        let node = req.node();
+        let owed = match req {
+            Request::Remote {
+                peer,
+                binding,
+                header,
+            } => {
+                let offset = ring::ring_offset(header.start, binding.size());
+                if len > 0 {
+                    if let Err(e) = binding.copy_to_user(offset + header.payload_offset(), buf, len)
+                    {
+                        return Err((
+                            e,
+                            Request::Remote {
+                                peer,
+                                binding,
+                                header,
+                            },
+                        ));
+                    }
+                }
+                let owed = if header.flags & FLAG_ONEWAY != 0 {
+                    None
+                } else {
+                    match self.read_runs(&binding, offset, &header) {
+                        Ok(runs) => Some(Owed::Remote {
+                            peer,
+                            binding: binding.clone(),
+                            slot: header.slot,
+                            seq: header.seq,
+                            runs,
+                            capacity: header.out_cap,
+                        }),
+                        Err(_) => {
+                            let _ = answer(&peer, &binding, header.slot, header.seq, Err(EIO));
+                            binding.consume(&header);
+                            return Ok(None);
+                        }
+                    }
+                };
+                binding.consume(&header);
+                owed
+            }
+            Request::Local {
+                node,
+                payload,
+                caller,
+                charge,
+            } => {
+                if let Err(e) = UserSlice::new(buf, len).writer().write_slice(&payload) {
+                    return Err((
+                        e,
+                        Request::Local {
+                            node,
+                            payload,
+                            caller,
+                            charge,
+                        },
+                    ));
+                }
+                caller.map(Owed::Local)
+            }
+        };
+        let (mut token, mut flags, mut capacity) = (0, LITE_RPC_ONEWAY, 0);
+        if let Some(owed) = owed {
+            token = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
+            flags = 0;
+            capacity = match &owed {
+                Owed::Remote { capacity, .. } => *capacity,
+                Owed::Local(caller) => caller.capacity,
+            };
+            file.owed.lock().insert(reservation.into_node(token, owed));
+        }
+        Ok(Some(Received {
+            len: len as u64,
+            token,
+            node,
+            flags,
+            capacity,
+        }))
+    }
+
+    fn read_runs(
+        &self,
+        binding: &ServerBinding,
+        offset: u64,
+        h: &RecordHeader,
+    ) -> Result<KVec<(u64, u32)>> {
+        let bytes = h.nruns as usize * RUN_LEN;
+        let mut raw = KVec::from_elem(0u8, bytes, GFP_KERNEL)?;
+        binding.read(offset + ring::HEADER_LEN as u64, &mut raw)?;
+        let mut runs = KVec::with_capacity(h.nruns as usize, GFP_KERNEL)?;
+        let mut total = 0u64;
+        for raw_run in raw.chunks_exact(RUN_LEN) {
+            let raw_run: &[u8; RUN_LEN] = raw_run.try_into().map_err(|_| EIO)?;
+            let run = ring::decode_run(raw_run).ok_or(EIO)?;
+            total += u64::from(run.1);
+            runs.push(run, GFP_KERNEL)?;
+        }
+        if total != h.out_cap {
+            return Err(EIO);
+        }
+        Ok(runs)
+    }
+
+    /// LT_replyRPC: writes `len` bytes at `buf` into the caller's output buffer,
+    /// then completes its call. A reply larger than that buffer completes the call
+    /// with EOVERFLOW and the reply's size.
+    pub(crate) fn rpc_reply(&self, file: &FileRpc, token: u64, buf: usize, len: u64) -> Result {
+        if len > MAX_MSG {
+            return Err(EMSGSIZE());
+        }
+        let owed = file.owed.lock().remove(&token).ok_or(EBADF)?;
+        let (peer, binding, slot, seq, runs, capacity) = match owed {
+            Owed::Local(caller) => return self.reply_local(file, token, caller, buf, len),
+            Owed::Remote {
+                peer,
+                binding,
+                slot,
+                seq,
+                runs,
+                capacity,
+            } => (peer, binding, slot, seq, runs, capacity),
+        };
+        if len > capacity {
+            let done = RpcDone {
+                seq,
+                len,
+                status: status_of(EOVERFLOW()),
+                binding: binding.index as u32,
+                head: binding.head_for_reply(),
+            };
+            return peer.post_done(slot as usize, &done);
+        }
+        if len > 0 {
+            let dev = match self.device() {
+                Ok(dev) => dev,
+                Err(e) => {
+                    let _ = answer(&peer, &binding, slot, seq, Err(e));
+                    return Err(e);
+                }
+            };
+            let pages = match UserPages::pin(&dev, buf, len as usize, false) {
+                Ok(pages) => pages,
+                Err(e) => {
+                    // The server may retry with a valid buffer.
+                    let owed = Owed::Remote {
+                        peer,
+                        binding,
+                        slot,
+                        seq,
+                        runs,
+                        capacity,
+                    };
+                    if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
+                        file.owed.lock().insert(node);
+                    }
+                    return Err(e);
+                }
+            };
+            let mut local = KVec::new();
+            let written = pages
+                .runs()
+                .try_for_each(|run| local.push(run, GFP_KERNEL))
+                .map_err(Error::from)
+                .and_then(|()| peer.write_pieces(ring::zip_runs(&local, &runs, len as usize)));
+            if let Err(e) = written {
+                // The caller must not wait for a reply that will not come.
+                let _ = answer(&peer, &binding, slot, seq, Err(e));
+                return Err(e);
+            }
+        }
+        answer(&peer, &binding, slot, seq, Ok(len))
+    }
+
+    /// A request was received but its token could not be told to the server
+    /// process: its caller fails with `err` now instead of at its deadline.
+    pub(crate) fn rpc_abandon(&self, file: &FileRpc, token: u64, err: Error) {
+        let owed = file.owed.lock().remove(&token);
+        if let Some(owed) = owed {
+            owed.fail(err);
+        }
+    }
+
+    /// A reply to a caller on this node: copied into its pinned output buffer.
+    fn reply_local(
+        &self,
+        file: &FileRpc,
+        token: u64,
+        caller: LocalCaller,
+        buf: usize,
+        len: u64,
+    ) -> Result {
+        if len > caller.capacity {
+            caller
+                .waiter
+                .complete_overflow(caller.user_slot, caller.seq, len);
+            return Ok(());
+        }
+        let mut reader = UserSlice::new(buf, len as usize).reader();
+        let copied = match &caller.output {
+            Output::None => Ok(()),
+            Output::User(pages) => pages.copy_from_user(&mut reader, len as usize),
+            Output::Kernel(out) => out.copy_from_user(0, &mut reader, len as usize),
+        };
+        match copied {
+            Ok(()) => {
+                caller.complete(Ok(len));
+                Ok(())
+            }
+            Err(e) => {
+                if let Ok(node) = RBTreeNode::new(token, Owed::Local(caller), GFP_KERNEL) {
+                    file.owed.lock().insert(node);
+                }
+                Err(e)
+            }
+        }
+    }
+}
