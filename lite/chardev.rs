@@ -6,10 +6,10 @@
 use crate::errno::ECONNRESET;
 use crate::ffi;
 use crate::lmr::{FileLmrs, MallocArgs};
-use crate::lock::FileLocks;
 use crate::net::verbs::Atomic;
 use crate::node::Lite;
 use crate::rpc::{FileRpc, Received};
+use crate::sync::FileLocks;
 use crate::uapi::*;
 use core::mem::size_of;
 use core::sync::atomic::{AtomicU64, Ordering};

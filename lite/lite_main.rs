@@ -18,13 +18,12 @@ mod errno;
 mod ffi;
 mod kvec;
 mod lmr;
-mod lock;
-mod lockword;
 mod net;
 mod node;
 mod pacer;
 mod qos;
 mod rpc;
+mod sync;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]

@@ -6,11 +6,11 @@
 use crate::ffi;
 use crate::kvec::swap_remove;
 use crate::lmr::Memory;
-use crate::lock::LockNode;
 use crate::net::wire::{self, ImmKind, SLOTS};
 use crate::net::{verbs::Device, Peer, State};
 use crate::qos::Qos;
 use crate::rpc::RpcNode;
+use crate::sync::LockNode;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex};

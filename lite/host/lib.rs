@@ -8,7 +8,7 @@ mod classes;
 mod inflight;
 #[path = "../lmr/layout.rs"]
 mod layout;
-#[path = "../lockword.rs"]
+#[path = "../sync/lockword.rs"]
 mod lockword;
 #[path = "../pacer.rs"]
 mod pacer;
