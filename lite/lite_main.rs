@@ -13,14 +13,12 @@ use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
 
 mod chardev;
-mod classes;
 mod errno;
 mod ffi;
 mod kvec;
 mod lmr;
 mod net;
 mod node;
-mod pacer;
 mod qos;
 mod rpc;
 mod sync;

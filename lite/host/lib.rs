@@ -2,7 +2,7 @@
 //! exercises exactly the code the module runs.
 #![allow(dead_code)]
 
-#[path = "../classes.rs"]
+#[path = "../qos/classes.rs"]
 mod classes;
 #[path = "../net/inflight.rs"]
 mod inflight;
@@ -10,7 +10,7 @@ mod inflight;
 mod layout;
 #[path = "../sync/lockword.rs"]
 mod lockword;
-#[path = "../pacer.rs"]
+#[path = "../qos/pacer.rs"]
 mod pacer;
 #[path = "../net/polling.rs"]
 mod polling;

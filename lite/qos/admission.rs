@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Admission: a transfer's `Ticket`, which lets each work request go, paced
+//! by WF²Q+ and the token bucket while latency traffic is active.
+
+use super::classes::qp_for;
+use super::pacer::{self, Flow};
+use super::state::{QosState, Who};
+use super::{fatal_signal, now_ns, Qos, PROBE_BELOW_SAMPLES, PROBE_NS, TURN_WAIT_MS};
+use crate::ffi;
+use crate::kvec::swap_remove;
+use crate::uapi::*;
+use kernel::prelude::*;
+use kernel::time::msecs_to_jiffies;
+
+impl Qos {
+    /// A transfer of the current task starts: its class, QP and first work request
+    /// size are decided at once; pacing decisions go through the ticket.
+    pub(crate) fn begin(&self, nr_qps: usize, spread: usize) -> Ticket<'_> {
+        let who = Who::current();
+        let mut st = self.state.lock();
+        let class = st.class_of(&who).0.min(LITE_NR_CLASSES - 1);
+        st.classes[class as usize].active += 1;
+        let start_ns = now_ns();
+        let (qp, paced) = st.route(class, start_ns, nr_qps, spread);
+        let probe_qp = qp_for(st.mode, LITE_CLASS_LATENCY, false, nr_qps, spread);
+        let chunk = st.chunk();
+        Ticket {
+            qos: self,
+            class,
+            qp,
+            probe_qp,
+            paced,
+            chunk,
+            inflight: if paced {
+                st.inflight_budget()
+            } else {
+                st.unpaced_budget(class)
+            },
+            flow: None,
+            start_ns,
+            bytes: 0,
+            acknowledged: 0,
+            reported: 0,
+        }
+    }
+}
+
+/// A transfer in progress: its class, its WF²Q+ flow once paced, and its latency.
+pub(crate) struct Ticket<'a> {
+    qos: &'a Qos,
+    class: u32,
+    qp: usize,
+    /// Where a reference probe goes: where latency-class operations would.
+    probe_qp: usize,
+    /// Paced when the transfer began (later work requests learn it from `admit`).
+    paced: bool,
+    /// Work request bytes while paced.
+    chunk: u64,
+    /// Bytes of work requests in flight at most (`u64::MAX`: no limit but the
+    /// transfer's own).
+    inflight: u64,
+    flow: Option<usize>,
+    start_ns: u64,
+    bytes: u64,
+    /// Bytes the transfer knows were acknowledged, and those of them reported to
+    /// the link's delivery rate.
+    acknowledged: u64,
+    reported: u64,
+}
+
+/// What the ticket lets the next work request carry.
+pub(crate) enum Admit {
+    /// Go, with work requests of at most this many bytes.
+    Go(usize),
+    /// Go after a reference probe (this task was picked to send it).
+    ProbeFirst(usize),
+}
+
+impl Ticket<'_> {
+    pub(crate) fn qp(&self) -> usize {
+        self.qp
+    }
+
+    pub(crate) fn probe_qp(&self) -> usize {
+        self.probe_qp
+    }
+
+    pub(crate) fn class(&self) -> u32 {
+        self.class
+    }
+
+    /// Bytes admitted so far.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// When the transfer began (ns, `Ktime` clock).
+    pub(crate) fn start_ns(&self) -> u64 {
+        self.start_ns
+    }
+
+    /// Largest first work request of this transfer (at most `most`): small chunks
+    /// while paced.
+    pub(crate) fn first_wr_limit(&self, most: usize) -> usize {
+        pacer::chunk_len(most as u64, self.paced.then_some(self.chunk)) as usize
+    }
+
+    /// Bytes of work requests this transfer may have in flight (at most `most`): its
+    /// share of the node's paced window while paced.
+    pub(crate) fn inflight_limit(&self, most: usize) -> usize {
+        self.inflight.min(most as u64) as usize
+    }
+
+    /// `bytes` of the transfer (in all) are known to be acknowledged by the peer.
+    pub(crate) fn acknowledged(&mut self, bytes: u64) {
+        self.acknowledged = self.acknowledged.max(bytes);
+    }
+
+    /// Hands what was acknowledged since the last report to the delivery rate.
+    fn report(&mut self, st: &mut QosState, now: u64) {
+        let fresh = self.acknowledged.saturating_sub(self.reported);
+        self.reported = self.acknowledged;
+        if fresh > 0 {
+            st.delivered(fresh, now);
+        }
+    }
+
+    /// Waits until a work request of `bytes` may go (at once for the latency class,
+    /// and whenever pacing is off). EINTR when the task is killed meanwhile.
+    pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
+        self.bytes += bytes as u64;
+        let bytes = bytes as u64;
+        let unpaced = Admit::Go(usize::MAX);
+        if self.class == LITE_CLASS_LATENCY {
+            return Ok(unpaced);
+        }
+        let mut waited_from = None;
+        let mut st = self.qos.state.lock();
+        self.report(&mut st, now_ns());
+        loop {
+            let now = now_ns();
+            st.control(now);
+            if !st.pacing(now) {
+                self.leave_flow(&mut st);
+                self.inflight = st.unpaced_budget(self.class);
+                return Ok(unpaced);
+            }
+            let index = match self.flow {
+                Some(i) => i,
+                None => {
+                    let weight = st.weights[self.class as usize];
+                    let i = match st.used.iter().position(|used| !used) {
+                        Some(i) => i,
+                        None => {
+                            st.flows.push(Flow::new(weight), GFP_KERNEL)?;
+                            if let Err(e) = st.used.push(false, GFP_KERNEL) {
+                                let last = st.flows.len() - 1;
+                                swap_remove(&mut st.flows, last);
+                                return Err(e.into());
+                            }
+                            st.flows.len() - 1
+                        }
+                    };
+                    st.flows[i] = Flow::new(weight);
+                    st.used[i] = true;
+                    self.flow = Some(i);
+                    i
+                }
+            };
+            let st_ref = &mut *st;
+            st_ref.wf.arrive(&mut st_ref.flows[index], bytes);
+            if st_ref.wf.pick(&st_ref.flows) == Some(index) {
+                match st_ref.bucket.take(bytes, now) {
+                    Ok(()) => {
+                        st_ref.wf.served(&mut st_ref.flows, index, 0);
+                        let class = &mut st_ref.classes[self.class as usize];
+                        let waited = waited_from.map_or(0, |from| now.saturating_sub(from));
+                        if waited_from.is_some() {
+                            class.queued -= 1;
+                            class.paced_chunks += 1;
+                            class.paced_ns += waited;
+                        }
+                        st_ref.scale.admitted(bytes, waited);
+                        if st_ref.scale.judge(st_ref.bucket.rate(), now) {
+                            let chunk = st_ref.chunk();
+                            st_ref.bucket.set_chunk(chunk, now);
+                        }
+                        // The reference flow fills in when latency traffic is sparse.
+                        let probe = now >= st_ref.next_probe_ns
+                            && st_ref.windows.control.len() < PROBE_BELOW_SAMPLES;
+                        if probe {
+                            st_ref.next_probe_ns = now + PROBE_NS;
+                        }
+                        self.chunk = st_ref.chunk();
+                        self.inflight = st_ref.inflight_budget();
+                        drop(st);
+                        self.qos.turn.notify_all();
+                        let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
+                        return Ok(if probe {
+                            Admit::ProbeFirst(limit)
+                        } else {
+                            Admit::Go(limit)
+                        });
+                    }
+                    Err(wake_ns) => {
+                        if waited_from.is_none() {
+                            waited_from = Some(now);
+                            st.classes[self.class as usize].queued += 1;
+                        }
+                        drop(st);
+                        // SAFETY: sleeps the current task on an hrtimer; no lock is held.
+                        let slept = unsafe { ffi::lite_sleep_ns(wake_ns.saturating_sub(now)) };
+                        st = self.qos.state.lock();
+                        if slept != 0 {
+                            st.classes[self.class as usize].queued -= 1;
+                            return Err(EINTR);
+                        }
+                    }
+                }
+            } else {
+                if waited_from.is_none() {
+                    waited_from = Some(now);
+                    st.classes[self.class as usize].queued += 1;
+                }
+                let _ = self
+                    .qos
+                    .turn
+                    .wait_interruptible_timeout(&mut st, msecs_to_jiffies(TURN_WAIT_MS));
+                if fatal_signal() {
+                    st.classes[self.class as usize].queued -= 1;
+                    return Err(EINTR);
+                }
+            }
+        }
+    }
+
+    /// The transfer is no longer paced: its flow leaves the schedule.
+    fn leave_flow(&mut self, st: &mut QosState) {
+        if let Some(i) = self.flow.take() {
+            if let Some(flow) = st.flows.get_mut(i) {
+                st.wf.leave(flow);
+            }
+            if let Some(used) = st.used.get_mut(i) {
+                *used = false;
+            }
+        }
+    }
+}
+
+impl Drop for Ticket<'_> {
+    fn drop(&mut self) {
+        let now = now_ns();
+        let was_paced = self.flow.is_some();
+        {
+            let mut guard = self.qos.state.lock();
+            let st = &mut *guard;
+            self.report(st, now);
+            self.leave_flow(st);
+            let class = self.class as usize;
+            st.classes[class].active -= 1;
+            st.classes[class].bytes = st.classes[class].bytes.wrapping_add(self.bytes);
+            st.classes[class].ops = st.classes[class].ops.wrapping_add(1);
+            let ns = now.saturating_sub(self.start_ns);
+            st.windows.stats[class].add(ns);
+            if self.class == LITE_CLASS_LATENCY {
+                st.windows.control.add(ns);
+                st.last_latency_ns = now;
+            }
+        }
+        // Only a paced transfer's end changes whose turn it is; waking the waiters
+        // after every latency-class operation would only make them compete with it.
+        if was_paced {
+            self.qos.turn.notify_all();
+        }
+    }
+}

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Priority classes and their enforcement on this node's sending side (SW-Pri,
+//! HW-Sep): every one-sided transfer, atomic and RPC message of a process is
+//! accounted to its class (classes.rs decides which), and in SW-Pri mode, while
+//! latency-class traffic is active, the other classes' transfers go in small
+//! chunks paced by the token bucket at SafeUtil, shared by weight (pacer.rs), on
+//! QPs the latency class does not use (classes::qp_for).
+//!
+//! Pacing happens in the calling task, which owns its transfer: it waits for its
+//! turn on a condition variable and for tokens on an hrtimer, never spinning. Only
+//! the task whose flow WF²Q+ picks sleeps for tokens; the others wait until a chunk
+//! was let through. Remote READs are paced like writes: the reader pulls the bytes.
+//!
+//! SafeUtil follows AIMD on the p99 of the latency samples since its last step
+//! (`STEP_SAMPLES` of them, or what `UPDATE_NS` brought): the latency class's own
+//! completions, and a reference probe (an 8-byte RDMA READ timed like RPerf's,
+//! issued by a paced task every `PROBE_NS`) that measures the queueing bulk traffic
+//! causes even when latency traffic is sparse. Its ceiling is the link's rate (set
+//! by the operator, or found from the rate transfers are acknowledged at) less the
+//! headroom, and the chunks, the bank and the bytes in flight are sized to it; the
+//! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
+//!
+//! - `classes`: which class a process's operation is in (pure, host-tested).
+//! - `pacer`: the token bucket, WF²Q+, AIMD and the link's rate (pure, host-tested).
+//! - `state`: the counters, latency windows and `QosState`'s control step.
+//! - here: `Qos`, classifying the current task and accounting its operations.
+//! - `admission`: a transfer's `Ticket`, which paces its work requests.
+//! - `settings`: the operator's and the processes' settings, and the statistics.
+//!
+//! Locking: `Qos::state` is one mutex, a leaf: taken alone, and released while a
+//! paced task sleeps (on `Qos::turn` or for tokens).
+
+mod admission;
+pub(crate) mod classes;
+pub(crate) mod pacer;
+mod settings;
+mod state;
+
+pub(crate) use admission::{Admit, Ticket};
+
+use crate::ffi;
+
+use crate::uapi::*;
+use kernel::prelude::*;
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::time::Ktime;
+use pacer::{Aimd, ChunkScale, DeliveryRate, TokenBucket, Wf2q};
+use state::{ClassCounters, QosState, Who, Windows};
+
+/// Latency traffic counts as active for this long after its last operation.
+const ACTIVE_NS: u64 = 200_000_000;
+/// An AIMD step takes the p99 of this many latency samples, or of at least
+/// `MIN_STEP_SAMPLES` once `UPDATE_NS` passed: the p99 of fewer is their maximum,
+/// and at emulated millisecond latencies that is noise, not queueing.
+const STEP_SAMPLES: usize = 128;
+const MIN_STEP_SAMPLES: usize = 32;
+const UPDATE_NS: u64 = 500_000_000;
+/// Reference probe interval while paced traffic and latency traffic coexist, and
+/// the samples of an AIMD interval below which probes are sent.
+const PROBE_NS: u64 = 10_000_000;
+const PROBE_BELOW_SAMPLES: usize = 4;
+/// Target99 until the operator sets one.
+const DEFAULT_TARGET_NS: u64 = 2_000_000;
+/// Default weights: latency, default, bulk.
+const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
+/// Until a link rate was found, SafeUtil is bounded by this one (bytes/s).
+const INITIAL_LINK_RATE: u64 = 100 << 20;
+/// Paced bytes in flight per node: what SafeUtil carries in this time, about two
+/// emulated round trips. Less leaves the wire idle between chunks; more is queue
+/// when SafeUtil overshoots the link (twice the latency class's median round trip
+/// instead raised its p50 beside bulk from 12 to 21 ms and bulk did not gain).
+const WINDOW_NS: u64 = 10_000_000;
+/// In SW-Pri mode, bytes in flight per node while nothing is paced: what the link
+/// carries in this time. Work conserving (several emulated round trips; 30 ms cost
+/// bulk a quarter of a 4 MiB/s wire), yet the queue bulk leaves at the bottleneck
+/// when latency traffic starts drains in this long: unbounded (128 KiB per
+/// transfer) it held 250 ms of a 1 MiB/s wire, and the latency class's first
+/// operations waited for all of it (p99 ratio 9.3 instead of 2.5).
+const UNPACED_WINDOW_NS: u64 = 60_000_000;
+/// Bytes in flight per transfer at the least: one full work request.
+const MIN_INFLIGHT: u64 = 32 << 10;
+/// A waiter not picked rechecks at least this often, to notice that pacing ended
+/// (the chunk let through and a paced transfer's end wake it earlier).
+const TURN_WAIT_MS: u32 = 20;
+
+fn now_ns() -> u64 {
+    Ktime::ktime_get().to_ns() as u64
+}
+
+/// This node's classes, rules and pacing state.
+#[pin_data]
+pub(crate) struct Qos {
+    #[pin]
+    state: Mutex<QosState>,
+    /// Signalled whenever a paced chunk goes or a paced transfer ends.
+    #[pin]
+    turn: CondVar,
+}
+
+impl Qos {
+    pub(crate) fn new() -> Result<Arc<Qos>> {
+        // 20 KiB: built in place, never on the stack.
+        let windows: KBox<Windows> = KBox::init(kernel::init::zeroed(), GFP_KERNEL)?;
+        let now = now_ns();
+        let state = QosState {
+            mode: LITE_QOS_SW_PRI,
+            weights: DEFAULT_WEIGHTS,
+            target_ns: DEFAULT_TARGET_NS,
+            link_rate: 0,
+            chunk_bytes: LITE_QOS_CHUNK_AUTO,
+            scale: ChunkScale::new(now),
+            delivery: DeliveryRate::new(now),
+            rules: KVec::new(),
+            choices: KVec::new(),
+            classes: [ClassCounters::default(); 3],
+            windows,
+            bucket: TokenBucket::new(0, now),
+            aimd: Aimd::new(INITIAL_LINK_RATE, 0, DEFAULT_TARGET_NS),
+            wf: Wf2q::default(),
+            flows: KVec::new(),
+            used: KVec::new(),
+            last_latency_ns: 0,
+            next_update_ns: 0,
+            next_probe_ns: 0,
+            probes: 0,
+            last_probe_ns: 0,
+            decreases: 0,
+            increases: 0,
+        };
+        let qos = Arc::pin_init(
+            pin_init!(Qos {
+                state <- new_mutex!(state, "lite:qos.state"),
+                turn <- new_condvar!("lite:qos.turn"),
+            }),
+            GFP_KERNEL,
+        )?;
+        qos.state.lock().reconfigure(now);
+        Ok(qos)
+    }
+
+    /// The current task's class and the QP (of `nr_qps`; `spread` rotates) its
+    /// operation uses.
+    pub(crate) fn classify(&self, nr_qps: usize, spread: usize) -> (u32, usize) {
+        let who = Who::current();
+        let st = self.state.lock();
+        let class = st.class_of(&who).0;
+        (class, st.route(class, now_ns(), nr_qps, spread).0)
+    }
+
+    /// Accounts an RPC call or message of the current task (its class, no latency).
+    pub(crate) fn account_current(&self, bytes: u64) {
+        let who = Who::current();
+        let class = self.state.lock().class_of(&who).0;
+        self.account(class, bytes, None);
+    }
+
+    /// Accounts an operation that is not a paced transfer (atomics, RPC messages).
+    pub(crate) fn account(&self, class: u32, bytes: u64, latency_ns: Option<u64>) {
+        let now = now_ns();
+        let mut st = self.state.lock();
+        let st = &mut *st;
+        let class = class.min(LITE_NR_CLASSES - 1) as usize;
+        st.classes[class].bytes = st.classes[class].bytes.wrapping_add(bytes);
+        st.classes[class].ops = st.classes[class].ops.wrapping_add(1);
+        if let Some(ns) = latency_ns {
+            st.windows.stats[class].add(ns);
+            if class == LITE_CLASS_LATENCY as usize {
+                st.windows.control.add(ns);
+            }
+        }
+        if class == LITE_CLASS_LATENCY as usize {
+            st.last_latency_ns = now;
+        }
+        st.delivered(bytes, now);
+        st.control(now);
+    }
+
+    /// A reference probe's round trip (ns).
+    pub(crate) fn probed(&self, ns: u64) {
+        let mut st = self.state.lock();
+        st.probes += 1;
+        st.last_probe_ns = ns;
+        st.windows.control.add(ns);
+    }
+}
+
+fn fatal_signal() -> bool {
+    // SAFETY: only inspects the current task's pending signals.
+    unsafe { ffi::lite_fatal_signal_pending() != 0 }
+}

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+//! What the node's QoS knows: the current task's lineage, the per-class
+//! counters and latency windows, and `QosState` with SW-Pri's control step
+//! (pacing, SafeUtil's ceiling, the chunk and in-flight budgets, AIMD).
+
+use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
+use super::pacer::{
+    self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW,
+};
+use super::{
+    ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
+    UPDATE_NS, WINDOW_NS,
+};
+use crate::ffi;
+use crate::uapi::*;
+use kernel::prelude::*;
+
+/// The current task: its process and ancestors, uid and cgroup.
+pub(crate) struct Who {
+    pub(crate) tgids: [u32; MAX_LINEAGE],
+    len: usize,
+    uid: u32,
+    cgroup: u64,
+}
+
+impl Who {
+    pub(crate) fn current() -> Who {
+        let mut who = Who {
+            tgids: [0; MAX_LINEAGE],
+            len: 0,
+            uid: 0,
+            cgroup: 0,
+        };
+        // SAFETY: the helper writes at most MAX_LINEAGE entries to `tgids` and the two
+        // scalars, all owned by `who`, and only reads the current task's lineage.
+        let n = unsafe {
+            ffi::lite_current_lineage(
+                who.tgids.as_mut_ptr(),
+                MAX_LINEAGE as i32,
+                &mut who.uid,
+                &mut who.cgroup,
+            )
+        };
+        who.len = (n.max(0) as usize).min(MAX_LINEAGE);
+        who
+    }
+
+    fn lineage(&self) -> Lineage<'_> {
+        Lineage {
+            tgids: &self.tgids[..self.len],
+            uid: self.uid,
+            cgroup: self.cgroup,
+        }
+    }
+}
+
+#[derive(Default, Clone, Copy)]
+pub(crate) struct ClassCounters {
+    pub(crate) bytes: u64,
+    pub(crate) ops: u64,
+    pub(crate) active: u32,
+    pub(crate) queued: u32,
+    pub(crate) paced_chunks: u64,
+    pub(crate) paced_ns: u64,
+}
+
+/// Latency samples: per class for the statistics, and the latency class's since
+/// the last AIMD step.
+pub(crate) struct Windows {
+    pub(crate) stats: [LatencyWindow; 3],
+    pub(crate) control: LatencyWindow,
+    pub(crate) scratch: [u32; WINDOW],
+}
+
+// SAFETY: all-zero windows are empty windows (`LatencyWindow::new()` is all zeros)
+// and a zeroed scratch array.
+unsafe impl kernel::init::Zeroable for Windows {}
+
+/// A process that lowered its own class, while `file` stays open.
+pub(crate) struct Choice {
+    pub(crate) pid: u32,
+    pub(crate) class: u32,
+    pub(crate) file: u64,
+}
+
+pub(crate) struct QosState {
+    pub(crate) mode: u32,
+    pub(crate) weights: [u32; 3],
+    pub(crate) target_ns: u64,
+    /// Set by the operator; 0: the one `delivery` found.
+    pub(crate) link_rate: u64,
+    /// Work request bytes of paced transfers; 0: sized to the link, and scaled by
+    /// `scale` to what this node's tasks can hand out.
+    pub(crate) chunk_bytes: u32,
+    pub(crate) scale: ChunkScale,
+    pub(crate) delivery: DeliveryRate,
+    pub(crate) rules: KVec<Rule>,
+    pub(crate) choices: KVec<Choice>,
+    pub(crate) classes: [ClassCounters; 3],
+    pub(crate) windows: KBox<Windows>,
+    pub(crate) bucket: TokenBucket,
+    pub(crate) aimd: Aimd,
+    pub(crate) wf: Wf2q,
+    /// One per paced transfer in progress, by slot; `used` tells which are taken.
+    pub(crate) flows: KVec<Flow>,
+    pub(crate) used: KVec<bool>,
+    pub(crate) last_latency_ns: u64,
+    pub(crate) next_update_ns: u64,
+    pub(crate) next_probe_ns: u64,
+    pub(crate) probes: u64,
+    pub(crate) last_probe_ns: u64,
+    pub(crate) decreases: u64,
+    pub(crate) increases: u64,
+}
+
+impl QosState {
+    pub(crate) fn latency_active(&self, now: u64) -> bool {
+        self.last_latency_ns != 0 && now.saturating_sub(self.last_latency_ns) < ACTIVE_NS
+    }
+
+    pub(crate) fn pacing(&self, now: u64) -> bool {
+        self.mode == LITE_QOS_SW_PRI && self.latency_active(now)
+    }
+
+    /// The QP (of `nr_qps`; `spread` rotates) an operation of `class` starting now
+    /// uses, and whether it is paced: only the latency class never is.
+    pub(crate) fn route(
+        &self,
+        class: u32,
+        now: u64,
+        nr_qps: usize,
+        spread: usize,
+    ) -> (usize, bool) {
+        let paced = class != LITE_CLASS_LATENCY && self.pacing(now);
+        (qp_for(self.mode, class, paced, nr_qps, spread), paced)
+    }
+
+    /// The link's rate: set, found, or assumed until found.
+    pub(crate) fn link(&self) -> u64 {
+        if self.link_rate != 0 {
+            self.link_rate
+        } else {
+            match self.delivery.found() {
+                0 => INITIAL_LINK_RATE,
+                found => found,
+            }
+        }
+    }
+
+    /// SafeUtil's ceiling.
+    fn ceiling(&self) -> u64 {
+        pacer::headroom(self.link())
+    }
+
+    /// Bytes per paced work request.
+    pub(crate) fn chunk(&self) -> u64 {
+        match self.chunk_bytes {
+            LITE_QOS_CHUNK_AUTO => {
+                (pacer::link_chunk(self.link()) * self.scale.scale()).min(pacer::CHUNK_MAX)
+            }
+            chosen => u64::from(chosen),
+        }
+    }
+
+    /// Bytes one paced transfer may have in flight: its share of the node's window
+    /// at SafeUtil, at least two chunks.
+    pub(crate) fn inflight_budget(&self) -> u64 {
+        let flows = self.used.iter().filter(|&&used| used).count().max(1) as u64;
+        (pacer::bytes_in(self.bucket.rate(), WINDOW_NS) / flows).max(2 * self.chunk())
+    }
+
+    /// Bytes one transfer of `class` that is not paced may have in flight: in SW-Pri
+    /// mode, the bulk classes' share of the node's unpaced window.
+    pub(crate) fn unpaced_budget(&self, class: u32) -> u64 {
+        if self.mode != LITE_QOS_SW_PRI || class == LITE_CLASS_LATENCY {
+            return u64::MAX;
+        }
+        let transfers = u64::from(
+            self.classes[LITE_CLASS_DEFAULT as usize].active
+                + self.classes[LITE_CLASS_BULK as usize].active,
+        )
+        .max(1);
+        (pacer::bytes_in(self.link(), UNPACED_WINDOW_NS) / transfers).max(MIN_INFLIGHT)
+    }
+
+    fn paced_weight(&self) -> u32 {
+        self.weights[LITE_CLASS_DEFAULT as usize].max(self.weights[LITE_CLASS_BULK as usize])
+    }
+
+    /// Applies new settings: AIMD's bounds, and the bucket's rate.
+    pub(crate) fn reconfigure(&mut self, now: u64) {
+        let ceiling = self.ceiling();
+        let floor = pacer::bulk_floor(
+            ceiling,
+            self.paced_weight(),
+            self.weights[LITE_CLASS_LATENCY as usize],
+        );
+        self.aimd.reconfigure(ceiling, floor, self.target_ns);
+        let rate = if self.pacing(now) {
+            self.aimd.safe_util()
+        } else {
+            0
+        };
+        self.bucket.set_rate(rate, now);
+        self.bucket.set_chunk(self.chunk(), now);
+    }
+
+    /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
+    /// since the last step, once `STEP_SAMPLES` arrived (or `UPDATE_NS` passed with a
+    /// few); with no latency traffic active, no limit.
+    pub(crate) fn control(&mut self, now: u64) {
+        let samples = self.windows.control.len();
+        let active = self.latency_active(now);
+        let due = now >= self.next_update_ns;
+        if !due && !(active && samples >= STEP_SAMPLES) {
+            return;
+        }
+        self.next_update_ns = now + UPDATE_NS;
+        if self.mode != LITE_QOS_SW_PRI {
+            // Nothing is paced: no AIMD steps, and the next mode starts from fresh samples.
+            self.windows.control.clear();
+            return;
+        }
+        let p99 = if active {
+            if samples < MIN_STEP_SAMPLES {
+                // Too few samples to judge: keep SafeUtil.
+                return;
+            }
+            let w = &mut *self.windows;
+            let p99 = w.control.quantile(990, &mut w.scratch);
+            w.control.clear();
+            p99
+        } else {
+            None
+        };
+        let before = self.aimd.safe_util();
+        let after = self.aimd.update(p99);
+        if after < before {
+            self.decreases += 1;
+        } else if after > before {
+            self.increases += 1;
+        }
+        self.bucket
+            .set_rate(if p99.is_some() { after } else { 0 }, now);
+    }
+
+    /// `bytes` were acknowledged: a faster link found changes the ceiling and chunks.
+    pub(crate) fn delivered(&mut self, bytes: u64, now: u64) {
+        if self.delivery.delivered(bytes, now) && self.link_rate == 0 {
+            self.reconfigure(now);
+        }
+    }
+
+    pub(crate) fn class_of(&self, who: &Who) -> (u32, Source) {
+        classes::effective_class(
+            &self.rules,
+            self.choices.iter().map(|c| (c.pid, c.class)),
+            &who.lineage(),
+        )
+    }
+}
