@@ -5,15 +5,15 @@
 
 use crate::ffi;
 use crate::kvec::swap_remove;
-use crate::lmr::Memory;
+use crate::lmr::LmrNode;
 use crate::net::wire::{self, ImmKind, SLOTS};
 use crate::net::{verbs::Device, Peer, State};
 use crate::qos::Qos;
 use crate::rpc::RpcNode;
 use crate::sync::LockNode;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex};
+use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
 
 /// The module's workqueue, for work that may sleep.
 pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
@@ -27,19 +27,9 @@ pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
 pub(crate) struct Lite {
     #[pin]
     pub(crate) state: Mutex<State>,
-    /// LMR registries (lmr.rs); taken after `state`, never before it.
+    /// LMRs: their registries and what serializes allocating their memory.
     #[pin]
-    pub(crate) mem: Mutex<Memory>,
-    /// Serializes allocation of LMR memory with device removal.
-    #[pin]
-    pub(crate) alloc_lock: Mutex<()>,
-    /// The reserve's refill sleeps here, releasing `mem`, until allocations pause
-    /// (a timed wait: nothing signals it).
-    #[pin]
-    pub(crate) reserve_quiet: CondVar,
-    /// Next LMR handle: unique across processes, so another process's handle is
-    /// never valid by accident.
-    pub(crate) next_handle: AtomicU64,
+    pub(crate) lmr: LmrNode,
     pub(crate) qps_per_peer: u32,
     /// RPC servers of this node and the rings its clients write to.
     #[pin]
@@ -60,10 +50,7 @@ impl Lite {
                     State { node: None, devices: KVec::new(), peers: KVec::new(), down: KVec::new(), loopback: None },
                     "lite:state"
                 ),
-                mem <- new_mutex!(Memory::new(), "lite:mem"),
-                alloc_lock <- new_mutex!((), "lite:alloc"),
-                reserve_quiet <- new_condvar!("lite:reserve_quiet"),
-                next_handle: AtomicU64::new(0x1000),
+                lmr <- LmrNode::new(),
                 qps_per_peer,
                 rpc <- RpcNode::new(),
                 locks <- LockNode::new(),

@@ -117,7 +117,7 @@ impl Lite {
             self.peer(node)?.ensure_connected()?;
         }
         let id = {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             if mem.names.get(&name).is_some() {
                 return Err(EEXIST);
             }
@@ -132,7 +132,7 @@ impl Lite {
         let extents = match result {
             Ok(extents) => extents,
             Err(e) => {
-                self.mem.lock().names.remove(&name);
+                self.lmr.mem.lock().names.remove(&name);
                 return Err(e);
             }
         };
@@ -147,7 +147,7 @@ impl Lite {
         let lh = self.new_handle();
         let registered = (|| -> Result {
             let mut files = file.lock();
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             let local = mem.local_memory(me, id)?;
             let mapping = Mapping::new(me, id, args.size, extents, local)?;
             let node = kernel::rbtree::RBTreeNode::new(id, lmr, GFP_KERNEL)?;
@@ -160,7 +160,7 @@ impl Lite {
         if let Err(e) = registered {
             let _ = self.free_lmr(id);
             self.unwind_allocation(me, id, holders);
-            self.mem.lock().names.remove(&name);
+            self.lmr.mem.lock().names.remove(&name);
             file.lock().remove(lh);
             return Err(e);
         }
@@ -288,7 +288,7 @@ impl Lite {
     fn hold_user(&self, me: u32, id: u64, buf: usize, len: u64) -> Result<KVec<Extent>> {
         let len = usize::try_from(len).map_err(|_| ENOMEM)?;
         buf.checked_add(len).ok_or(EFAULT)?;
-        let _serial = self.alloc_lock.lock();
+        let _serial = self.lmr.alloc_lock.lock();
         let dev = self.device()?;
         let head = buf % PAGE_SIZE;
         let count = (head + len).div_ceil(PAGE_SIZE);
@@ -320,7 +320,7 @@ impl Lite {
             },
             GFP_KERNEL,
         )?;
-        let mut mem = self.mem.lock();
+        let mut mem = self.lmr.mem.lock();
         if len as u64 > hold_limit().saturating_sub(mem.held_bytes) {
             return Err(ENOMEM);
         }

@@ -70,7 +70,8 @@ impl FileLmrs {
 
 impl Lite {
     pub(crate) fn new_handle(&self) -> u64 {
-        self.next_handle
+        self.lmr
+            .next_handle
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
     }
 
@@ -93,7 +94,7 @@ impl Lite {
         file.lock().room()?;
         let me = self.me()?;
         for _ in 0..MAP_ATTEMPTS {
-            let since = self.mem.lock().revocations;
+            let since = self.lmr.mem.lock().revocations;
             let (master, id, size, extents) = match self.master_lookup(me, namespace, name, perm) {
                 Ok(found) => (me, found.id, found.size, self.master_extents(found.id)?),
                 Err(e) if e == ENOENT => self.remote_lookup(namespace, name, perm)?,
@@ -101,7 +102,7 @@ impl Lite {
             };
             let lh = self.new_handle();
             let mut files = file.lock();
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             if mem.revoked_since(since, master, id) {
                 continue;
             }
@@ -232,7 +233,7 @@ impl Lite {
     /// free of the LMR no longer reaches it.
     pub(crate) fn lmr_unmap(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
         let handle = file.lock().remove(lh).ok_or(EBADF)?;
-        self.mem.lock().maps.remove(&handle.key);
+        self.lmr.mem.lock().maps.remove(&handle.key);
         handle.mapping.revoke(EBADF);
         Ok(())
     }
@@ -248,7 +249,7 @@ impl Lite {
             )
         };
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             for (_, handle) in handles.iter() {
                 mem.maps.remove(&handle.key);
             }

@@ -59,11 +59,11 @@ impl Lite {
     ) -> Result<KVec<(u32, u64, u64)>> {
         let me = self.me()?;
         // Serialized with device removal, which frees what is held on the device.
-        let _serial = self.alloc_lock.lock();
+        let _serial = self.lmr.alloc_lock.lock();
         let dev = self.device()?;
         let want = bytes.min(max_extents as u64 * CHUNK_MAX);
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             // The whole share must fit, not only this part of it: fail before allocating.
             if bytes > hold_limit().saturating_sub(mem.held_bytes) {
                 return Err(ENOMEM);
@@ -81,7 +81,7 @@ impl Lite {
         let whole = ((want / CHUNK_MAX) as usize).min(max_extents);
         let mut ready = KVec::with_capacity(whole, GFP_KERNEL)?;
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             while ready.len() < whole {
                 let Some(chunk) = mem.take_reserved() else {
                     break;
@@ -113,7 +113,7 @@ impl Lite {
         }
         let got = want - left;
         self.refill_reserve_later();
-        let mut mem = self.mem.lock();
+        let mut mem = self.lmr.mem.lock();
         mem.held_bytes -= left;
         let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
         let inserted = held.and_then(|held| {
@@ -132,7 +132,7 @@ impl Lite {
     /// Frees what this node holds for (`master`, `id`).
     pub(crate) fn release(&self, master: u32, id: u64) {
         self.locks_forget_lmr(master, id);
-        self.mem.lock().release_held(master, Some(id));
+        self.lmr.mem.lock().release_held(master, Some(id));
         // A reserve that stopped at the hold limit may grow again.
         self.refill_reserve_later();
     }
@@ -147,7 +147,7 @@ impl Lite {
     pub(crate) fn forget_node(&self, node: u32) {
         self.revoke_master(node);
         let holds = {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             mem.held
                 .cursor_lower_bound(&(node, 0, 0))
                 .is_some_and(|c| c.current().0 .0 == node)
@@ -160,13 +160,13 @@ impl Lite {
             }
         }
         self.locks_forget_node(node);
-        self.mem.lock().release_held(node, None);
+        self.lmr.mem.lock().release_held(node, None);
         self.rpc_forget_node(node);
     }
 
     /// Mappings of every LMR of `master` on this node fail from now on.
     pub(crate) fn revoke_master(&self, master: u32) {
-        let maps = self.mem.lock().take_maps(master, None);
+        let maps = self.lmr.mem.lock().take_maps(master, None);
         for mapping in maps.iter() {
             mapping.revoke(EHOSTDOWN());
         }
@@ -174,7 +174,7 @@ impl Lite {
 
     /// The device went away or this node left: revoke every mapping, free all memory held.
     pub(crate) fn forget_all(&self) {
-        let _serial = self.alloc_lock.lock();
+        let _serial = self.lmr.alloc_lock.lock();
         for node in 0..LITE_MAX_NODES {
             self.forget_node(node);
         }
@@ -183,7 +183,11 @@ impl Lite {
     /// What this node holds for (`master`, `id`); EIDRM when nothing (any more):
     /// a request racing the LMR's free.
     pub(crate) fn held_memory(&self, master: u32, id: u64) -> Result<Arc<LocalMemory>> {
-        self.mem.lock().local_memory(master, id)?.ok_or_else(EIDRM)
+        self.lmr
+            .mem
+            .lock()
+            .local_memory(master, id)?
+            .ok_or_else(EIDRM)
     }
 
     pub(crate) fn holder_memset(&self, req: &wire::Memset) -> Result {

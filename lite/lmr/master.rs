@@ -54,7 +54,7 @@ impl Lite {
         perm: u32,
     ) -> Result<wire::Found> {
         let key = name_key(namespace, name)?;
-        let mut mem = self.mem.lock();
+        let mut mem = self.lmr.mem.lock();
         let id = *mem.names.get(&key).ok_or(ENOENT)?;
         if id == 0 {
             // Being allocated: taken, not mappable yet.
@@ -83,13 +83,13 @@ impl Lite {
     }
 
     pub(crate) fn master_extents(&self, id: u64) -> Result<KVec<Extent>> {
-        let mem = self.mem.lock();
+        let mem = self.lmr.mem.lock();
         copy_extents(&mem.lmrs.get(&id).ok_or(ENOENT)?.extents)
     }
 
     /// Extents of LMR `id` from `first` on, for a node that mapped it.
     pub(crate) fn master_chunks(&self, node: u32, query: &wire::ChunksQuery) -> Result<KVec<u8>> {
-        let mem = self.mem.lock();
+        let mem = self.lmr.mem.lock();
         let lmr = mem.lmrs.get(&query.id).ok_or(ENOENT)?;
         if lmr.mappers & (1 << node) == 0 {
             return Err(EACCES);
@@ -114,7 +114,7 @@ impl Lite {
             return Err(EINVAL);
         }
         let me = self.me()?;
-        let mut mem = self.mem.lock();
+        let mut mem = self.lmr.mem.lock();
         let lmr = mem.lmrs.get_mut(&grant.id).ok_or_else(EIDRM)?;
         if node != me && !layout::perm_allows(lmr.allowed(node), PERM_MASTER) {
             return Err(EPERM);
@@ -143,7 +143,7 @@ impl Lite {
     /// longer) registered.
     fn retire_lmr(&self, me: u32, id: u64) -> Result<u32> {
         let lmr = {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             let lmr = mem.lmrs.remove(&id).ok_or(ENOENT)?;
             mem.names.remove(&lmr.name);
             lmr
@@ -214,7 +214,7 @@ impl Lite {
     /// `node` (with master permission) frees LMR `id` of this master.
     pub(crate) fn master_free(&self, node: u32, id: u64) -> Result {
         {
-            let mem = self.mem.lock();
+            let mem = self.lmr.mem.lock();
             let lmr = mem.lmrs.get(&id).ok_or_else(EIDRM)?;
             if !layout::perm_allows(lmr.allowed(node), PERM_MASTER) {
                 return Err(EPERM);
@@ -225,7 +225,7 @@ impl Lite {
 
     /// Mappings of (`master`, `id`) on this node fail from now on with EIDRM.
     pub(crate) fn revoke_local(&self, master: u32, id: u64) {
-        let maps = self.mem.lock().take_maps(master, Some(id));
+        let maps = self.lmr.mem.lock().take_maps(master, Some(id));
         for mapping in maps.iter() {
             mapping.revoke(EIDRM());
         }

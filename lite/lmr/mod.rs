@@ -13,7 +13,7 @@
 //! holders to release the memory, so no RDMA can land in freed memory.
 //!
 //! - `layout`: extents, ranges, names, permissions (pure, host-tested).
-//! - `registry`: this node's registries (`Memory`, under `Lite::mem`).
+//! - `registry`: this node's registries (`Memory`, under `LmrNode::mem`, `Lite::lmr`).
 //! - `handles`: an open file's handle table; map, grant, free, unmap.
 //! - `create`: LT_malloc and LT_register.
 //! - `master`: what a master answers and the revocation before a free.
@@ -22,7 +22,7 @@
 //! - `ops`: one-sided operations through a handle.
 //! - `serve`: requests from peers.
 //!
-//! Locking: `Lite::mem` guards the registries; it is taken after `Lite::state`
+//! Locking: `LmrNode::mem` guards the registries; it is taken after `Lite::state`
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
@@ -40,7 +40,7 @@ mod serve;
 pub(crate) use create::MallocArgs;
 pub(crate) use handles::FileLmrs;
 pub(crate) use mapping::{Word, WordRef};
-pub(crate) use registry::Memory;
+pub(crate) use registry::LmrNode;
 
 use crate::net::wire::{Body, Reader};
 use crate::uapi::*;

@@ -247,7 +247,7 @@ impl Lite {
     /// Counts of this node's LMR bookkeeping, with the lock and barrier queues.
     pub(crate) fn mem_stat(&self) -> LiteMemStat {
         let (lock_queued, barrier_queued) = self.sync_queued();
-        let mem = self.mem.lock();
+        let mem = self.lmr.mem.lock();
         LiteMemStat {
             mastered: mem.lmrs.iter().count() as u32,
             mappings: mem.maps.iter().count() as u32,

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The registries of this node (`Memory`, under `Lite::mem`): the LMRs it masters
+//! The registries of this node (`Memory`, under `LmrNode::mem`): the LMRs it masters
 //! and their names, the memory it holds, every mapping, the revocation log, and
 //! the zeroed reserve's chunks.
 
 use crate::errno::EHOSTDOWN;
 use crate::kvec::swap_remove;
 use crate::net::verbs::DmaBuf;
+use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
-use kernel::sync::Arc;
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::time::Ktime;
 
 use super::handles::{FileLmrs, Handle};
@@ -46,7 +47,37 @@ pub(crate) fn take_prefix<V>(
     }
 }
 
-/// The registries (under `Lite::mem`).
+/// This node's LMR state (`Lite::lmr`): the registries, and what serializes
+/// allocating their memory.
+#[pin_data]
+pub(crate) struct LmrNode {
+    /// The registries; taken after `Lite::state`, never before it.
+    #[pin]
+    pub(crate) mem: Mutex<Memory>,
+    /// Serializes allocation of LMR memory with device removal.
+    #[pin]
+    pub(crate) alloc_lock: Mutex<()>,
+    /// The reserve's refill sleeps here, releasing `mem`, until allocations pause
+    /// (a timed wait: nothing signals it).
+    #[pin]
+    pub(crate) reserve_quiet: CondVar,
+    /// Next LMR handle: unique across processes, so another process's handle is
+    /// never valid by accident.
+    pub(crate) next_handle: AtomicU64,
+}
+
+impl LmrNode {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(LmrNode {
+            mem <- new_mutex!(Memory::new(), "lite:mem"),
+            alloc_lock <- new_mutex!((), "lite:alloc"),
+            reserve_quiet <- new_condvar!("lite:reserve_quiet"),
+            next_handle: AtomicU64::new(0x1000),
+        })
+    }
+}
+
+/// The registries (under `LmrNode::mem`).
 pub(crate) struct Memory {
     pub(crate) next_id: u64,
     pub(crate) next_seq: u64,

@@ -110,7 +110,7 @@ impl Lite {
         }
         self.device()?;
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             mem.reserve_target = chunks as usize;
             mem.shrink_reserve();
         }
@@ -121,7 +121,7 @@ impl Lite {
     /// Queues a refill of the reserve unless it is full or one is queued already.
     pub(crate) fn refill_reserve_later(&self) {
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             if mem.refilling || mem.reserve.len() >= mem.reserve_target {
                 return;
             }
@@ -132,7 +132,7 @@ impl Lite {
             .try_spawn(GFP_KERNEL, move || while lite.refill_reserve_chunk() {})
             .is_err()
         {
-            self.mem.lock().refilling = false;
+            self.lmr.mem.lock().refilling = false;
         }
     }
 
@@ -143,19 +143,19 @@ impl Lite {
         // Zeroing competes for the CPU with an allocation still taking chunks (and its
         // requests to other holders): start once takes have paused.
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             while (Ktime::ktime_get() - mem.reserve_taken_at).to_ms() < RESERVE_QUIET_MS {
-                let _ = self.reserve_quiet.wait_interruptible_timeout(
+                let _ = self.lmr.reserve_quiet.wait_interruptible_timeout(
                     &mut mem,
                     msecs_to_jiffies(RESERVE_QUIET_MS as u32),
                 );
             }
         }
         // Serialized with device removal, which empties the reserve.
-        let _serial = self.alloc_lock.lock();
+        let _serial = self.lmr.alloc_lock.lock();
         let dev = self.device();
         {
-            let mut mem = self.mem.lock();
+            let mut mem = self.lmr.mem.lock();
             let bytes = mem.held_bytes + (mem.reserve.len() as u64 + 1) * CHUNK_MAX;
             mem.refilling =
                 dev.is_ok() && mem.reserve.len() < mem.reserve_target && bytes <= hold_limit();
@@ -164,7 +164,7 @@ impl Lite {
             }
         }
         let chunk = dev.and_then(|dev| DmaBuf::try_new(&dev, CHUNK_MAX as usize));
-        let mut mem = self.mem.lock();
+        let mut mem = self.lmr.mem.lock();
         let added = chunk.and_then(|chunk| Ok(mem.reserve.push(chunk, GFP_KERNEL)?));
         mem.refilling = added.is_ok();
         mem.refilling
@@ -173,8 +173,8 @@ impl Lite {
     /// The device is going away: its reserved chunks are freed and the target is
     /// forgotten (an operator sets it again for the next device).
     pub(crate) fn drop_reserve(&self) {
-        let _serial = self.alloc_lock.lock();
-        let mut mem = self.mem.lock();
+        let _serial = self.lmr.alloc_lock.lock();
+        let mut mem = self.lmr.mem.lock();
         mem.reserve_target = 0;
         mem.shrink_reserve();
     }

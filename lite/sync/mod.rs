@@ -15,7 +15,7 @@
 //!
 //! Locking: `LockNode::waiters` is taken before a `Waiter::outcome`.
 //! `LockNode::queues` is held across the owner's atomics on a word and its
-//! check that this node still holds the word's memory (under `Lite::mem`), so
+//! check that this node still holds the word's memory (under `LmrNode::mem`), so
 //! the memory cannot be freed meanwhile. An open file's `FileLocks` mutex is
 //! never held while waiting for an owner.
 
