@@ -22,6 +22,7 @@ mod node;
 mod qos;
 mod rpc;
 mod sync;
+mod uarg;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi.rs"]

@@ -21,6 +21,7 @@
 //! - `mapping`: a mapping, its users and its revocation.
 //! - `ops`: one-sided operations through a handle.
 //! - `serve`: requests from peers.
+//! - `ioctl`: the lmr family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `LmrNode::mem` guards the registries; it is taken after `Lite::state`
 //! (never the other way), and never held across a message to a peer or while
@@ -29,6 +30,7 @@
 mod create;
 mod handles;
 mod holder;
+mod ioctl;
 pub(crate) mod layout;
 mod mapping;
 mod master;
@@ -39,6 +41,7 @@ mod serve;
 
 pub(crate) use create::MallocArgs;
 pub(crate) use handles::FileLmrs;
+pub(crate) use ioctl::ioctl;
 pub(crate) use mapping::{Word, WordRef};
 pub(crate) use registry::LmrNode;
 

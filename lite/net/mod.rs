@@ -10,6 +10,7 @@
 //! - `transfer`: one-sided RDMA reads, writes and atomics.
 //! - `polling`, `inflight`: completion polling budget and the in-flight window (pure).
 //! - `membership`: identity, peers, the loopback peer, ping.
+//! - `ioctl`: the cluster family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `Lite::state` (mutex) serializes every membership change and is never
 //! taken by completion callbacks. Each peer's `link` spinlock guards its QPs and
@@ -19,6 +20,7 @@
 //! held together with `link`.
 
 pub(crate) mod inflight;
+mod ioctl;
 mod mailbox;
 mod membership;
 mod peer;
@@ -28,6 +30,7 @@ mod transfer;
 pub(crate) mod verbs;
 pub(crate) mod wire;
 
+pub(crate) use ioctl::ioctl;
 pub(crate) use mailbox::CONTROL_TIMEOUT_MS;
 pub(crate) use membership::State;
 pub(crate) use peer::Peer;

@@ -36,11 +36,13 @@
 //! - `completion`: records, replies and head reports landing (completion context).
 //! - `serve`: bind, head and unbind requests from peers.
 //! - `kernel_call`: calls from kernel code (LITE_IOC_RPC_BENCH).
+//! - `ioctl`: the rpc family of /dev/lite ioctls, which chardev hands on.
 
 mod call;
 mod client;
 mod completion;
 mod file;
+mod ioctl;
 mod kernel_call;
 mod page;
 mod receive;
@@ -50,7 +52,8 @@ mod server;
 
 pub(crate) use client::RpcPeer;
 pub(crate) use file::FileRpc;
-pub(crate) use server::{Received, RpcNode};
+pub(crate) use ioctl::ioctl;
+pub(crate) use server::RpcNode;
 
 use crate::net::wire::CALL_SLOTS;
 use crate::node::Lite;

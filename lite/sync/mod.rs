@@ -12,6 +12,7 @@
 //! - `caller`: LT_lock, LT_unlock and LT_barrier, and the waits for an owner.
 //! - `owner`: the owner's queues, passing a lock on, ending a barrier's round.
 //! - here: the state, per open file (`FileLocks`) and per node (`LockNode`).
+//! - `ioctl`: the sync family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `LockNode::waiters` is taken before a `Waiter::outcome`.
 //! `LockNode::queues` is held across the owner's atomics on a word and its
@@ -20,8 +21,11 @@
 //! never held while waiting for an owner.
 
 mod caller;
+mod ioctl;
 pub(crate) mod lockword;
 mod owner;
+
+pub(crate) use ioctl::ioctl;
 
 use crate::lmr::{Word, WordRef};
 use crate::node::Lite;

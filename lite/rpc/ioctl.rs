@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The RPC family of /dev/lite ioctls: serving ids, calls and messages, waiting
+//! for a call, receiving and replying, the in-kernel benchmark and statistics.
+
+use super::server::Received;
+use super::FileRpc;
+use crate::errno::ECONNRESET;
+use crate::node::Lite;
+use crate::uapi::*;
+use crate::uarg::{read_in, reserved_zero, write_out};
+use core::mem::size_of;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::uaccess::UserSlice;
+
+/// Longest RPC timeout a caller may ask for.
+const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
+
+/// Serves the RPC ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
+pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Result {
+    match cmd {
+        LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
+            let req: LiteRpcId = read_in(arg)?;
+            reserved_zero(&[req.reserved])?;
+            if cmd == LITE_IOC_RPC_REGISTER {
+                lite.rpc_register(rpc, req.id)
+            } else {
+                lite.rpc_unregister(rpc, req.id)
+            }
+        }
+        LITE_IOC_RPC_CALL => {
+            let mut req: LiteRpcCall = read_in(arg)?;
+            // A call cannot be taken back once sent (its slot shows it until its deadline).
+            write_out(arg, &req)?;
+            req.seq = lite.rpc_call(rpc, &req)?;
+            lite.qos.account_current(req.input_len);
+            write_out(arg, &req)
+        }
+        LITE_IOC_WAIT => {
+            let req: LiteWait = read_in(arg)?;
+            reserved_zero(&[req.reserved])?;
+            rpc.wait(req.slot as usize)
+        }
+        LITE_IOC_RPC_RECV => {
+            let mut req: LiteRpcRecv = read_in(arg)?;
+            write_out(arg, &req)?;
+            let received = recv(lite, rpc, &mut req);
+            written_back(lite, rpc, received, req.token, || write_out(arg, &req))
+        }
+        LITE_IOC_RPC_REPLY => {
+            let req: LiteRpcReply = read_in(arg)?;
+            lite.rpc_reply(
+                rpc,
+                req.token,
+                usize::try_from(req.buf).map_err(|_| EFAULT)?,
+                req.len,
+            )
+        }
+        LITE_IOC_RPC_REPLY_RECV => {
+            let mut req: LiteRpcReplyRecv = read_in(arg)?;
+            write_out(arg, &req)?;
+            let reply = req.reply;
+            lite.rpc_reply(
+                rpc,
+                reply.token,
+                usize::try_from(reply.buf).map_err(|_| EFAULT)?,
+                reply.len,
+            )?;
+            let received = recv(lite, rpc, &mut req.recv);
+            written_back(lite, rpc, received, req.recv.token, || write_out(arg, &req))
+        }
+        LITE_IOC_RPC_BENCH => {
+            let mut req: LiteRpcBench = read_in(arg)?;
+            if req.count == 0
+                || req.count > LITE_PING_MAX_COUNT
+                || req.timeout_ms == 0
+                || req.timeout_ms > RPC_MAX_TIMEOUT_MS
+            {
+                return Err(EINVAL);
+            }
+            let out =
+                UserSlice::new(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
+            req.reply_len = lite.rpc_bench(&req, out)?;
+            write_out(arg, &req)
+        }
+        LITE_IOC_RPC_STAT => write_out(arg, &lite.rpc_stat()?),
+        _ => Err(ENOTTY),
+    }
+}
+
+/// A receive's out fields go back on success, and on EOVERFLOW (they tell the
+/// size). A request received but whose token cannot be told fails its caller.
+fn written_back(
+    lite: &Lite,
+    rpc: &FileRpc,
+    result: Result,
+    token: u64,
+    write: impl FnOnce() -> Result,
+) -> Result {
+    match result {
+        Ok(()) => write().inspect_err(|_| {
+            if token != 0 {
+                lite.rpc_abandon(rpc, token, ECONNRESET());
+            }
+        }),
+        Err(e) if e == crate::errno::EOVERFLOW() => write().and(Err(e)),
+        Err(e) => Err(e),
+    }
+}
+
+/// LITE_IOC_RPC_RECV: fills the out fields of `req`; EOVERFLOW (with `len`
+/// written back) when the request does not fit the buffer.
+fn recv(lite: &Lite, rpc: &FileRpc, req: &mut LiteRpcRecv) -> Result {
+    if req.timeout_ms == 0 || req.timeout_ms > RPC_MAX_TIMEOUT_MS {
+        return Err(EINVAL);
+    }
+    let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+    let (got, delivered): (Received, bool) =
+        lite.rpc_recv(rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
+    req.len = got.len;
+    req.token = got.token;
+    req.node = got.node;
+    req.flags = got.flags;
+    req.reply_capacity = got.capacity;
+    if delivered {
+        Ok(())
+    } else {
+        Err(crate::errno::EOVERFLOW())
+    }
+}
