@@ -4,7 +4,7 @@
 //! waits in, and serving the peer's requests.
 
 use crate::errno::{EHOSTDOWN, EOPNOTSUPP, ETIMEDOUT};
-use crate::net::verbs::{DmaBuf, Op};
+use crate::net::verbs::{Op, WriteImm};
 use crate::net::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use crate::node::{module_queue, Lite};
 use crate::uapi::*;
@@ -162,15 +162,13 @@ impl Peer {
             at += part.len();
         }
         let qp = &link.qps[hint % link.qps.len()];
-        qp.post_write_imm(
-            &mailbox.outbox,
+        let data = WriteImm {
+            src: &mailbox.outbox,
             offset,
             len,
-            remote.mailbox_addr + offset as u64,
-            remote.mailbox_rkey,
-            imm,
-            None,
-        )
+            remote_addr: remote.mailbox_addr + offset as u64,
+        };
+        qp.post_write_imm(&data, remote.mailbox_rkey, imm, None)
     }
 
     /// Writes the completion record of the peer's call in call slot `slot` into its
@@ -201,18 +199,14 @@ impl Peer {
         Some(RpcDone::decode(&raw))
     }
 
-    /// Posts a write-with-immediate of `len` bytes at the start of `src` to the
-    /// peer's `remote_addr` (an address it published, such as a ring), on QP
-    /// `hint % K`; with `sync`, waits until it landed.
-    #[allow(clippy::too_many_arguments)]
+    /// Posts a write-with-immediate of `data` (to an address the peer published,
+    /// such as a ring), on QP `hint % K`; with `sync`, waits until it landed.
     pub(crate) fn post_write_imm(
         &self,
         hint: usize,
         kind: ImmKind,
         payload: u32,
-        src: &DmaBuf,
-        len: usize,
-        remote_addr: u64,
+        data: &WriteImm<'_>,
         sync: bool,
     ) -> Result {
         let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
@@ -226,15 +220,7 @@ impl Peer {
                 return Err(EHOSTDOWN());
             };
             let qp = &link.qps[hint % link.qps.len()];
-            qp.post_write_imm(
-                src,
-                0,
-                len,
-                remote_addr,
-                remote.mailbox_rkey,
-                imm,
-                op.as_ref(),
-            )?;
+            qp.post_write_imm(data, remote.mailbox_rkey, imm, op.as_ref())?;
         }
         match op {
             Some(op) => op.wait().map_err(|status| self.wc_error(status)),

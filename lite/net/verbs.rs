@@ -162,27 +162,33 @@ impl Qp {
         Ok(state as u32)
     }
 
-    /// Posts an RDMA write with immediate of `src[offset..offset + len]` to the peer's
-    /// `remote_addr` (its global rkey `rkey`), counted in `op` when given.
-    #[allow(clippy::too_many_arguments)]
+    /// Posts an RDMA write with immediate of `data` (under the peer's global rkey
+    /// `rkey`), counted in `op` when given.
     pub(crate) fn post_write_imm(
         &self,
-        src: &DmaBuf,
-        offset: usize,
-        len: usize,
-        remote_addr: u64,
+        data: &WriteImm<'_>,
         rkey: u32,
         imm: u32,
         op: Option<&Op>,
     ) -> Result {
-        let (dma, len) = src.range(offset, len)?;
+        let remote_addr = data.remote_addr;
+        let (dma, len) = data.src.range(data.offset, data.len)?;
         let op = op.map_or(core::ptr::null_mut(), |op| op.raw.as_ptr());
-        // SAFETY: `self.raw` is live; `dma..dma + len` is inside `src`, which the caller keeps
-        // alive until the write completes or the QP drains (`Peer::shutdown`); so is `op`.
+        // SAFETY: `self.raw` is live; `dma..dma + len` is inside `data.src`, which the caller
+        // keeps alive until the write completes or the QP drains (`Peer::shutdown`); so is `op`.
         to_result(unsafe {
             ffi::lite_qp_post_write_imm(self.raw.as_ptr(), op, dma, len, remote_addr, rkey, imm)
         })
     }
+}
+
+/// What a write with immediate carries: `src[offset..offset + len]`, to the peer's
+/// `remote_addr`.
+pub(crate) struct WriteImm<'a> {
+    pub(crate) src: &'a DmaBuf,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) remote_addr: u64,
 }
 
 impl Qp {

@@ -9,7 +9,7 @@ use super::server::Request;
 use super::{now_ns, INLINE_MAX, QUEUE_MAX};
 use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
 use crate::lmr::layout;
-use crate::net::verbs::{DmaBuf, UserPages};
+use crate::net::verbs::{DmaBuf, UserPages, WriteImm};
 use crate::net::wire;
 use crate::net::Peer;
 use crate::node::Lite;
@@ -172,10 +172,15 @@ impl Lite {
         };
         let _ = stage.write_bytes(0, &header.encode());
         let offset = ring::ring_offset(at.start, binding.state.lock().ring.size());
+        let record = Record {
+            binding: &binding,
+            stage: &stage,
+            payload: &payload,
+            offset,
+            header: &header,
+        };
         let Some(call) = call else {
-            let posted = self.post_record(
-                &peer, &binding, &stage, &payload, offset, &header, slot, true,
-            );
+            let posted = self.post_record(&peer, &record, slot, true);
             binding.put_user();
             peer.rpc.unclaim(slot);
             return posted.map(|()| seq);
@@ -185,9 +190,7 @@ impl Lite {
             end_call(call, Err(EHOSTDOWN()));
             return Ok(seq);
         }
-        if let Err(e) = self.post_record(
-            &peer, &binding, &stage, &payload, offset, &header, slot, false,
-        ) {
+        if let Err(e) = self.post_record(&peer, &record, slot, false) {
             // The record may not have landed: the ring has a hole, bind anew next time.
             binding.kill();
             if let Some(call) = peer.rpc.take(slot, Some(seq)) {
@@ -275,21 +278,17 @@ impl Lite {
         }
     }
 
-    /// Writes a reserved record at ring `offset`: the payload (zero-copy) first,
+    /// Writes a reserved record at its ring offset: the payload (zero-copy) first,
     /// then the staged part, whose first piece carries the immediate that
     /// announces the record. `sync`: wait until the immediate's write landed.
-    #[allow(clippy::too_many_arguments)]
-    fn post_record(
-        &self,
-        peer: &Peer,
-        binding: &ClientBinding,
-        stage: &DmaBuf,
-        payload: &Payload,
-        offset: u64,
-        header: &RecordHeader,
-        slot: usize,
-        sync: bool,
-    ) -> Result {
+    fn post_record(&self, peer: &Peer, record: &Record<'_>, slot: usize, sync: bool) -> Result {
+        let &Record {
+            binding,
+            stage,
+            payload,
+            offset,
+            header,
+        } = record;
         let at = offset + header.payload_offset();
         let len = header.len as usize;
         let mut ring = KVec::new();
@@ -320,16 +319,25 @@ impl Lite {
         }
         let first = first.ok_or(EINVAL)?;
         let imm = wire::encode_ring_imm(binding.index as usize, offset).ok_or(EINVAL)?;
-        peer.post_write_imm(
-            slot,
-            wire::ImmKind::RpcRequest,
-            imm,
-            stage,
-            first.len as usize,
-            first.addr,
-            sync,
-        )
+        let data = WriteImm {
+            src: stage,
+            offset: 0,
+            len: first.len as usize,
+            remote_addr: first.addr,
+        };
+        peer.post_write_imm(slot, wire::ImmKind::RpcRequest, imm, &data, sync)
     }
+}
+
+/// A record with room reserved in `binding`'s ring at `offset`: its header and
+/// output runs (and a small payload) staged in `stage`, a larger payload in
+/// `payload`.
+struct Record<'a> {
+    binding: &'a ClientBinding,
+    stage: &'a DmaBuf,
+    payload: &'a Payload,
+    offset: u64,
+    header: &'a RecordHeader,
 }
 
 /// Who makes a call: the caller's open file, and the shared-page slot the call
