@@ -115,3 +115,12 @@ clean:
 	rm -rf build target lite/helpers_ffi.rs lite.ko lite.mod lite.mod.c lite.mod.o lite.o \
 	  Module.symvers modules.order .module-common.o lite/*.o
 	rm -f .*.cmd lite/.*.cmd
+
+# Debian's stock kernel (sid, 7.x, Rust on), as shipped: resolve the current packages,
+# a sid root with the exact rustc and gcc it was built with, the Rust metadata its
+# headers lack (from its own source package) and the guest kernel for the virtual
+# cluster (vcluster.py --kernel debian). Idempotent; all of it in $LITE_CACHE/debian.
+.PHONY: debian-kernel
+debian-kernel:
+	@tools/kernel/debian.sh prepare >/dev/null
+	@tools/kernel/debian.sh guest >/dev/null
