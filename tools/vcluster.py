@@ -165,6 +165,8 @@ def build_initramfs(kernel_dir, guest_dir, out):
     os.symlink("busybox", root / "bin/sh")
     put(str(REPO / "tools/guest/init"), "/init")
     shutil.copytree(kernel_dir / "modroot/lib/modules", root / "lib/modules", symlinks=True)
+    if (kernel_dir / "modules.load").exists():
+        put(str(kernel_dir / "modules.load"), "/etc/modules.load")
     libs = set()
     programs = [p for p in GUEST_PROGRAMS if os.path.exists(p)]
     programs += [str(p) for p in (guest_dir / "bin").glob("*") if p.is_file()]
@@ -198,8 +200,15 @@ def build_initramfs(kernel_dir, guest_dir, out):
     shutil.rmtree(root)
 
 
+# Guest kernels: our 6.12 builds, and Debian's unmodified stock kernel.
+KERNELS = ["release", "debug", "debian"]
+
+
 def kernel_dir_for(variant):
-    out = subprocess.run([str(REPO / "tools/kernel/build.sh"), variant], stdout=subprocess.PIPE, text=True)
+    """The kernel's directory: bzImage, modroot/lib/modules and, for the stock kernel
+    (whose drivers are modules), modules.load: modules to load at boot, in order."""
+    script = ["tools/kernel/debian.sh", "guest"] if variant == "debian" else ["tools/kernel/build.sh", variant]
+    out = subprocess.run([str(REPO / script[0])] + script[1:], stdout=subprocess.PIPE, text=True)
     if out.returncode:
         raise SystemExit(f"vcluster: no {variant} kernel")
     return Path(out.stdout.strip())
@@ -614,7 +623,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("up", help="boot a cluster and leave it running")
     up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", 3)))
-    up.add_argument("--kernel", default=os.environ.get("KERNEL", "release"), choices=["release", "debug"])
+    up.add_argument("--kernel", default=os.environ.get("KERNEL", "release"), choices=KERNELS)
     up.add_argument("--mem", type=int, default=1536, help="MiB per guest")
     up.add_argument("--lifetime", type=int, default=4 * 3600, help="seconds before the guests are killed")
     up.add_argument("--join", action="store_true", help="load lite.ko, start the manager on node 0 and join all")
