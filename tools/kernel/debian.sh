@@ -83,7 +83,14 @@ update_lists() {
   touch "$stamp"
 }
 
-candidate() { scache policy "$1" 2>/dev/null | awk '/Candidate:/ {print $2}' | grep -v '(none)' || true; }
+# Candidate versions of every package resolve() may ask for, read in one apt-cache call.
+declare -A cand=()
+load_candidates() {
+  local p v
+  while read -r p v; do cand[$p]=$v; done < <(scache policy "$@" 2>/dev/null \
+    | awk '/^[^ ].*:$/ {p = substr($0, 1, length($0) - 1)} /Candidate:/ && $2 != "(none)" {print p, $2}')
+}
+candidate() { echo "${cand[$1]:-}"; }
 
 resolve() {
   update_lists
@@ -92,6 +99,9 @@ resolve() {
         | sed -E "s/^linux-headers-(.*)-${flavour}$/\1/" | sort -V | tail -1)
   [ -n "$abi" ] || die "no linux-headers-${line}.*-${flavour} in $suite"
   release=$abi-$flavour
+  load_candidates "linux-headers-$release" "linux-binary-unsigned-$release" "linux-image-$release-unsigned" \
+    "linux-image-$release" "linux-headers-$abi-common" "linux-kbuild-$abi" "linux-source-${abi%.*}" \
+    "linux-base-$release" "linux-modules-$release" rustc rust-src bindgen
   kver=$(candidate "linux-headers-$release")
   majmin=$(echo "$abi" | grep -oE '^[0-9]+\.[0-9]+')
   image=linux-binary-unsigned-$release
@@ -183,7 +193,6 @@ in_root() {
 
 make_root() {
   if [ ! -f "$root/.debootstrapped" ]; then
-    need_host
     log "debootstrap $suite into $root (once, ~1 min, ~230 MB)"
     rm -rf "$root.tmp"
     local t0=$SECONDS
@@ -272,7 +281,9 @@ prepare_kbuild() {
   # re-invokes itself with -f, so a wrapper Makefile's settings would be lost).
   echo "$flags" > "$kbuild/kmake-flags"
   check_rust_exports
-  for old in "$work"/kbuild-*; do [ "$old" = "$kbuild" ] || [ "$old" = "$kbuild.log" ] || rm -rf "$old"; done
+  for old in "$work"/kbuild-* "$work"/linux-*; do
+    case "$old" in "$kbuild"|"$kbuild.log"|"$src") ;; *) rm -rf "$old" ;; esac
+  done
   log "prepared in $((SECONDS - t0)) s: $kbuild"
   touch "$kbuild/.done"
 }
@@ -382,10 +393,10 @@ case "$cmd" in
         # shellcheck disable=SC2046
         cwd=$PWD in_root make -C "$kbuild" $(cat "$kbuild/kmake-flags") "$@" ;;
   resolve) resolve; print_resolved ;;
-  stock) resolve; unpack_stock; echo "$stock" ;;
-  guest) resolve; unpack_stock; guest_dir ;;
+  stock) need_host; resolve; unpack_stock; echo "$stock" ;;
+  guest) need_host; resolve; unpack_stock; guest_dir ;;
   prepare|hello)
-    resolve; print_resolved >&2
+    need_host; resolve; print_resolved >&2
     unpack_stock; make_root; check_toolchain; prepare_kbuild
     if [ "$cmd" = hello ]; then hello; else echo "$kbuild"; fi ;;
 esac
