@@ -230,11 +230,15 @@ check_toolchain() {
   got=$(in_root rustc --version)
   [ "$want" = "$got" ] || die "the kernel was built with $want; the sid root has $got.
   A Rust module must be built by the kernel's exact rustc. Wait until $suite has a kernel
-  built with $got (or a rustc matching the kernel), or pin DEBIAN_SUITE to a snapshot."
+  built with $got (or a rustc that matches the kernel), or set DEBIAN_MIRROR to a
+  snapshot of the archive (snapshot.debian.org) that has both."
   want=$(cfg CONFIG_CC_VERSION_TEXT); cc=${want%% *}
   got=$(in_root "$cc" --version 2>/dev/null | head -1 || true)
   [ "$want" = "$got" ] || die "the kernel was built with '$want'; the sid root's $cc says '${got:-nothing}'.
-  Wait until $suite's kernel and $gccver agree again, or pin DEBIAN_SUITE to a snapshot."
+  Wait until $suite's kernel and $gccver agree again, or set DEBIAN_MIRROR to a snapshot."
+  # The kernel builds core from rust-src: it must be that rustc's own library source.
+  got=$(in_root dpkg-query -W -f '${Version} ${source:Version}\n' rustc rust-src | sort -u | wc -l)
+  [ "$got" = 1 ] || die "rustc and rust-src differ in the sid root: $(in_root dpkg-query -W rustc rust-src | tr '\n' ' ')"
   want=$(cfg CONFIG_BINDGEN_VERSION_TEXT); got=$(in_root bindgen --version 2>/dev/null | head -1 || true)
   [ "$want" = "$got" ] || log "warning: the kernel's bindings were made by '$want', the root has '$got'"
   log "toolchain matches the kernel: $(cfg CONFIG_RUSTC_VERSION_TEXT); $(cfg CONFIG_CC_VERSION_TEXT)"
