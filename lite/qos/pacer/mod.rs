@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: GPL-2.0
+//! SW-Pri's sender-side arithmetic: how big a bulk chunk is, when the next one may
+//! go, which flow sends it, and how fast bulk traffic may go while latency traffic
+//! is active.
+//!
+//! - `link_chunk`, `chunk_len`: bulk messages go in chunks while latency traffic is
+//!   active (1 MB otherwise), sized to the link: a chunk lasts a few packet times on
+//!   the wire, the queue a latency-class packet may find in front of it. Justitia's
+//!   fixed 5 KB is a microsecond at 40 Gbit/s but milliseconds on a slow link.
+//! - `TokenBucket`: bytes and operations issued at SafeUtil, at most two chunks
+//!   banked, and the time at which a chunk will be affordable, so the kernel arms a
+//!   timer instead of spinning.
+//! - `Wf2q`: WF²Q+ (Tassel) among the backlogged bulk flows: virtual start and
+//!   finish times by weight, so 1 000 flows get accurate weighted shares.
+//! - `Aimd` and `LatencyWindow`: SafeUtil drops by a quarter when the latency
+//!   class's p99 is above Target99 (never below the bulk classes' share), grows
+//!   additively below it, never exceeds `headroom` of the link's rate (a queue fed
+//!   at the rate it drains never empties), and is unlimited when no latency traffic
+//!   exists (work conserving).
+//! - `DeliveryRate`: the link's rate as this node finds it: the best rate at which
+//!   its transfers' bytes were acknowledged over whole intervals.
+//! - `ChunkScale`: chunks grow (to 8x) while backlogged flows get less than 90 % of
+//!   SafeUtil: each chunk is a hand-off between the flows' tasks, and where those
+//!   wake slowly (emulated vCPUs) small chunks cannot carry the rate.
+//!
+//! Everything is in nanoseconds, bytes and bytes per second; nothing allocates, and
+//! nothing divides a 128-bit number (the kernel's Rust has no such division).
+
+mod aimd;
+mod bucket;
+mod chunk;
+mod link_rate;
+#[cfg(test)]
+mod sim;
+mod wf2q;
+
+pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
+pub(crate) use bucket::{TokenBucket, MAX_RATE};
+pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
+pub(crate) use link_rate::DeliveryRate;
+pub(crate) use wf2q::{Flow, Wf2q};
+
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// The rate (bytes/s, at most `MAX_RATE`) of `bytes` over `ns`. Milliseconds keep
+/// the product in 64 bits.
+pub(crate) fn per_second(bytes: u64, ns: u64) -> u64 {
+    (bytes.saturating_mul(1000) / (ns / 1_000_000).max(1)).min(MAX_RATE)
+}
+
+/// The bytes `rate` carries in `ns` (whole milliseconds).
+pub(crate) fn bytes_in(rate: u64, ns: u64) -> u64 {
+    rate.min(MAX_RATE) * (ns / 1_000_000) / 1000
+}
