@@ -16,7 +16,9 @@ mod lockword;
 mod pacer;
 #[path = "../net/polling.rs"]
 mod polling;
-#[path = "../net/wire.rs"]
+// As for pacer: the re-exports serve the module's users.
+#[allow(unused_imports)]
+#[path = "../net/wire/mod.rs"]
 mod wire;
 // wire.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
 #[path = "../rpc"]
