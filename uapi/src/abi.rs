@@ -490,7 +490,7 @@ pub const LITE_IOC_REGISTER: u32 = 0xC060_4C14;
 // that completes the call. LT_RPC returns at once: the result appears in a slot
 // of the shared page, where the library spins briefly before it sleeps in
 // `LITE_IOC_WAIT` (at most two crossings per call). The wire layout is
-// documented in lite/wire.rs (IMM kinds, ring records) and lite/rpc_ring.rs.
+// documented in lite/net/wire/ (IMM kinds, ring records) and lite/rpc/ring.rs.
 
 /// Largest request or reply payload (bytes).
 pub const LITE_RPC_MAX_MSG: u64 = 4 << 20;

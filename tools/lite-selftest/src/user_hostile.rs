@@ -15,7 +15,7 @@ use std::ptr::NonNull;
 use std::time::Duration;
 
 const PAGE: usize = 4096;
-/// A local server's queue takes this much from one file before EAGAIN (rpc.rs:
+/// A local server's queue takes this much from one file before EAGAIN (lite/rpc/:
 /// `LOCAL_FILE_MAX`, one ring of a remote client: 8 MiB + 64 KiB).
 const LOCAL_FILE_MAX: u64 = (8 << 20) | (64 << 10);
 const MESSAGE: usize = 256 << 10;
