@@ -20,7 +20,7 @@ mod polling;
 #[allow(unused_imports)]
 #[path = "../net/wire/mod.rs"]
 mod wire;
-// wire.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
+// wire/imm.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
 #[path = "../rpc"]
 mod rpc {
     pub(crate) mod ring;

@@ -3,7 +3,8 @@
 //! mailbox and request slots, the one-sided data path, and membership.
 //!
 //! - `verbs`: devices, QPs, CQ, DMA buffers, pinned user pages (the C helpers' side).
-//! - `wire`: message, immediate and mailbox layout (pure, host-tested).
+//! - `wire`: immediates, mailbox layout and header, message bodies by family
+//!   (pure, host-tested).
 //! - `peer`: a peer's setup, connection, failure and teardown.
 //! - `mailbox`: posting messages, request slots, serving a peer's requests.
 //! - `request`: typed control requests on top of the mailbox.

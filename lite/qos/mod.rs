@@ -3,7 +3,7 @@
 //! HW-Sep): every one-sided transfer, atomic and RPC message of a process is
 //! accounted to its class (classes.rs decides which), and in SW-Pri mode, while
 //! latency-class traffic is active, the other classes' transfers go in small
-//! chunks paced by the token bucket at SafeUtil, shared by weight (pacer.rs), on
+//! chunks paced by the token bucket at SafeUtil, shared by weight (pacer/), on
 //! QPs the latency class does not use (classes::qp_for).
 //!
 //! Pacing happens in the calling task, which owns its transfer: it waits for its
@@ -21,7 +21,8 @@
 //! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
 //!
 //! - `classes`: which class a process's operation is in (pure, host-tested).
-//! - `pacer`: the token bucket, WF²Q+, AIMD and the link's rate (pure, host-tested).
+//! - `pacer`: chunk sizes, the token bucket, WF²Q+, AIMD and the link's rate, a
+//!   file each (pure, host-tested).
 //! - `state`: the counters, latency windows and `QosState`'s control step.
 //! - here: `Qos`, classifying the current task and accounting its operations.
 //! - `admission`: a transfer's `Ticket`, which paces its work requests.

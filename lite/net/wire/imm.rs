@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+//! The 32-bit immediate of a write-with-immediate: its kind and payload, and the
+//! RPC ring immediate's binding and offset.
 
 /// Bits available to the payload of every immediate kind.
 pub(crate) const PAYLOAD_BITS: u32 = 28;

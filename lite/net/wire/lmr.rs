@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! LMR request and answer bodies, lists of LMR ids, and extents.
 
 use super::message::{Body, Reader, Writer};
 use super::slots::BODY_MAX;

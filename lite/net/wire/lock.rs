@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! Lock and barrier request bodies and their outcomes.
 
 use super::message::{Body, Reader, Writer};
 

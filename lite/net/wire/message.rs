@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+//! What a message asks for (`MsgKind`), its body's little-endian `Writer` and
+//! `Reader`, and the `Body` trait every body implements.
 
 /// What a request asks for. LMR requests name an LMR by (master node, id); a
 /// requester's own node id is implied by the QP the request came on.

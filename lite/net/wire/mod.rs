@@ -17,6 +17,14 @@
 //! RPC immediates: a request names the server's binding (ring) and the record's
 //! offset in it in `RECORD_ALIGN` units (see rpc/ring.rs); a head report names
 //! the binding and the ring offset the server has consumed up to.
+//!
+//! - `imm`: the immediate and the RPC ring immediate.
+//! - `slots`: the mailbox's slots and records, and the message header.
+//! - `message`: `MsgKind`, `Writer`, `Reader` and the `Body` trait.
+//! - `lmr`, `lock`, `rpc`: each family's bodies, with their `Body` impls.
+//! - `round_trip` (tests only): encodes, decodes and truncates a body.
+//!
+//! Everything is re-exported here: users name `wire::Header`, `wire::encode_imm`.
 
 mod imm;
 mod lmr;

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! Tests only: a body decodes to itself and rejects every truncation.
 
 use super::{Body, Reader, Writer, BODY_MAX};
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! RPC binding bodies and the completion record a reply ends with.
 
 use super::message::{Body, Reader, Writer};
 

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+//! The mailbox: request and response slots, RPC completion records, and the
+//! header of a message in a slot.
 
 use super::message::MsgKind;
 

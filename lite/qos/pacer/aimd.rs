@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+//! SafeUtil: its bounds (`headroom`, `bulk_floor`), the latency class's window
+//! of samples, and the AIMD step on their p99.
 
 use super::MAX_RATE;
 

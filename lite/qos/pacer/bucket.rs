@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! The token bucket that lets bulk bytes and operations through at SafeUtil.
 
 use super::chunk::{BUDGET_PACKETS, PACKET_BYTES};
 use super::NS_PER_S;

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
+//! How big a paced chunk is: sized to the link, and scaled while small chunks
+//! cannot carry SafeUtil (`ChunkScale`).
 
 use super::{per_second, MAX_RATE, NS_PER_S};
 

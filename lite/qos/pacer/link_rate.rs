@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! The link's rate as this node finds it: the rate its bytes are acknowledged at.
 
 use super::per_second;
 

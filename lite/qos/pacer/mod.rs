@@ -3,25 +3,28 @@
 //! go, which flow sends it, and how fast bulk traffic may go while latency traffic
 //! is active.
 //!
-//! - `link_chunk`, `chunk_len`: bulk messages go in chunks while latency traffic is
-//!   active (1 MB otherwise), sized to the link: a chunk lasts a few packet times on
-//!   the wire, the queue a latency-class packet may find in front of it. Justitia's
-//!   fixed 5 KB is a microsecond at 40 Gbit/s but milliseconds on a slow link.
-//! - `TokenBucket`: bytes and operations issued at SafeUtil, at most two chunks
-//!   banked, and the time at which a chunk will be affordable, so the kernel arms a
-//!   timer instead of spinning.
-//! - `Wf2q`: WF²Q+ (Tassel) among the backlogged bulk flows: virtual start and
-//!   finish times by weight, so 1 000 flows get accurate weighted shares.
-//! - `Aimd` and `LatencyWindow`: SafeUtil drops by a quarter when the latency
-//!   class's p99 is above Target99 (never below the bulk classes' share), grows
-//!   additively below it, never exceeds `headroom` of the link's rate (a queue fed
-//!   at the rate it drains never empties), and is unlimited when no latency traffic
-//!   exists (work conserving).
-//! - `DeliveryRate`: the link's rate as this node finds it: the best rate at which
-//!   its transfers' bytes were acknowledged over whole intervals.
-//! - `ChunkScale`: chunks grow (to 8x) while backlogged flows get less than 90 % of
-//!   SafeUtil: each chunk is a hand-off between the flows' tasks, and where those
-//!   wake slowly (emulated vCPUs) small chunks cannot carry the rate.
+//! - `link_chunk`, `chunk_len` (chunk.rs): bulk messages go in chunks while latency
+//!   traffic is active (1 MB otherwise), sized to the link: a chunk lasts a few
+//!   packet times on the wire, the queue a latency-class packet may find in front of
+//!   it. Justitia's fixed 5 KB is a microsecond at 40 Gbit/s but milliseconds on a
+//!   slow link.
+//! - `TokenBucket` (bucket.rs): bytes and operations issued at SafeUtil, at most two
+//!   chunks banked, and the time at which a chunk will be affordable, so the kernel
+//!   arms a timer instead of spinning.
+//! - `Wf2q` (wf2q.rs): WF²Q+ (Tassel) among the backlogged bulk flows: virtual start
+//!   and finish times by weight, so 1 000 flows get accurate weighted shares.
+//! - `Aimd` and `LatencyWindow` (aimd.rs): SafeUtil drops by a quarter when the
+//!   latency class's p99 is above Target99 (never below the bulk classes' share),
+//!   grows additively below it, never exceeds `headroom` of the link's rate (a queue
+//!   fed at the rate it drains never empties), and is unlimited when no latency
+//!   traffic exists (work conserving).
+//! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
+//!   rate at which its transfers' bytes were acknowledged over whole intervals.
+//! - `ChunkScale` (chunk.rs): chunks grow (to 8x) while backlogged flows get less
+//!   than 90 % of SafeUtil: each chunk is a hand-off between the flows' tasks, and
+//!   where those wake slowly (emulated vCPUs) small chunks cannot carry the rate.
+//! - here: `per_second` and `bytes_in`, and the re-exports the rest of qos uses;
+//!   `sim` (tests only) runs backlogged flows through WF²Q+ and the bucket.
 //!
 //! Everything is in nanoseconds, bytes and bytes per second; nothing allocates, and
 //! nothing divides a 128-bit number (the kernel's Rust has no such division).

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! Tests only: backlogged flows run through WF²Q+ and the token bucket.
 
 use super::{Flow, TokenBucket, Wf2q};
 

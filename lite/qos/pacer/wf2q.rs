@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+//! WF²Q+ among the backlogged bulk flows: whose chunk goes next.
 
 /// A bulk flow's place in the WF²Q+ schedule.
 #[derive(Clone, Copy, Debug, Default)]
