@@ -31,6 +31,8 @@ BIG = set()
 # node 2 behind one without a rate, for faults (a rate-limited wire takes no
 # management command, see vcluster.wire_mgmt).
 LINK = set()
+# The fuzz suite (`make fuzz`, debug kernel): FUZZ_CALLS unprivileged ioctls.
+FUZZ = set()
 LINK_RATE = 4 << 20
 
 
@@ -46,6 +48,11 @@ def big(fn):
 
 def link(fn):
     LINK.add(fn.__name__)
+    return test(fn)
+
+
+def fuzz(fn):
+    FUZZ.add(fn.__name__)
     return test(fn)
 
 
@@ -885,23 +892,61 @@ def membership(c, nodes=(0, 1, 2)):
     return out
 
 
-@test
-def unprivileged_random_ioctls_leave_membership_as_it_was(c):
+def membership_logs(c, nodes=(0, 1, 2), lines=12):
+    """The manager's and the agents' last words: why a node was declared down or reconnected."""
+    logs = [("node0 manager", 0, "/run/lite/manager.log")] + [(f"node{n} agent", n, f"/run/lite/agent{n}.log") for n in nodes]
+    out = []
+    for name, n, path in logs:
+        res = c.exec(n, f"tail -n {lines} {path}", check=False)
+        out.append(f"  {name}:\n" + "\n".join(f"    {line}" for line in res.out.splitlines()))
+    return "\n".join(out)
+
+
+def fuzz_nodes(c, calls, seed):
+    """`calls` structured random ioctls as an unprivileged user (uid 65534), half on
+    node 0 and half on node 1, two processes each; every node must keep its id and
+    epoch and see every peer as before, and every node must ping every other.
+    Returns the number of calls made."""
     before = membership(c)
-    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed} 5000 --processes 2", timeout=1200)
-            for n, seed in ((0, 1919), (1, 2020))]
+    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed + n} {calls // 2} --processes 2",
+                         timeout=max(1200, calls // 10))
+            for n in (0, 1)]
     for job in jobs:
         res = job.wait()
         check(res.rc == 0, f"fuzz-user: {res.out[-3000:]}")
         print(f"    {res.out.strip().splitlines()[-1]}", flush=True)
     after = membership(c)
-    check(before == after, f"membership changed under unprivileged calls:\n{before}\n{after}")
+    check(before == after, f"membership changed under unprivileged calls:\n{before}\n{after}\n"
+          + membership_logs(c))
     for src in (0, 1, 2):
         for dst in (0, 1, 2):
             if src != dst:
                 ping(c, src, dst, count=3)
     check_no_lmr_state(c)
     check_no_rpc_state(c)
+    return calls // 2 * 2
+
+
+@test
+def unprivileged_random_ioctls_leave_membership_as_it_was(c):
+    fuzz_nodes(c, 20_000, 1919)
+
+
+# `make fuzz CALLS=N`: the calls of the fuzz suite, in batches between which the
+# membership, the pings and the leftover state are checked.
+FUZZ_CAMPAIGN = {"calls": 1_000_000, "batch": 40_000}
+
+
+@fuzz
+def fuzz_campaign_leaves_the_kernel_and_the_cluster_whole(c):
+    done, t0, calls = 0, time.time(), FUZZ_CAMPAIGN["calls"]
+    while done < calls:
+        done += fuzz_nodes(c, min(FUZZ_CAMPAIGN["batch"], calls - done), 7000 + done)
+        splats = c.splats()
+        check(not splats, f"kernel bug reports after {done} calls: {splats[:10]}")
+        rate = done / (time.time() - t0)
+        print(f"    {done} of {calls} calls, {rate:.0f} calls/s, membership intact, 0 splats; "
+              f"{(calls - done) / max(rate, 1e-9) / 60:.0f} min to go", flush=True)
 
 
 @test
@@ -989,11 +1034,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default="debug", choices=["release", "debug"])
     ap.add_argument("--run-dir", default=str(REPO / "build" / "vmtest"))
-    ap.add_argument("--suite", default="full", choices=["full", "big", "link"],
-                    help="full: every test but the big and link ones; big: the data-heavy ones (release "
-                         "kernel); link: node 1 behind a rate-limited wire (release kernel)")
+    ap.add_argument("--suite", default="full", choices=["full", "big", "link", "fuzz"],
+                    help="full: every test but the big, link and fuzz ones; big: the data-heavy ones (release "
+                         "kernel); link: node 1 behind a rate-limited wire (release kernel); fuzz: --calls "
+                         "unprivileged random ioctls (debug kernel)")
+    ap.add_argument("--calls", type=int, default=FUZZ_CAMPAIGN["calls"], help="fuzz suite: calls in all (default %(default)s)")
     ap.add_argument("-k", dest="only", help="run only tests whose name contains one of these (comma-separated)")
     args = ap.parse_args()
+    FUZZ_CAMPAIGN["calls"] = args.calls
 
     cluster = Cluster(args.run_dir)
 
@@ -1012,7 +1060,8 @@ def main():
         for fn in TESTS:
             if args.only and not any(part in fn.__name__ for part in args.only.split(",")):
                 continue
-            wanted = {"big": BIG | SETUP, "link": LINK | SETUP}.get(args.suite, set(t.__name__ for t in TESTS) - BIG - LINK)
+            wanted = {"big": BIG | SETUP, "link": LINK | SETUP, "fuzz": FUZZ | SETUP}.get(
+                args.suite, set(t.__name__ for t in TESTS) - BIG - LINK - FUZZ)
             if fn.__name__ not in wanted:
                 continue
             t0 = time.time()
