@@ -156,12 +156,13 @@ impl Peer {
         if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
             return Err(EHOSTDOWN());
         }
+        // Picked right after the check, where the compiler sees that `qps` is not empty.
+        let qp = &link.qps[hint % link.qps.len()];
         let mut at = offset;
         for part in staged {
             mailbox.outbox.write(at, part)?;
             at += part.len();
         }
-        let qp = &link.qps[hint % link.qps.len()];
         let data = WriteImm {
             src: &mailbox.outbox,
             offset,
