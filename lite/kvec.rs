@@ -1,18 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Helpers for the 6.12 `KVec`, which has no removal: element removal, byte
-//! truncation and a FIFO. Generic; no LITE state.
+//! Helpers for `KVec` (6.12's has no removal; `compat` gives it `pop` and
+//! `truncate`): element removal, byte truncation and a FIFO. Generic; no LITE state.
 
+use crate::compat::{kvec_pop, kvec_truncate};
 use kernel::prelude::*;
 
 /// Removes and returns element `index`, moving the last element into its place.
 pub(crate) fn swap_remove<T>(vec: &mut KVec<T>, index: usize) -> T {
     let last = vec.len() - 1;
     vec.as_mut_slice().swap(index, last);
-    // SAFETY: `last < len`, so the element at `last` is initialized; after `set_len(last)`
-    // the vector no longer owns it, so reading it out moves ownership to the caller once.
-    unsafe {
-        vec.set_len(last);
-        core::ptr::read(vec.as_ptr().add(last))
+    match kvec_pop(vec) {
+        Some(item) => item,
+        // `index < len` (the swap above checked it), so the vector is not empty.
+        None => unreachable!(),
     }
 }
 
@@ -36,13 +36,10 @@ pub(crate) fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
 
 /// Shortens a byte vector (bytes need no drop).
 pub(crate) fn truncate(bytes: &mut KVec<u8>, len: usize) {
-    if len < bytes.len() {
-        // SAFETY: `len` is below the current length, so the first `len` bytes stay initialized.
-        unsafe { bytes.set_len(len) };
-    }
+    kvec_truncate(bytes, len);
 }
 
-/// A FIFO over a vector (the 6.12 `KVec` has no removal).
+/// A FIFO over a vector.
 pub(crate) struct Fifo<T> {
     items: KVec<Option<T>>,
     head: usize,
@@ -80,9 +77,8 @@ impl<T> Fifo<T> {
         if self.head == self.items.len() || (self.head >= 64 && self.head * 2 >= self.items.len()) {
             let len = self.items.len();
             self.items.as_mut_slice().rotate_left(self.head);
-            // SAFETY: the last `head` elements are `None` (taken), which need no drop;
-            // the first `len - head` stay initialized.
-            unsafe { self.items.set_len(len - self.head) };
+            // The last `head` elements are `None` (taken).
+            kvec_truncate(&mut self.items, len - self.head);
             self.head = 0;
         }
         item

@@ -13,6 +13,7 @@ use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
 
 mod chardev;
+mod compat;
 mod errno;
 mod ffi;
 mod kvec;
@@ -34,10 +35,10 @@ use chardev::OpenFile;
 use net::{verbs::Device, Peer};
 use node::Lite;
 
-module! {
+compat::module! {
     type: LiteModule,
     name: "lite",
-    author: "LITE-RS developers",
+    authors: ["LITE-RS developers"],
     description: "LITE-RS: kernel-level RDMA virtualization (LITE in Rust)",
     license: "GPL",
 }

@@ -3,12 +3,11 @@
 //! caller's memory with these, and comes from an untrusted process: sizes,
 //! reserved fields and ranges are checked before anything reaches the services.
 
+use crate::compat::{user_slice, AsBytes, FromBytes};
 use crate::ffi;
 use crate::uapi::*;
 use core::mem::size_of;
 use kernel::prelude::*;
-use kernel::types::{AsBytes, FromBytes};
-use kernel::uaccess::UserSlice;
 
 macro_rules! plain_abi_types {
     ($($t:ty),*) => {$(
@@ -60,11 +59,11 @@ plain_abi_types!(
 );
 
 pub(crate) fn read_in<T: FromBytes>(arg: usize) -> Result<T> {
-    UserSlice::new(arg, size_of::<T>()).reader().read()
+    user_slice(arg, size_of::<T>()).reader().read()
 }
 
 pub(crate) fn write_out<T: AsBytes>(arg: usize, value: &T) -> Result {
-    UserSlice::new(arg, size_of::<T>()).writer().write(value)
+    user_slice(arg, size_of::<T>()).writer().write(value)
 }
 
 /// Reserved fields must be zero so that they can gain a meaning later.

@@ -3,6 +3,7 @@
 //! the global MR), bounded by a share of its RAM, and what a holder does for peers
 //! (memset, copy) and when a master goes away.
 
+use crate::compat::cursor_lower_bound_mut;
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::net::verbs::DmaBuf;
 use crate::net::wire::{self, MsgKind};
@@ -148,8 +149,7 @@ impl Lite {
         self.revoke_master(node);
         let holds = {
             let mut mem = self.lmr.mem.lock();
-            mem.held
-                .cursor_lower_bound(&(node, 0, 0))
+            cursor_lower_bound_mut(&mut mem.held, &(node, 0, 0))
                 .is_some_and(|c| c.current().0 .0 == node)
         };
         if holds {

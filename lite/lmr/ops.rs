@@ -2,6 +2,7 @@
 //! One-sided operations on an LMR through a handle: read, write, atomics, memset,
 //! memcpy, and the statistics of a handle and of this node.
 
+use crate::compat::user_slice;
 use crate::net::polling::Wait;
 use crate::net::verbs::Atomic;
 use crate::net::wire::{self, MsgKind};
@@ -9,7 +10,6 @@ use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
-use kernel::uaccess::UserSlice;
 
 use super::handles::FileLmrs;
 use super::holder::hold_limit;
@@ -46,9 +46,9 @@ impl Lite {
             if node == me {
                 let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
                 if write {
-                    chunk.copy_from_user(off, &mut UserSlice::new(at, size).reader(), size)?;
+                    chunk.copy_from_user(off, &mut user_slice(at, size).reader(), size)?;
                 } else {
-                    chunk.copy_to_user(off, &mut UserSlice::new(at, size).writer(), size)?;
+                    chunk.copy_to_user(off, &mut user_slice(at, size).writer(), size)?;
                 }
             } else {
                 self.peer(node)?

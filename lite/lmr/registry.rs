@@ -3,6 +3,7 @@
 //! and their names, the memory it holds, every mapping, the revocation log, and
 //! the zeroed reserve's chunks.
 
+use crate::compat::{cursor_lower_bound_mut, now_ns};
 use crate::errno::EHOSTDOWN;
 use crate::kvec::swap_remove;
 use crate::net::verbs::DmaBuf;
@@ -10,7 +11,6 @@ use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
-use kernel::time::Ktime;
 
 use super::handles::{FileLmrs, Handle};
 use super::holder::{Held, LocalMemory};
@@ -35,7 +35,7 @@ pub(crate) fn take_prefix<V>(
     id: Option<u64>,
     mut each: impl FnMut(V),
 ) {
-    let mut cursor = tree.cursor_lower_bound(&(master, id.unwrap_or(0), 0));
+    let mut cursor = cursor_lower_bound_mut(tree, &(master, id.unwrap_or(0), 0));
     while let Some(c) = cursor {
         let &(m, i, _) = c.current().0;
         if m != master || id.is_some_and(|id| id != i) {
@@ -102,7 +102,7 @@ pub(crate) struct Memory {
     /// Chunks taken from the reserve since the module was loaded.
     pub(crate) reserve_used: u64,
     /// When the last one was taken.
-    pub(crate) reserve_taken_at: Ktime,
+    pub(crate) reserve_taken_at: u64,
     /// A refill job is queued or running.
     pub(crate) refilling: bool,
 }
@@ -122,7 +122,7 @@ impl Memory {
             reserve: KVec::new(),
             reserve_target: 0,
             reserve_used: 0,
-            reserve_taken_at: Ktime::ktime_get(),
+            reserve_taken_at: now_ns(),
             refilling: false,
         }
     }
@@ -131,7 +131,7 @@ impl Memory {
         let len = self.reserve.len();
         (len > 0).then(|| {
             self.reserve_used += 1;
-            self.reserve_taken_at = Ktime::ktime_get();
+            self.reserve_taken_at = now_ns();
             swap_remove(&mut self.reserve, len - 1)
         })
     }
@@ -193,7 +193,7 @@ impl Memory {
         id: u64,
     ) -> Result<Option<Arc<LocalMemory>>> {
         let mut parts = KVec::new();
-        let mut cursor = self.held.cursor_lower_bound(&(master, id, 0));
+        let mut cursor = cursor_lower_bound_mut(&mut self.held, &(master, id, 0));
         while let Some(c) = cursor {
             let (&(m, i, _), held) = c.current();
             if (m, i) != (master, id) {

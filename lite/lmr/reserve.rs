@@ -3,17 +3,18 @@
 //! allocation does not wait for zeroing, refilled on the module's workqueue once
 //! allocations pause; zeroing itself is spread over the online CPUs.
 
+use crate::compat::now_ns;
 use crate::net::verbs::{Device, DmaBuf};
 use crate::node::{module_queue, Lite};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
-use kernel::time::{msecs_to_jiffies, Ktime};
+use kernel::time::msecs_to_jiffies;
 
 use super::holder::hold_limit;
 use super::layout::CHUNK_MAX;
 
 /// Milliseconds without allocations from the reserve before it is refilled.
-pub(crate) const RESERVE_QUIET_MS: i64 = 100;
+pub(crate) const RESERVE_QUIET_MS: u64 = 100;
 
 /// Chunks being zeroed by helpers on the module's workqueue.
 #[pin_data]
@@ -144,7 +145,7 @@ impl Lite {
         // requests to other holders): start once takes have paused.
         {
             let mut mem = self.lmr.mem.lock();
-            while (Ktime::ktime_get() - mem.reserve_taken_at).to_ms() < RESERVE_QUIET_MS {
+            while (now_ns() - mem.reserve_taken_at) / 1_000_000 < RESERVE_QUIET_MS {
                 let _ = self.lmr.reserve_quiet.wait_interruptible_timeout(
                     &mut mem,
                     msecs_to_jiffies(RESERVE_QUIET_MS as u32),

@@ -2,12 +2,12 @@
 //! The cluster family of /dev/lite ioctls: identity, membership (for operators)
 //! and ping.
 
+use crate::compat::user_slice;
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, require_admin, reserved_zero, write_out};
 use core::mem::size_of;
 use kernel::prelude::*;
-use kernel::uaccess::UserSlice;
 
 /// Longest wait for one ping reply that a caller may ask for.
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
@@ -53,7 +53,7 @@ pub(crate) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
             let peers = lite.peers()?;
             let shown = peers.len().min(list.capacity as usize);
             let mut out =
-                UserSlice::new(list.entries as usize, shown * size_of::<LitePeerStatus>()).writer();
+                user_slice(list.entries as usize, shown * size_of::<LitePeerStatus>()).writer();
             for status in &peers[..shown] {
                 out.write(status)?;
             }
@@ -71,8 +71,8 @@ pub(crate) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
             if ping.timeout_ms == 0 || ping.timeout_ms > PING_MAX_TIMEOUT_MS {
                 return Err(EINVAL);
             }
-            let out = UserSlice::new(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>())
-                .writer();
+            let out =
+                user_slice(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>()).writer();
             lite.ping(
                 ping.node,
                 ping.count,

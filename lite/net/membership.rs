@@ -2,6 +2,7 @@
 //! Membership, driven by the user-space agent: this node's identity, its peers
 //! (and the ones declared down), the loopback peer, and the ping over them.
 
+use crate::compat::now_ns;
 use crate::errno::{EHOSTDOWN, ENOTCONN};
 use crate::kvec::swap_remove;
 use crate::net::verbs::Device;
@@ -10,7 +11,6 @@ use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
-use kernel::time::Ktime;
 use kernel::uaccess::UserSliceWriter;
 
 use super::peer::MTU_CODES;
@@ -306,13 +306,13 @@ impl Lite {
             for (i, byte) in body.iter_mut().enumerate() {
                 *byte = (round.wrapping_mul(31) ^ i) as u8;
             }
-            let start = Ktime::ktime_get();
+            let start = now_ns();
             let len = peer.call(MsgKind::Echo, &body, &mut reply, timeout_ms)?;
-            let rtt = (Ktime::ktime_get() - start).to_ns();
+            let rtt = now_ns() - start;
             if len != payload || reply[..] != body[..] {
                 return Err(EIO);
             }
-            out.write(&(rtt as u64))?;
+            out.write(&rtt)?;
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! One-sided transfers: RDMA reads, writes and atomics to a peer, windowed over
 //! pinned user memory, within the QP's send credits and the pacer's chunks.
 
+use crate::compat::now_ns;
 use crate::errno::EHOSTDOWN;
 use crate::ffi;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
@@ -11,7 +12,6 @@ use crate::qos::{Admit, Ticket};
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
-use kernel::time::Ktime;
 
 use super::Peer;
 
@@ -193,7 +193,7 @@ impl Peer {
             reserved: 0,
         }];
         let op = Op::new()?;
-        let start = Ktime::ktime_get();
+        let start = now_ns();
         // Polls as the latency class's calls do, to see what they see.
         self.single_request(
             qp_index,
@@ -202,7 +202,7 @@ impl Peer {
             &op,
             |qp, remote| qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey),
         )?;
-        Ok((Ktime::ktime_get() - start).to_ns() as u64)
+        Ok(now_ns() - start)
     }
 
     /// Waits for `op`, `bytes` of `class` posted since `start_ns`: users' small operations
@@ -223,8 +223,7 @@ impl Peer {
             return op.wait();
         };
         let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
-        self.poll
-            .record((Ktime::ktime_get().to_ns() as u64).saturating_sub(start_ns));
+        self.poll.record(now_ns().saturating_sub(start_ns));
         completed
     }
 
@@ -239,7 +238,7 @@ impl Peer {
         post: impl FnOnce(&Qp, &LiteConnInfo) -> Result,
     ) -> Result {
         self.take_credits(qp_index, 1)?;
-        let start_ns = Ktime::ktime_get().to_ns() as u64;
+        let start_ns = now_ns();
         let posted = {
             let link = self.link.lock();
             match (
@@ -316,12 +315,11 @@ impl Peer {
         let (class, qp_index) = self
             .qos
             .classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
-        let start = Ktime::ktime_get();
+        let start = now_ns();
         self.single_request(qp_index, wait, class, &op, |qp, remote| {
             qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
         })?;
-        self.qos
-            .account(class, 8, Some((Ktime::ktime_get() - start).to_ns() as u64));
+        self.qos.account(class, 8, Some(now_ns() - start));
         let mut old = [0u8; 8];
         result.read(0, &mut old)?;
         // The old value arrives in host order (rxe).

@@ -34,9 +34,8 @@ impl Device {
         let mut name = [0u8; 64];
         // SAFETY: `raw` is valid (caller), and the name is a NUL-terminated string owned by
         // the ib_device, which outlives this call.
-        let cname =
-            unsafe { kernel::str::CStr::from_char_ptr(ffi::lite_dev_name(raw.as_ptr()).cast()) };
-        let bytes = cname.as_bytes();
+        let cname = unsafe { core::ffi::CStr::from_ptr(ffi::lite_dev_name(raw.as_ptr()).cast()) };
+        let bytes = cname.to_bytes();
         let len = bytes.len().min(name.len() - 1);
         name[..len].copy_from_slice(&bytes[..len]);
         Device { raw, name }

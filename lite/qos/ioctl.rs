@@ -2,12 +2,12 @@
 //! The QoS family of /dev/lite ioctls: the mode and pacing settings, the class
 //! rules (for operators), a process's own class, and the statistics.
 
+use crate::compat::user_slice;
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, require_admin, reserved_zero, write_out};
 use core::mem::size_of;
 use kernel::prelude::*;
-use kernel::uaccess::UserSlice;
 
 /// Serves the QoS ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
 /// `file`: the open file's id, for the class its process chooses.
@@ -32,7 +32,7 @@ pub(crate) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
             let rules = lite.qos.rules()?;
             let shown = rules.len().min(list.capacity as usize);
             let mut out =
-                UserSlice::new(list.entries as usize, shown * size_of::<LiteClassRule>()).writer();
+                user_slice(list.entries as usize, shown * size_of::<LiteClassRule>()).writer();
             for rule in &rules[..shown] {
                 out.write(rule)?;
             }

@@ -42,12 +42,12 @@ mod state;
 pub(crate) use admission::{Admit, Ticket};
 pub(crate) use ioctl::ioctl;
 
+use crate::compat::{init_zeroed, now_ns};
 use crate::ffi;
 
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
-use kernel::time::Ktime;
 use pacer::{Aimd, ChunkScale, DeliveryRate, TokenBucket, Wf2q};
 use state::{ClassCounters, QosState, Who, Windows};
 
@@ -87,10 +87,6 @@ const MIN_INFLIGHT: u64 = 32 << 10;
 /// (the chunk let through and a paced transfer's end wake it earlier).
 const TURN_WAIT_MS: u32 = 20;
 
-fn now_ns() -> u64 {
-    Ktime::ktime_get().to_ns() as u64
-}
-
 /// This node's classes, rules and pacing state.
 #[pin_data]
 pub(crate) struct Qos {
@@ -104,7 +100,7 @@ pub(crate) struct Qos {
 impl Qos {
     pub(crate) fn new() -> Result<Arc<Qos>> {
         // 20 KiB: built in place, never on the stack.
-        let windows: KBox<Windows> = KBox::init(kernel::init::zeroed(), GFP_KERNEL)?;
+        let windows: KBox<Windows> = KBox::init(init_zeroed(), GFP_KERNEL)?;
         let now = now_ns();
         let state = QosState {
             mode: LITE_QOS_SW_PRI,

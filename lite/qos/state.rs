@@ -74,7 +74,7 @@ pub(crate) struct Windows {
 
 // SAFETY: all-zero windows are empty windows (`LatencyWindow::new()` is all zeros)
 // and a zeroed scratch array.
-unsafe impl kernel::init::Zeroable for Windows {}
+unsafe impl crate::compat::Zeroable for Windows {}
 
 /// A process that lowered its own class, while `file` stays open.
 pub(crate) struct Choice {

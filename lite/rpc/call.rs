@@ -7,6 +7,7 @@ use super::file::{FileRpc, LocalCaller, LocalCharge};
 use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::Request;
 use super::{now_ns, INLINE_MAX, QUEUE_MAX};
+use crate::compat::user_slice;
 use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
 use crate::lmr::layout;
 use crate::net::verbs::{DmaBuf, UserPages, WriteImm};
@@ -17,7 +18,6 @@ use crate::uapi::*;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::uaccess::UserSlice;
 
 impl Lite {
     /// LT_RPC / LT_send: posts a call (or message) to `id` at `node`. A call
@@ -215,9 +215,7 @@ impl Lite {
         let charge = LocalCharge::new(sender.file, input.len())?;
         let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
         match input {
-            Input::User { addr, len } => UserSlice::new(addr, len)
-                .reader()
-                .read_slice(&mut payload)?,
+            Input::User { addr, len } => user_slice(addr, len).reader().read_slice(&mut payload)?,
             Input::Kernel(bytes) => payload.copy_from_slice(bytes),
         }
         let dev = self.device()?;
@@ -378,7 +376,7 @@ impl Input<'_> {
     fn copy_into(&self, stage: &DmaBuf, at: usize) -> Result {
         match self {
             Input::User { addr, len } => {
-                stage.copy_from_user(at, &mut UserSlice::new(*addr, *len).reader(), *len)
+                stage.copy_from_user(at, &mut user_slice(*addr, *len).reader(), *len)
             }
             Input::Kernel(bytes) => stage.write_bytes(at, bytes),
         }

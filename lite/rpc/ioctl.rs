@@ -4,6 +4,7 @@
 
 use super::server::Received;
 use super::FileRpc;
+use crate::compat::user_slice;
 use crate::errno::ECONNRESET;
 use crate::node::Lite;
 use crate::uapi::*;
@@ -11,7 +12,6 @@ use crate::uarg::{read_in, reserved_zero, write_out};
 use core::mem::size_of;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::uaccess::UserSlice;
 
 /// Longest RPC timeout a caller may ask for.
 const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
@@ -79,7 +79,7 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
                 return Err(EINVAL);
             }
             let out =
-                UserSlice::new(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
+                user_slice(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
             req.reply_len = lite.rpc_bench(&req, out)?;
             write_out(arg, &req)
         }

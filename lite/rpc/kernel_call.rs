@@ -6,13 +6,13 @@ use super::call::{Input, OutputSpec, Sender};
 use super::error_of;
 use super::file::FileRpc;
 use super::ring::MAX_MSG;
+use crate::compat::now_ns;
 use crate::errno::EMSGSIZE;
 use crate::net::verbs::DmaBuf;
 use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::time::Ktime;
 
 impl Lite {
     /// One RPC from kernel code: `input` to `id` at `node`, the reply (at most
@@ -68,7 +68,7 @@ impl Lite {
         };
         let mut last = 0;
         for _ in 0..req.count {
-            let start = Ktime::ktime_get();
+            let start = now_ns();
             last = self.kernel_rpc(
                 &waiter,
                 req.node,
@@ -77,7 +77,7 @@ impl Lite {
                 reply.as_ref(),
                 req.timeout_ms,
             )?;
-            out.write(&((Ktime::ktime_get() - start).to_ns() as u64))?;
+            out.write(&(now_ns() - start))?;
         }
         Ok(last)
     }

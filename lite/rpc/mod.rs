@@ -55,13 +55,14 @@ pub(crate) use file::FileRpc;
 pub(crate) use ioctl::ioctl;
 pub(crate) use server::RpcNode;
 
+use crate::compat::now_ns;
 use crate::net::wire::CALL_SLOTS;
 use crate::node::Lite;
 use crate::uapi::*;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::CondVarTimeoutResult;
-use kernel::time::{msecs_to_jiffies, Ktime};
+use kernel::time::msecs_to_jiffies;
 use ring::{FLAG_ONEWAY, MAX_MSG, RING_BYTES};
 
 /// Requests up to this size (record header, output runs and payload) are staged
@@ -112,11 +113,6 @@ fn status_of(err: Error) -> u32 {
 
 fn error_of(status: u32) -> Error {
     Error::from_errno(-(status.min(4095) as i32))
-}
-
-/// Nanoseconds of the monotonic clock.
-fn now_ns() -> u64 {
-    Ktime::ktime_get().to_ns() as u64
 }
 
 /// Jiffies left until `deadline` (ns), at least one; `None` once it passed.

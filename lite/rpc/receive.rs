@@ -7,6 +7,7 @@ use super::file::{FileRpc, LocalCaller, Owed};
 use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::{answer, Queue, Received, Request, Server, ServerBinding};
 use super::{jiffies_until, now_ns, status_of, wait_result, IDS_PER_FILE, IDS_PER_NODE};
+use crate::compat::user_slice;
 use crate::errno::{ECONNRESET, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::kvec::Fifo;
 use crate::net::verbs::UserPages;
@@ -17,7 +18,6 @@ use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_spinlock, Arc};
-use kernel::uaccess::UserSlice;
 
 impl Lite {
     /// LT_regRPC: `file` serves `id` on this node.
@@ -258,7 +258,7 @@ impl Lite {
                 caller,
                 charge,
             } => {
-                if let Err(e) = UserSlice::new(buf, len).writer().write_slice(&payload) {
+                if let Err(e) = user_slice(buf, len).writer().write_slice(&payload) {
                     return Err((
                         e,
                         Request::Local {
@@ -408,7 +408,7 @@ impl Lite {
                 .complete_overflow(caller.user_slot, caller.seq, len);
             return Ok(());
         }
-        let mut reader = UserSlice::new(buf, len as usize).reader();
+        let mut reader = user_slice(buf, len as usize).reader();
         let copied = match &caller.output {
             Output::None => Ok(()),
             Output::User(pages) => pages.copy_from_user(&mut reader, len as usize),

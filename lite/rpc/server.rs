@@ -6,6 +6,7 @@
 use super::file::{LocalCaller, LocalCharge};
 use super::ring::{self, RecordHeader, ServerRing, FLAG_ONEWAY};
 use super::status_of;
+use crate::compat::user_slice;
 use crate::kvec::Fifo;
 use crate::lmr::layout::{self, Extent};
 use crate::net::verbs::DmaBuf;
@@ -15,7 +16,6 @@ use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::{new_mutex, new_spinlock, Arc, CondVar, Mutex, SpinLock};
-use kernel::uaccess::UserSlice;
 
 /// A request in a server's queue.
 pub(crate) enum Request {
@@ -123,7 +123,7 @@ impl ServerBinding {
             let chunk = self.chunks.get(piece.extent).ok_or(EINVAL)?;
             let at = (piece.addr - self.extents[piece.extent].addr) as usize;
             let size = piece.len as usize;
-            let mut writer = UserSlice::new(addr + piece.pos as usize, size).writer();
+            let mut writer = user_slice(addr + piece.pos as usize, size).writer();
             chunk.copy_to_user(at, &mut writer, size)?;
         }
         Ok(())
