@@ -1,7 +1,8 @@
 # LITE-RS: top-level build. `make demo` runs the showcase on a virtual cluster,
 # `make test` runs every test; both install what they need first.
 #
-#   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug)
+#   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug);
+#                         KERNEL=debian: Debian's stock kernel (tools/kernel/debian.sh)
 #   NODES=N               virtual cluster size (default 3)
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
@@ -40,10 +41,20 @@ lite/helpers_ffi.rs: lite/helpers.h $(BINDGEN)
 	$(BINDGEN) $< -o $@ --use-core --ctypes-prefix core::ffi --no-layout-tests \
 	  --allowlist-function 'lite_.*' --allowlist-var 'LITE_.*'
 
-module: lite/helpers_ffi.rs $(if $(KDIR),,kernel)
+# KERNEL=debian builds in the sid root, with the stock kernel's own rustc and gcc,
+# against the tree debian.sh prepares from Debian's source package.
+STOCK := $(if $(KDIR),,$(filter debian,$(KERNEL)))
+
+module: lite/helpers_ffi.rs $(if $(KDIR)$(STOCK),,kernel)
+ifeq ($(STOCK),debian)
+	@tools/kernel/debian.sh prepare >/dev/null
+	@tools/kernel/debian.sh make -s M=$(CURDIR) modules && \
+	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
+else
 	@kdir="$(KDIR)"; [ -n "$$kdir" ] || kdir=$$(tools/kernel/build.sh $(KERNEL))/build; \
 	  $(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) modules && \
 	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
+endif
 
 userspace: deps
 	$(CARGO) build --release --workspace --quiet
