@@ -23,7 +23,7 @@ KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm fuzz clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm fuzz soak clean
 
 all: guest
 
@@ -106,13 +106,16 @@ test-host: deps
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,
-# then SW-Pri behind a rate-limited link (release kernel).
+# then SW-Pri and link faults behind wires (release kernel), then the functional
+# tests on Debian's stock 7.2 kernel, unmodified (prepared by tools/kernel/debian.sh).
 test-vm:
 	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
 	tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
 	$(MAKE) --no-print-directory guest KERNEL=release
 	tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
 	tools/vmtest.py --kernel release --suite link --run-dir build/vmtest-link
+	$(MAKE) --no-print-directory guest KERNEL=debian
+	tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
 
 # CALLS unprivileged random ioctls on the debug kernel (KASAN, lockdep, kmemleak), 4
 # processes on 2 nodes, with the membership checked between batches (make test runs a
@@ -122,6 +125,14 @@ fuzz:
 	@mkdir -p build
 	$(MAKE) --no-print-directory guest KERNEL=debug
 	tools/vmtest.py --kernel debug --suite fuzz --calls $(CALLS) --run-dir build/vmtest-fuzz
+
+# MINUTES of applications, benchmarks and checked traffic with churn and faults on the
+# debug kernel (tools/soak.py; make test runs 3 minutes of it); a report at the end.
+MINUTES ?= 30
+soak:
+	@mkdir -p build
+	$(MAKE) --no-print-directory guest KERNEL=debug
+	tools/soak.py --kernel debug --minutes $(MINUTES) --run-dir build/soak
 
 # The integration tests' `N passed, N failed` is the last line of the output.
 test:
