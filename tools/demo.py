@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 
-from vcluster import Background, Cluster, REPO
+from vcluster import KERNELS, Background, Cluster, REPO
 
 APPS = ["log", "kv", "mr", "graph"]
 # liblite calls, for counting the lines of LITE API code in each application.
@@ -171,7 +171,7 @@ def print_apps_table(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3)
-    ap.add_argument("--kernel", default="release", choices=["release", "debug"])
+    ap.add_argument("--kernel", default="release", choices=KERNELS)
     ap.add_argument("--count", type=int, default=200, help="round trips per pair")
     ap.add_argument("--apps", help=f"only these applications, comma-separated ({','.join(APPS)}), or none")
     ap.add_argument("--log-count", type=int, default=500, help="lite-log entries per writer thread")

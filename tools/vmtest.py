@@ -17,7 +17,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vcluster import Background, Cluster, CommandFailed, REPO  # noqa: E402
+from vcluster import KERNELS, Background, Cluster, CommandFailed, REPO  # noqa: E402
 import qos_bench  # noqa: E402
 import soak  # noqa: E402
 import vwire  # noqa: E402
@@ -1185,7 +1185,7 @@ def kmemleak_reports_nothing_of_lite(c):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--kernel", default="debug", choices=["release", "debug", "debian"],
+    ap.add_argument("--kernel", default="debug", choices=KERNELS,
                     help="debian: Debian's stock kernel, unmodified (make guest KERNEL=debian)")
     ap.add_argument("--run-dir", default=str(REPO / "build" / "vmtest"))
     ap.add_argument("--suite", default="full", choices=["full", "big", "link", "fuzz"],
