@@ -66,6 +66,26 @@ qos-REGIME-frontier-bulk-read.svg, each plot also as .png. The JSON: `modes[MODE
 `frontier[POINT][BULK_OP]` are summaries (`latency[LATENCY_OP]` with `alone`,
 `beside_bulk` and `p99_ratio`; `p99_ratio`, the largest; the bandwidths and
 ratios); `flows[MODE][BULK_OP]` the last run's flows as lite-bench printed them.
+
+`--hostile` runs, instead of the passes above, a hostile tenant (Husky, NSDI'23: the
+attacks that apply to a kernel-mediated design): one bulk-class process on node 0,
+aimed at node 1, that
+
+    a  floods 8 B LT_writes from 16 threads
+    b  reads 1 MiB LMRs (two reads at a time)
+    c  loops on calls that fail: unknown and foreign handles, permission errors,
+       ranges past an LMR's end, a 64 GiB LT_malloc at node 1 (lite-selftest fail-loop)
+    d  holds 100 000 LMRs of 4 KiB at node 1 (`--hostile-lmrs`; lite-selftest
+       lmr-many, 16 threads allocating them, which takes minutes)
+    e  forks 32 processes, each doing 1 MiB LT_writes (lite-bench flow --procs 32)
+
+For each attack (`--attacks`; d last) and mode (`--modes`, with --hostile sw-pri,none
+by default), one pass: the latency flows alone, then the tenant for 3 phases (once
+it is ready: d's LMRs all allocated) with the latency flows again in the middle one.
+The target (issue 20, point 6): in sw-pri, every latency flow's p99 beside the tenant
+<= 1.5 x its p99 alone. A row per attack and mode; the rows, the flows and what the
+tenant reported in qos-hostile.json (qos-hostile-cpu.json in the cpu regime),
+written again after every pass; no plots.
 """
 
 import argparse
@@ -117,6 +137,32 @@ REGIMES = ["link", "cpu"]
 DEFAULT_LINK_RATE = "4M"
 # The largest Target99 the module takes (10 s): AIMD never halves below it.
 UNREACHABLE_TARGET_US = 10_000_000
+# --hostile: the attacks of the hostile tenant, each a command started on SENDER in
+# class bulk, aimed at HOLDER, that runs SECONDS from when it is ready: at once, or
+# once it has printed its `ready` text. Run in HOSTILE_ORDER, each in every mode: d's
+# minutes of allocation last.
+HOSTILE_ATTACKS = {
+    "a": {"label": "8 B LT_write flood, 16 threads",
+          "command": f"lite-bench --quiet flow --holder {HOLDER} --op write --size 8 --threads 16 "
+                     f"--seconds {{seconds}} --interval-ms {INTERVAL_MS}"},
+    "b": {"label": "1 MiB LT_reads, 2 threads",
+          "command": f"lite-bench --quiet flow --holder {HOLDER} --op read --size {BULK_SIZE} --threads 2 "
+                     f"--seconds {{seconds}} --interval-ms {INTERVAL_MS}"},
+    "c": {"label": "failing calls in a loop",
+          "command": f"lite-selftest fail-loop --holder {HOLDER} --seconds {{seconds}}"},
+    "d": {"label": "{lmrs} LMRs held", "ready": "holding ",
+          "command": f"lite-selftest lmr-many {{lmrs}} --size 4096 --holders {HOLDER} --threads 16 "
+                     f"--hold-seconds {{seconds}}"},
+    "e": {"label": "32 forked processes, 1 MiB LT_writes",
+          "command": f"lite-bench --quiet flow --holder {HOLDER} --op write --size {BULK_SIZE} --procs 32 "
+                     f"--seconds {{seconds}} --interval-ms {INTERVAL_MS}"},
+}
+HOSTILE_ORDER = ["a", "b", "c", "e", "d"]
+HOSTILE_MODES = ["sw-pri", "none"]
+HOSTILE_LMRS = 100_000
+# How long the tenant may take to get ready (100 000 LMRs: 6 minutes from 8 threads
+# on the plain segment, see the README).
+HOSTILE_SETUP_S = 1800
 
 
 def target99_us(alone_flows, stats):
@@ -131,7 +177,13 @@ def in_latency_class(command):
     """`command` run by a shell that the operator puts in class latency (a process
     rule covers its children), which takes its rule away afterwards: a node keeps
     at most 64 rules, and a pass starts six latency flows."""
-    script = (f"lite-admin class set --pid $$ latency >/dev/null && {{ {command}; rc=$?; "
+    return in_class("latency", command)
+
+
+def in_class(klass, command):
+    """`command` run by a shell that the operator puts in class `klass` (see
+    in_latency_class)."""
+    script = (f"lite-admin class set --pid $$ {klass} >/dev/null && {{ {command}; rc=$?; "
               f"lite-admin class unset --pid $$ >/dev/null; exit $rc; }}")
     return f"sh -c {shlex.quote(script)}"
 
@@ -427,6 +479,101 @@ def write_plots(out_dir, regime, results, bulk_ops, when):
     return paths
 
 
+def hostile_command(attack, seconds, lmrs=HOSTILE_LMRS):
+    """The hostile tenant's command of `attack` (a key of HOSTILE_ATTACKS), running
+    `seconds` once ready."""
+    return HOSTILE_ATTACKS[attack]["command"].format(seconds=f"{seconds:g}", lmrs=lmrs)
+
+
+def hostile_label(attack, lmrs=HOSTILE_LMRS):
+    return HOSTILE_ATTACKS[attack]["label"].format(lmrs=f"{lmrs:,}".replace(",", " "))
+
+
+def hostile_script(attack, seconds, log, lmrs=HOSTILE_LMRS):
+    """The tenant in class bulk, its output in `log` (which hostile_ready_script
+    watches), then on stdout; `log`.rc gets its status when it ends."""
+    tenant = in_class("bulk", hostile_command(attack, seconds, lmrs))
+    return f"{tenant} > {log} 2>&1; rc=$?; echo $rc > {log}.rc; cat {log}; exit $rc"
+
+
+def hostile_ready_script(log, marker):
+    """Waits until the tenant writing `log` has printed `marker`; fails (with its
+    output) if it ends first."""
+    return (f"while :; do grep -q {shlex.quote(marker)} {log} 2>/dev/null && exit 0; "
+            f"[ -s {log}.rc ] && {{ cat {log}; exit 1; }}; sleep 0.5; done")
+
+
+def hostile_report(output):
+    """What the tenant said about itself: its JSON (lite-bench flow, fail-loop) without
+    the timeline, else its last lines (lmr-many)."""
+    data = last_json(output)
+    if data is not None:
+        return {k: v for k, v in data.items() if k != "timeline"}
+    return {"output": output.strip().splitlines()[-3:]}
+
+
+def tenant_note(report):
+    """The tenant's own figures in a table cell."""
+    if report.get("rc"):
+        return f"exited {report['rc']}"
+    if "calls" in report:
+        bad = f", {report['unexpected']} unexpected" if report.get("unexpected") else ""
+        return f"{report['calls_per_s']:.0f} failed calls/s{bad}"
+    if "ops" in report:
+        return f"{report['ops']} ops, {report.get('mb_s', 0):.2f} MB/s"
+    for line in report.get("output", []):
+        if line.startswith("many:") and " malloc " in line:
+            return f"allocated in {line.split(' malloc ', 1)[1].split(' s', 1)[0]} s"
+    return ""
+
+
+def summarize_hostile(alone, beside, target=TARGETS["p99_ratio"][1]):
+    """The latency flows alone and beside the hostile tenant ({op: flow}, or one
+    flow): each flow's p50/p99 and p99 ratio, the worst ratio and whether it meets
+    `target`."""
+    alone, beside = by_op(alone), by_op(beside)
+    ops = [op for op in beside if op in alone]
+    if not ops:
+        raise ValueError("no latency flow ran both alone and beside the hostile tenant")
+    latency = {}
+    for op in ops:
+        a, b = alone[op], beside[op]
+        latency[op] = {
+            "size": b["size"],
+            **({"reply_size": b["reply_size"]} if "reply_size" in b else {}),
+            "alone": {"p50_ns": a["latency"]["median_ns"], "p99_ns": a["latency"]["p99_ns"], "ops": a["ops"]},
+            "beside_hostile": {"p50_ns": b["latency"]["median_ns"], "p99_ns": b["latency"]["p99_ns"],
+                               "ops": b["ops"]},
+            "p99_ratio": b["latency"]["p99_ns"] / max(1, a["latency"]["p99_ns"]),
+        }
+    worst = max(latency, key=lambda op: latency[op]["p99_ratio"])
+    return {"latency": latency, "p99_ratio": latency[worst]["p99_ratio"], "worst_flow": worst,
+            "target": target, "met": latency[worst]["p99_ratio"] <= target}
+
+
+def hostile_table(rows):
+    """A row per attack and mode: each latency flow's p99 ratio and, in brackets, its
+    p99 alone and beside the tenant; the worst ratio, the target and what the tenant
+    did. `rows`: dicts with attack, label, mode, summary and tenant (a note)."""
+    ops = []
+    for r in rows:
+        ops += [op for op in r["summary"]["latency"] if op not in ops]
+    target = rows[0]["summary"]["target"] if rows else TARGETS["p99_ratio"][1]
+    head = ["attack", "mode"] + [latency_label(op) for op in ops] + ["worst", f"<= {target:g}", "tenant"]
+    out = [head]
+    for r in rows:
+        s = r["summary"]
+        cells = []
+        for op in ops:
+            f = s["latency"].get(op)
+            cells.append("-" if f is None else f"{f['p99_ratio']:.2f} ({f['alone']['p99_ns'] / 1e6:.2f}/"
+                                               f"{f['beside_hostile']['p99_ns'] / 1e6:.2f} ms)")
+        out.append([f"{r['attack']}: {r['label']}", r["mode"]] + cells
+                   + [f"{s['p99_ratio']:.2f}", "met" if s["met"] else "missed", r.get("tenant", "")])
+    widths = [max(len(r[i]) for r in out) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in out)
+
+
 class Runner:
     def __init__(self, c, timeout):
         self.c, self.timeout = c, timeout
@@ -481,6 +628,161 @@ class Runner:
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
         return alone, both, bulk, pacing
 
+    def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):
+        """One pass against a hostile tenant: the latency flows alone, then the tenant
+        of `attack` for 3 phases from when it is ready, with the latency flows in the
+        middle one. Returns ({op: flow} alone, {op: flow} beside the tenant, what the
+        tenant reported and its exit status (`rc`: a tenant that fails after the latency
+        flows ran still makes a pass, to be flagged), SW-Pri's state halfway)."""
+        self.c.exec(SENDER, f"lite-admin mode {mode}")
+        alone = self.flows(self.latency_flows(latency_ops, seconds))
+        log = f"/tmp/{tag}.log"
+        # A previous pass's status would say this tenant had ended.
+        self.c.exec(SENDER, f"rm -f {log} {log}.rc")
+        tenant = self.c.exec_async(SENDER, hostile_script(attack, 3 * seconds, log, lmrs),
+                                   timeout=self.timeout + HOSTILE_SETUP_S)
+        failed, beside, pacing = None, {}, None
+        try:
+            marker = HOSTILE_ATTACKS[attack].get("ready")
+            if marker:
+                self.c.exec(SENDER, hostile_ready_script(log, marker), timeout=HOSTILE_SETUP_S)
+            time.sleep(seconds)
+            jobs = self.latency_flows(latency_ops, seconds, "beside the hostile tenant")
+            time.sleep(seconds / 2)
+            pacing = last_json(self.c.exec(SENDER, "lite-admin stats --json").out)
+            beside = self.flows(jobs)
+        except CommandFailed as e:
+            failed = e
+        res = tenant.wait()
+        if failed:
+            raise failed
+        return alone, beside, {**hostile_report(res.out), "rc": res.rc}, pacing
+
+
+def prepare(c, runner, args, latency_ops, results):
+    """The RPC flow's server, Target99 (measured in none mode unless given) and the
+    link rate override on the joined cluster; returns Target99 in us."""
+    if "rpc" in latency_ops:
+        print(f"RPC server: lite-bench serve --id {RPC_ID} on node {HOLDER}", flush=True)
+        runner.serve_rpc()
+    target_us = args.target_us
+    if target_us is None:
+        print("[0] latency flows alone, to set Target99 ...", flush=True)
+        c.exec(SENDER, "lite-admin mode none")
+        probe = runner.flows(runner.latency_flows(latency_ops, args.seconds))
+        target_us = target99_us(probe, last_json(c.exec(SENDER, "lite-admin stats --json").out))
+    c.exec(SENDER, f"lite-admin target --us {target_us}")
+    if args.link_mbps:
+        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
+        results["config"]["link_mbps"] = args.link_mbps
+    results["config"]["target99_us"] = target_us
+    print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
+    return target_us
+
+
+def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
+    """--hostile: a pass per attack and mode (attack by attack, each in every mode in
+    turn, so that the modes compare passes close in time), the JSON written after
+    each; a stop (SIGTERM) ends the passes, and what ran is reported."""
+    name = "qos-hostile" if args.regime == "link" else f"qos-hostile-{args.regime}"
+    c = Cluster(out_dir / f"{name}-cluster")
+
+    def stop(signum, _):
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, stop)
+    started = time.time()
+    wires = {HOLDER: (wire_rate, vwire.DEFAULT_QUEUE)} if args.regime == "link" else {}
+    target = TARGETS["p99_ratio"][1]
+    results = {"config": {"kernel": args.kernel, "regime": args.regime,
+                          "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
+                          if wires else None,
+                          "seconds": args.seconds, "sender": SENDER, "holder": HOLDER, "modes": modes,
+                          "latency_ops": latency_ops,
+                          "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
+                                            for op in latency_ops},
+                          "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
+                          if "rpc" in latency_ops else None,
+                          "tenant": {a: {"label": hostile_label(a, args.hostile_lmrs),
+                                         "command": hostile_command(a, 3 * args.seconds, args.hostile_lmrs),
+                                         "class": "bulk", "node": SENDER} for a in attacks},
+                          "interval_ms": INTERVAL_MS},
+               "target": {"p99_ratio": ["<=", target]},
+               "rows": [], "flows": {}, "errors": []}
+    json_path = out_dir / f"{name}.json"
+
+    def save():
+        results["duration_s"] = round(time.time() - started, 1)
+        json_path.write_text(json.dumps(results, indent=1) + "\n")
+
+    order = [(mode, a) for a in HOSTILE_ORDER if a in attacks for mode in modes]
+    try:
+        c.up(nodes=NODES, variant=args.kernel, mem=1536, wires=wires)
+        c.join(range(NODES))
+        results["config"]["accel"] = c.meta.get("accel")
+        runner = Runner(c, timeout=int(10 * args.seconds) + 300)
+        prepare(c, runner, args, latency_ops, results)
+        for i, (mode, attack) in enumerate(order, 1):
+            label = hostile_label(attack, args.hostile_lmrs)
+            print(f"[{i}/{len(order)}] mode {mode}, attack {attack} ({label}): {len(latency_ops)} latency flow(s) "
+                  f"alone {args.seconds:g} s, then the tenant for {3 * args.seconds:g} s with the latency flows in "
+                  f"the middle ...", flush=True)
+            try:
+                alone, beside, report, pacing = runner.hostile(mode, attack, args.seconds, latency_ops,
+                                                               args.hostile_lmrs)
+            except CommandFailed as e:
+                print(f"      FAILED: {str(e)[-1500:]}", flush=True)
+                results["errors"].append({"step": f"{mode}, attack {attack}", "error": str(e)[-4000:]})
+                save()
+                continue
+            s = summarize_hostile(alone, beside, target)
+            if report.get("rc"):
+                print(f"      the tenant exited {report['rc']}: {json.dumps(report)[-1500:]}", flush=True)
+                results["errors"].append({"step": f"{mode}, attack {attack}",
+                                          "error": f"the tenant exited {report['rc']}: {json.dumps(report)[-4000:]}"})
+            results["flows"].setdefault(attack, {})[mode] = {"latency_alone": alone, "latency": beside,
+                                                              "tenant": report, "pacing": pacing}
+            results["rows"].append({"attack": attack, "label": label, "mode": mode, "summary": s,
+                                    "tenant": tenant_note(report)})
+            lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_hostile']['p99_ns'] / 1e6:.2f} ms"
+                            for op, f in s["latency"].items())
+            print(f"      latency p99 alone / beside the tenant: {lat}; worst ratio {s['p99_ratio']:.2f}; "
+                  f"tenant: {tenant_note(report)}{pacing_note(pacing)}", flush=True)
+            save()
+    except CommandFailed as e:
+        print(f"\nqos-bench: {e}", flush=True)
+        results["errors"].append({"step": "cluster", "error": str(e)})
+    except KeyboardInterrupt as e:
+        print(f"\nqos-bench: stopped ({e}); reporting what ran", flush=True)
+        results["errors"].append({"step": "stopped", "error": f"stopped: {e}"})
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        results["kernel_bug_reports"] = [f"node{n}: {line}" for n, line in c.splats()]
+        c.down(quiet=True)
+    # Rows in the attacks' order, each attack's modes in the order given.
+    results["rows"].sort(key=lambda r: (attacks.index(r["attack"]), modes.index(r["mode"])))
+    save()
+    regime = (f"holder behind a {wire_rate / 2**20:g} MiB/s wire" if wires else "plain segment (CPU-bound)")
+    print(f"\n== hostile bulk-class tenant, {args.regime} regime ({regime}): latency class "
+          f"({', '.join(LATENCY_OPS[op]['label'] for op in latency_ops)}, at once): p99 beside the tenant / "
+          f"alone (p99 alone/beside) ==")
+    print(hostile_table(results["rows"]))
+    sw = [r for r in results["rows"] if r["mode"] == "sw-pri"]
+    if sw:
+        missed = [r["attack"] for r in sw if not r["summary"]["met"]]
+        print(f"sw-pri: p99 ratio <= {target:g} against {len(sw) - len(missed)} of {len(sw)} attacks"
+              + (f"; missed: {', '.join(missed)}" if missed else ""))
+    rc = 0
+    if results["errors"] or len(results["rows"]) < len(order):
+        rc = 1
+    if results["kernel_bug_reports"]:
+        print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
+        rc = 1
+    if args.json:
+        print(json.dumps(results))
+    print(f"results: {json_path}\n({results['duration_s']:.0f} s)")
+    return rc
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -495,8 +797,9 @@ def main():
     ap.add_argument("--out", default=str(OUT_DIR),
                     help="where qos-REGIME.json and the plots go (default build/bench)")
     ap.add_argument("--link-mbps", type=int, help="link rate SW-Pri assumes (default: the one it finds)")
-    ap.add_argument("--modes", default=",".join(MODES),
-                    help=f"comma-separated modes to run (default {','.join(MODES)}; ratios need none)")
+    ap.add_argument("--modes", default=None,
+                    help=f"comma-separated modes to run (default {','.join(MODES)}; ratios need none; "
+                         f"with --hostile {','.join(HOSTILE_MODES)})")
     ap.add_argument("--latency-ops", default=",".join(LATENCY_OPS),
                     help="comma-separated latency flows, run at once: write (16 B LT_write), rpc (LT_RPC 16 B in, "
                          f"64 B out), read (64 B LT_read) (default {','.join(LATENCY_OPS)})")
@@ -510,7 +813,18 @@ def main():
                     help="comma-separated KiB of paced chunks, each with every --frontier rate "
                          f"(default {','.join(map(str, FRONTIER_CHUNK_KIB))}; 1 to 32)")
     ap.add_argument("--json", action="store_true", help="also print qos.json to stdout")
+    ap.add_argument("--hostile", action="store_true",
+                    help="instead of the bulk passes and the frontier: the latency flows alone and beside a hostile "
+                         "bulk-class tenant, per attack and mode (qos-hostile.json)")
+    ap.add_argument("--attacks", default=",".join(HOSTILE_ATTACKS),
+                    help="with --hostile, comma-separated attacks: a (8 B LT_write flood, 16 threads), b (1 MiB "
+                         "LT_reads), c (failing calls), d (LMRs held), e (32 forked processes) "
+                         f"(default {','.join(HOSTILE_ATTACKS)})")
+    ap.add_argument("--hostile-lmrs", type=int, default=HOSTILE_LMRS,
+                    help=f"LMRs the tenant of attack d holds (default {HOSTILE_LMRS})")
     args = ap.parse_args()
+    if args.modes is None:
+        args.modes = ",".join(HOSTILE_MODES if args.hostile else MODES)
     modes = [m for m in args.modes.split(",") if m]
     if not modes or any(m not in MODES for m in modes):
         ap.error(f"--modes: choose from {', '.join(MODES)}")
@@ -539,12 +853,20 @@ def main():
     frontier = [(kib, mb_s) for kib in chunks for mb_s in rates]
     if args.seconds <= 0:
         ap.error("--seconds must be positive")
+    try:
+        attacks = parse_ops(args.attacks, HOSTILE_ATTACKS, "--attacks")
+    except ValueError as e:
+        ap.error(str(e))
+    if args.hostile_lmrs < 1:
+        ap.error("--hostile-lmrs: at least 1")
     guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
     if not (guest_bin / "lite-bench").exists():
         print(f"qos-bench: lite-bench missing in {guest_bin}: run `make guest KERNEL={args.kernel}`", file=sys.stderr)
         return 2
     out_dir = Path(args.out).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    if args.hostile:
+        return run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir)
     c = Cluster(out_dir / f"qos-{args.regime}-cluster")
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     started = time.time()
@@ -566,21 +888,7 @@ def main():
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
-        if "rpc" in latency_ops:
-            print(f"RPC server: lite-bench serve --id {RPC_ID} on node {HOLDER}", flush=True)
-            runner.serve_rpc()
-        target_us = args.target_us
-        if target_us is None:
-            print("[0] latency flows alone, to set Target99 ...", flush=True)
-            c.exec(SENDER, "lite-admin mode none")
-            probe = runner.flows(runner.latency_flows(latency_ops, args.seconds))
-            target_us = target99_us(probe, last_json(c.exec(SENDER, "lite-admin stats --json").out))
-        c.exec(SENDER, f"lite-admin target --us {target_us}")
-        if args.link_mbps:
-            c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
-            results["config"]["link_mbps"] = args.link_mbps
-        results["config"]["target99_us"] = target_us
-        print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
+        target_us = prepare(c, runner, args, latency_ops, results)
 
         def run_pass(name, mode, bulk_op):
             """One pass of the protocol; its summary, or None when it failed."""

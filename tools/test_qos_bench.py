@@ -316,6 +316,105 @@ class FakeCluster:
         return job
 
 
+FAIL_LOOP = {"bench": "fail-loop", "calls": 5000, "calls_per_s": 1000.4, "unexpected": 0,
+             "kinds": {"unknown handle": {"calls": 700, "errno": "EBADF"}}}
+LMR_MANY = ("many: 1000 LMRs of 4096 bytes: malloc 3.615 s (3615.0 us each); first and last written\n"
+            "holding 1000 LMRs for 3 s\n")
+
+
+class HostileFakeCluster(FakeCluster):
+    """Also answers the hostile tenant: lite-selftest's fail-loop and lmr-many as they
+    print, lite-bench flows as FakeCluster does."""
+
+    def exec_async(self, n, script, timeout=900):
+        if "lite-selftest" not in script:
+            return super().exec_async(n, script, timeout)
+        self.commands.append((n, script))
+        job = mock.Mock()
+        job.wait.return_value = Result(0, json.dumps(FAIL_LOOP) + "\n" if "fail-loop" in script else LMR_MANY)
+        return job
+
+
+class HostileTest(unittest.TestCase):
+    def test_each_flow_is_compared_with_itself_alone(self):
+        alone = latency_flows(0, {"write": 2 * MB, "rpc": 4 * MB, "read": 3 * MB})
+        beside = latency_flows(9000, {"write": 3 * MB, "rpc": 4 * MB, "read": 6 * MB})
+        s = q.summarize_hostile(alone, beside)
+        self.assertEqual({op: f["p99_ratio"] for op, f in s["latency"].items()},
+                         {"write": 1.5, "rpc": 1.0, "read": 2.0})
+        self.assertEqual((s["p99_ratio"], s["worst_flow"], s["target"], s["met"]), (2.0, "read", 1.5, False))
+        self.assertEqual(s["latency"]["rpc"]["reply_size"], 64)
+        self.assertEqual(s["latency"]["write"]["beside_hostile"]["p99_ns"], 3 * MB)
+        self.assertNotIn("reply_size", s["latency"]["write"])
+        met = q.summarize_hostile(alone, latency_flows(9000, {"write": 3 * MB, "rpc": 4 * MB, "read": 3 * MB}))
+        self.assertTrue(met["met"], "a ratio of exactly 1.5 meets the target")
+        self.assertTrue(q.summarize_hostile(alone["write"], beside["write"], target=2)["met"], "one flow, own target")
+        with self.assertRaises(ValueError):
+            q.summarize_hostile({"write": alone["write"]}, {"read": beside["read"]})
+
+    def test_the_table_has_a_row_per_attack_and_mode(self):
+        alone = latency_flows(0, {"write": 2 * MB, "rpc": 4 * MB, "read": 2 * MB})
+        rows = [{"attack": "a", "label": "8 B LT_write flood, 16 threads", "mode": "sw-pri",
+                 "summary": q.summarize_hostile(alone, latency_flows(0, {"write": 2 * MB, "rpc": 5 * MB,
+                                                                         "read": 2 * MB})),
+                 "tenant": "100 ops, 0.01 MB/s"},
+                {"attack": "a", "label": "8 B LT_write flood, 16 threads", "mode": "none",
+                 "summary": q.summarize_hostile({"write": alone["write"]},
+                                                latency_flows(0, {"write": 7 * MB}))}]
+        lines = q.hostile_table(rows).splitlines()
+        self.assertEqual(len(lines), 3)
+        head = [h.strip() for h in lines[0].split("  ") if h.strip()]
+        self.assertEqual(head, ["attack", "mode", "write 16 B", "rpc 16/64 B", "read 64 B", "worst", "<= 1.5",
+                                "tenant"])
+        self.assertIn("<= 1.5", lines[0])
+        self.assertRegex(lines[1], r"^a: 8 B LT_write flood, 16 threads +sw-pri +1\.00 \(2\.00/2\.00 ms\) +"
+                                   r"1\.25 \(4\.00/5\.00 ms\) +1\.00 \(2\.00/2\.00 ms\) +1\.25 +met +100 ops")
+        self.assertRegex(lines[2], r" none +3\.50 \(2\.00/7\.00 ms\) +- +- +3\.50 +missed$",
+                         "flows that did not run are dashes")
+        self.assertEqual(lines[0].index("mode"), lines[1].index("sw-pri"), "columns line up")
+
+    def test_the_tenant_says_what_it_did(self):
+        f = flow(0, 3.0, 8, [10] * 12, op="write")
+        report = q.hostile_report("progress\n" + json.dumps(f) + "\n")
+        self.assertNotIn("timeline", report)
+        self.assertEqual(q.tenant_note(report), f"120 ops, {f['mb_s']:.2f} MB/s")
+        self.assertEqual(q.tenant_note(q.hostile_report(json.dumps(FAIL_LOOP))), "1000 failed calls/s")
+        bad = dict(FAIL_LOOP, unexpected=3)
+        self.assertEqual(q.tenant_note(bad), "1000 failed calls/s, 3 unexpected")
+        many = q.hostile_report(LMR_MANY)
+        self.assertEqual(many, {"output": LMR_MANY.strip().splitlines()})
+        self.assertEqual(q.tenant_note(many), "allocated in 3.615 s")
+        self.assertEqual(q.tenant_note({"output": []}), "")
+
+    def test_the_tenant_runs_in_class_bulk_aimed_at_the_holder(self):
+        for attack in q.HOSTILE_ATTACKS:
+            script = q.hostile_script(attack, 15, "/tmp/t.log", lmrs=1000)
+            inner = shlex.split(script)[2]
+            self.assertTrue(inner.startswith("lite-admin class set --pid $$ bulk >/dev/null && "), attack)
+            self.assertIn("class unset --pid $$", inner, "the rule is taken away")
+            self.assertIn(f"--holder {q.HOLDER}" if attack != "d" else f"--holders {q.HOLDER}", inner)
+            self.assertIn("15", q.hostile_command(attack, 15, 1000))
+            self.assertIn("> /tmp/t.log 2>&1; rc=$?; echo $rc > /tmp/t.log.rc; cat /tmp/t.log; exit $rc", script)
+        self.assertIn("--threads 16 --seconds 15", q.hostile_command("a", 15))
+        self.assertIn("--size 8 ", q.hostile_command("a", 15))
+        self.assertIn("--op read --size 1048576", q.hostile_command("b", 15))
+        self.assertIn("fail-loop", q.hostile_command("c", 15))
+        self.assertEqual(q.hostile_command("d", 15), "lite-selftest lmr-many 100000 --size 4096 --holders 1 "
+                                                     "--threads 16 --hold-seconds 15")
+        self.assertIn("--procs 32", q.hostile_command("e", 7.5))
+        self.assertIn("--seconds 7.5 ", q.hostile_command("e", 7.5))
+        self.assertEqual(q.hostile_label("d"), "100 000 LMRs held")
+        self.assertEqual(q.HOSTILE_ORDER[-1], "d", "minutes of allocation last")
+        self.assertEqual(sorted(q.HOSTILE_ORDER), sorted(q.HOSTILE_ATTACKS))
+        ready = q.hostile_ready_script("/tmp/t.log", "holding ")
+        self.assertIn("grep -q 'holding ' /tmp/t.log", ready)
+        self.assertIn("[ -s /tmp/t.log.rc ] && { cat /tmp/t.log; exit 1; }", ready, "a tenant that died fails")
+
+    def test_in_latency_class_is_in_class_latency(self):
+        self.assertEqual(q.in_latency_class("x"), q.in_class("latency", "x"))
+        self.assertIn("--pid $$ latency >/dev/null", q.in_latency_class("x"))
+
+
 class RunnerTest(unittest.TestCase):
     def setUp(self):
         patcher = mock.patch.object(q.time, "sleep")
@@ -349,6 +448,49 @@ class RunnerTest(unittest.TestCase):
             q.Runner(c, 100).mode("none", 1)
         self.assertIn("latency flow rpc alone exited 1", str(e.exception))
 
+    def test_a_hostile_pass_runs_the_latency_flows_alone_then_beside_the_tenant(self):
+        c = HostileFakeCluster()
+        alone, beside, report, pacing = q.Runner(c, 100).hostile("sw-pri", "a", 2)
+        self.assertEqual((list(alone), list(beside)), (["write", "rpc", "read"], ["write", "rpc", "read"]))
+        self.assertEqual((report["op"], report["rc"]), ("write", 0))
+        self.assertNotIn("timeline", report)
+        self.assertEqual(pacing, {"mode": "sw-pri"})
+        kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
+                 "tenant" if "bulk >/dev/null" in s else "rm" if s.startswith("rm -f") else "latency"
+                 for n, s in c.commands]
+        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["rm", "tenant"] + ["latency"] * 3 + ["stats"])
+        self.assertEqual(c.commands[0], (q.SENDER, "lite-admin mode sw-pri"))
+        self.assertEqual(c.commands[4][1], "rm -f /tmp/qos-hostile.log /tmp/qos-hostile.log.rc",
+                         "the last pass's status goes before the tenant starts")
+        self.assertTrue(all(n == q.SENDER for n, _ in c.commands))
+        self.assertIn("--seconds 6 ", c.commands[5][1], "3 phases of the tenant")
+
+    def test_a_tenant_that_needs_setting_up_is_waited_for(self):
+        c = HostileFakeCluster()
+        _, _, report, _ = q.Runner(c, 100).hostile("none", "d", 1, ["write"], lmrs=1000)
+        self.assertEqual(q.tenant_note(report), "allocated in 3.615 s")
+        scripts = [s for _, s in c.commands]
+        tenant = next(i for i, s in enumerate(scripts) if "lmr-many 1000 " in s)
+        self.assertIn("grep -q 'holding '", scripts[tenant + 1], "ready before the latency flows")
+        self.assertIn("--hold-seconds 3", scripts[tenant])
+        self.assertIn("flow", scripts[tenant + 2])
+
+    def test_a_failed_tenant_is_reported_and_failed_latency_flows_fail_the_pass(self):
+        class Failing(HostileFakeCluster):
+            def exec_async(self, n, script, timeout=900):
+                job = super().exec_async(n, script, timeout)
+                if "fail-loop" in script:
+                    job.wait.return_value = Result(1, json.dumps(dict(FAIL_LOOP, unexpected=1)))
+                return job
+
+        _, beside, report, _ = q.Runner(Failing(), 100).hostile("sw-pri", "c", 1, ["read"])
+        self.assertEqual((report["rc"], report["unexpected"], list(beside)), (1, 1, ["read"]))
+        self.assertEqual(q.tenant_note(report), "exited 1")
+        c = Failing(fail_op="read")
+        with self.assertRaises(CommandFailed) as e:
+            q.Runner(c, 100).hostile("sw-pri", "c", 1, ["read"])
+        self.assertIn("latency flow read alone exited 1", str(e.exception))
+
     def test_the_rpc_server_starts_on_the_holder(self):
         c = FakeCluster()
         q.Runner(c, 100).serve_rpc()
@@ -358,7 +500,8 @@ class RunnerTest(unittest.TestCase):
 class MainTest(unittest.TestCase):
     """main() on a FakeCluster: the passes it runs, the JSON, plots and table."""
 
-    def run_main(self, *argv):
+    def run_main(self, *argv, base=None):
+        base = base or FakeCluster
         tmpdir = tempfile.TemporaryDirectory()
         self.addCleanup(tmpdir.cleanup)
         tmp = Path(tmpdir.name)
@@ -366,7 +509,7 @@ class MainTest(unittest.TestCase):
         (tmp / "build/release/guest/bin/lite-bench").touch()
         clusters = []
 
-        class Fake(FakeCluster):
+        class Fake(base):
             meta = {"accel": "tcg"}
 
             def __init__(self, run_dir):
@@ -434,6 +577,53 @@ class MainTest(unittest.TestCase):
         self.assertFalse(any("--op rpc" in s for _, s in c.commands))
         self.assertTrue((d / "qos-link-bulk-read.svg").exists() and (d / "qos-link-bulk-read.png").exists())
         self.assertFalse((d / "qos-link.svg").exists())
+
+    def test_hostile_runs_every_attack_in_sw_pri_and_none(self):
+        rc, out, d, c = self.run_main("--seconds", "1", "--hostile", "--hostile-lmrs", "1000",
+                                      base=HostileFakeCluster)
+        self.assertEqual(rc, 0, out)
+        res = json.loads((d / "qos-hostile.json").read_text())
+        self.assertEqual([(r["attack"], r["mode"]) for r in res["rows"]],
+                         [(a, m) for a in "abcde" for m in ("sw-pri", "none")], "attack by attack")
+        self.assertEqual(res["config"]["modes"], ["sw-pri", "none"])
+        self.assertEqual(res["config"]["tenant"]["d"]["label"], "1 000 LMRs held")
+        self.assertEqual(res["target"], {"p99_ratio": ["<=", 1.5]})
+        self.assertEqual(set(res["flows"]), set("abcde"))
+        self.assertEqual(res["flows"]["c"]["none"]["tenant"]["calls"], FAIL_LOOP["calls"])
+        for r in res["rows"]:
+            self.assertAlmostEqual(r["summary"]["p99_ratio"], 1.0, msg="identical made-up flows")
+            self.assertTrue(r["summary"]["met"])
+        modes = [s.split()[-1] for _, s in c.commands if s.startswith("lite-admin mode")]
+        self.assertEqual(modes, ["none"] + ["sw-pri", "none"] * 5, "Target99 probe, then each attack in each mode")
+        tenants = [s for _, s in c.commands if "bulk >/dev/null" in s]
+        self.assertEqual(["lmr-many" in t for t in tenants], [False] * 8 + [True] * 2, "d last")
+        self.assertFalse(any("--class bulk" in s for _, s in c.commands), "no bulk passes")
+        self.assertIn("a: 8 B LT_write flood, 16 threads", out)
+        self.assertIn("sw-pri: p99 ratio <= 1.5 against 5 of 5 attacks", out)
+        self.assertFalse((d / "qos-link.json").exists())
+
+    def test_without_hostile_nothing_hostile_runs(self):
+        rc, out, d, c = self.run_main("--seconds", "1", "--latency-ops", "write", "--bulk-ops", "write")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual([s.split()[-1] for _, s in c.commands if s.startswith("lite-admin mode")][1:4],
+                         ["none", "hw-sep", "sw-pri"], "every mode by default")
+        self.assertFalse(any("bulk >/dev/null" in s for _, s in c.commands))
+        self.assertFalse((d / "qos-hostile.json").exists())
+
+    def test_a_stopped_hostile_run_reports_what_ran(self):
+        class Stopping(HostileFakeCluster):
+            def exec_async(self, n, script, timeout=900):
+                if "fail-loop" in script:
+                    raise KeyboardInterrupt("signal 15")
+                return super().exec_async(n, script, timeout)
+
+        rc, out, d, _ = self.run_main("--seconds", "1", "--hostile", "--modes", "sw-pri", base=Stopping)
+        self.assertEqual(rc, 1)
+        res = json.loads((d / "qos-hostile.json").read_text())
+        self.assertEqual([r["attack"] for r in res["rows"]], ["a", "b"])
+        self.assertEqual(res["errors"][-1]["step"], "stopped")
+        self.assertIn("stopped (signal 15)", out)
+        self.assertIn("against 2 of 2 attacks", out)
 
 
 if __name__ == "__main__":

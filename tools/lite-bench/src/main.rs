@@ -12,10 +12,11 @@
 //!       LT_write 8 B latency to the first and to random ones of N LMRs (allocated
 //!       and freed from T threads)
 //!   lite-bench flow --holder NODE --size BYTES --seconds S [--op write|read|rpc] [--reply-size BYTES]
-//!                   [--class bulk] [--threads T]
+//!                   [--class bulk] [--threads T] [--procs P]
 //!       one traffic flow of a priority class: back-to-back LT_write/LT_read to an LMR
 //!       on NODE, or LT_RPC calls to `lite-bench serve` on NODE, with throughput and
-//!       latency per interval (the priority-class benchmark's flows)
+//!       latency per interval (the priority-class benchmark's flows); from P forked
+//!       processes of T threads each with --procs
 //!   lite-bench serve [--id N] [--seconds S] [--threads T]
 //!       the RPC server of `flow --op rpc`: answers every call with as many bytes as
 //!       the caller's reply buffer holds, for S seconds or until killed
@@ -209,6 +210,10 @@ enum Command {
     /// in, REPLY_SIZE out), from each of THREADS threads for SECONDS, after lowering
     /// this process to CLASS if given; throughput and latency overall and per interval.
     ///
+    /// With --procs P the flow forks P processes (after lowering the class, which they
+    /// inherit), each with THREADS threads and an LMR per thread; the flow's clock
+    /// starts at the fork, and the JSON counts all of them together.
+    ///
     /// For --op rpc, NODE must run `lite-bench serve --id RPC_ID` (it answers every
     /// call with as many bytes as the caller's buffer holds); each thread's first call
     /// is untimed and waits up to 10 s for the server to register. Bytes and MB/s of
@@ -236,6 +241,9 @@ enum Command {
         class: Option<Class>,
         #[arg(long, default_value_t = 1)]
         threads: u32,
+        /// Forked processes, each running THREADS threads (1: this process alone).
+        #[arg(long, default_value_t = 1)]
+        procs: u32,
         /// Width of the timeline's intervals.
         #[arg(long, default_value_t = 250)]
         interval_ms: u64,
@@ -293,9 +301,10 @@ fn main() -> ExitCode {
         Command::Malloc { size, ref holders, repeat } => {
             malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
         }
-        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, interval_ms } => {
+        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, procs, interval_ms } => {
             let spec = FlowSpec { holder, size, op, reply_size, rpc_id };
-            flow(&progress, cli.namespace, &spec, seconds, class, threads, interval_ms)
+            let workers = Workers { threads, procs };
+            flow(&progress, cli.namespace, &spec, seconds, class, workers, interval_ms)
         }
         Command::Serve { id, seconds, threads } => serve(&progress, id, seconds, threads),
         Command::Lmrs { count, holder, size, iters, warmup, seed, write_size, threads } => {
@@ -659,18 +668,29 @@ fn first_rpc(lite: &Lite, spec: &FlowSpec, input: &[u8], output: &mut [u8]) -> R
     }
 }
 
+/// Who runs a flow: THREADS threads in each of PROCS processes.
+#[derive(Clone, Copy)]
+struct Workers {
+    threads: u32,
+    procs: u32,
+}
+
+/// When a flow's clock started, by the monotonic and the wall clock.
+type FlowStart = (Instant, std::time::SystemTime);
+
 fn flow(
     progress: &Progress,
     namespace: u32,
     spec: &FlowSpec,
     seconds: f64,
     class: Option<Class>,
-    threads: u32,
+    workers: Workers,
     interval_ms: u64,
 ) -> Res<Value> {
     let (holder, size, op) = (spec.holder, spec.size, spec.op);
-    if threads == 0 || size == 0 || interval_ms == 0 {
-        return Err("--threads, --size and --interval-ms must be at least 1".into());
+    let Workers { threads, procs } = workers;
+    if threads == 0 || procs == 0 || size == 0 || interval_ms == 0 {
+        return Err("--threads, --procs, --size and --interval-ms must be at least 1".into());
     }
     if !(seconds > 0.0 && seconds.is_finite()) {
         return Err("--seconds must be positive".into());
@@ -684,7 +704,8 @@ fn flow(
         }
     }
     let (lite, me) = open(progress, Some(holder))?;
-    // The class holds while this handle is open: it outlives the threads' handles.
+    // The class holds while this handle is open: it outlives the threads' handles
+    // (and forked processes inherit both).
     if let Some(class) = class {
         lite.lower_my_class(class).map_err(err("lower the class"))?;
     }
@@ -693,16 +714,92 @@ fn flow(
         FlowOp::Rpc => format!("rpc {size} B in, {} B out, to RPC {} on node {holder}", spec.reply_size, spec.rpc_id),
         FlowOp::Write | FlowOp::Read => format!("{} {size} B to node {holder}", op.name()),
     };
+    let procs_text = if procs > 1 { format!(" in each of {procs} processes") } else { String::new() };
     progress.say(&format!(
-        "{} flow: {what}, {threads} thread(s), {seconds} s, class {class_now} (from {})",
+        "{} flow: {what}, {threads} thread(s){procs_text}, {seconds} s, class {class_now} (from {})",
         if class_now == Class::Latency { "latency" } else { "paced" },
         source.as_str()
     ));
     let limit = Duration::from_secs_f64(seconds);
+    let (start, mut samples) = if procs > 1 {
+        flow_procs(namespace, spec, threads, procs, limit)?
+    } else {
+        flow_threads(namespace, spec, threads, limit, None)?
+    };
+    let started_unix_ms = start
+        .and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as u64);
+    samples.sort_unstable();
+    let per_op = spec.bytes_per_op();
+    let interval = interval_ms * 1_000_000;
+    let mut timeline = Vec::new();
+    let mut i = 0;
+    while i < samples.len() {
+        let bucket = samples[i].0 / interval;
+        let mut lats = Vec::new();
+        while i < samples.len() && samples[i].0 / interval == bucket {
+            lats.push(samples[i].1);
+            i += 1;
+        }
+        let ops = lats.len() as u64;
+        let summary = Summary::of(&mut lats).expect("a bucket has samples");
+        timeline.push(json!({
+            "t": (bucket * interval) as f64 / 1e9,
+            "ops": ops,
+            "mb_s": (ops * per_op) as f64 / (interval as f64 / 1e9) / 1e6,
+            "p50_ns": summary.median_ns,
+            "p99_ns": summary.p99_ns,
+        }));
+    }
+    let ops = samples.len() as u64;
+    let elapsed = samples.last().map_or(0, |s| s.0);
+    let mut lats: Vec<u64> = samples.iter().map(|s| s.1).collect();
+    let latency = Summary::of(&mut lats).map(summary_json).unwrap_or(Value::Null);
+    let (mib_s, mb_s) = throughput(ops * per_op, elapsed.max(1));
+    progress.say(&format!("  {ops} ops, {mb_s:.2} MB/s"));
+    let mut value = json!({
+        "bench": "flow",
+        "op": op.name(),
+        "node": me,
+        "holder": holder,
+        "class": class_now.as_str(),
+        "size": size,
+        "threads": threads,
+        "seconds": elapsed as f64 / 1e9,
+        "ops": ops,
+        "bytes": ops * per_op,
+        "mib_s": mib_s,
+        "mb_s": mb_s,
+        "latency": latency,
+        "interval_ms": interval_ms,
+        "started_unix_ms": started_unix_ms,
+        "timeline": timeline,
+    });
+    if op == FlowOp::Rpc {
+        value["reply_size"] = json!(spec.reply_size);
+        value["rpc_id"] = json!(spec.rpc_id);
+    }
+    if procs > 1 {
+        value["procs"] = json!(procs);
+    }
+    Ok(value)
+}
+
+/// A flow's THREADS threads in this process until `limit` has passed since the
+/// clock's start: `clock`, or (None) when the first thread has set up. Returns the
+/// start and every operation's completion time since it and latency.
+fn flow_threads(
+    namespace: u32,
+    spec: &FlowSpec,
+    threads: u32,
+    limit: Duration,
+    clock: Option<FlowStart>,
+) -> Res<(Option<FlowStart>, Samples)> {
+    let (holder, size, op) = (spec.holder, spec.size, spec.op);
     let barrier = Barrier::new(threads as usize);
     // When the first thread started, also by the wall clock: flows of several
     // processes are lined up by it.
-    let start = Mutex::new(None::<(Instant, std::time::SystemTime)>);
+    let start = Mutex::new(clock);
     let samples: Mutex<Samples> = Mutex::new(Vec::new());
     let failure: Mutex<Option<String>> = Mutex::new(None);
     let op_failed = match op {
@@ -765,63 +862,101 @@ fn flow(
     if let Some(e) = failure.into_inner().unwrap() {
         return Err(e);
     }
-    let started_unix_ms = start
-        .into_inner()
-        .unwrap()
-        .and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as u64);
-    let mut samples = samples.into_inner().unwrap();
-    samples.sort_unstable();
-    let per_op = spec.bytes_per_op();
-    let interval = interval_ms * 1_000_000;
-    let mut timeline = Vec::new();
-    let mut i = 0;
-    while i < samples.len() {
-        let bucket = samples[i].0 / interval;
-        let mut lats = Vec::new();
-        while i < samples.len() && samples[i].0 / interval == bucket {
-            lats.push(samples[i].1);
-            i += 1;
+    Ok((start.into_inner().unwrap(), samples.into_inner().unwrap()))
+}
+
+/// The flow of `flow_threads` in PROCS forked processes at once, their clock started
+/// at the fork: each sends its samples (or its error) back through a pipe.
+fn flow_procs(
+    namespace: u32,
+    spec: &FlowSpec,
+    threads: u32,
+    procs: u32,
+    limit: Duration,
+) -> Res<(Option<FlowStart>, Samples)> {
+    use std::io::Read;
+    let clock = (Instant::now(), std::time::SystemTime::now());
+    let mut children = Vec::new();
+    let mut failure = None;
+    for p in 0..procs {
+        let (reader, mut writer) = match std::io::pipe() {
+            Ok(ends) => ends,
+            Err(e) => {
+                failure = Some(format!("a pipe for process {p}: {e}"));
+                break;
+            }
+        };
+        // SAFETY: this process runs no other thread here (the flow's threads run in
+        // the children); the child does its part and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            drop(reader);
+            let outcome = flow_threads(namespace, spec, threads, limit, Some(clock)).map(|(_, samples)| samples);
+            let written = writer.write_all(&encode_outcome(&outcome)).is_ok();
+            // SAFETY: leaves the child without running the parent's exit handlers.
+            unsafe { libc::_exit(if written { 0 } else { 1 }) };
         }
-        let ops = lats.len() as u64;
-        let summary = Summary::of(&mut lats).expect("a bucket has samples");
-        timeline.push(json!({
-            "t": (bucket * interval) as f64 / 1e9,
-            "ops": ops,
-            "mb_s": (ops * per_op) as f64 / (interval as f64 / 1e9) / 1e6,
-            "p50_ns": summary.median_ns,
-            "p99_ns": summary.p99_ns,
-        }));
+        drop(writer);
+        if pid < 0 {
+            failure = Some(format!("fork process {p}: {}", std::io::Error::last_os_error()));
+            break;
+        }
+        children.push((p, pid, reader));
     }
-    let ops = samples.len() as u64;
-    let elapsed = samples.last().map_or(0, |s| s.0);
-    let mut lats: Vec<u64> = samples.iter().map(|s| s.1).collect();
-    let latency = Summary::of(&mut lats).map(summary_json).unwrap_or(Value::Null);
-    let (mib_s, mb_s) = throughput(ops * per_op, elapsed.max(1));
-    progress.say(&format!("  {ops} ops, {mb_s:.2} MB/s"));
-    let mut value = json!({
-        "bench": "flow",
-        "op": op.name(),
-        "node": me,
-        "holder": holder,
-        "class": class_now.as_str(),
-        "size": size,
-        "threads": threads,
-        "seconds": elapsed as f64 / 1e9,
-        "ops": ops,
-        "bytes": ops * per_op,
-        "mib_s": mib_s,
-        "mb_s": mb_s,
-        "latency": latency,
-        "interval_ms": interval_ms,
-        "started_unix_ms": started_unix_ms,
-        "timeline": timeline,
-    });
-    if op == FlowOp::Rpc {
-        value["reply_size"] = json!(spec.reply_size);
-        value["rpc_id"] = json!(spec.rpc_id);
+    let mut samples = Samples::new();
+    for (p, pid, mut reader) in children {
+        let mut bytes = Vec::new();
+        let read = reader.read_to_end(&mut bytes);
+        let mut status = 0;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        let outcome = match read {
+            Ok(_) => decode_outcome(&bytes).map_err(|e| format!("process {p} (pid {pid}, wait status {status}): {e}")),
+            Err(e) => Err(format!("process {p}'s samples: {e}")),
+        };
+        match outcome {
+            Ok(mut mine) => samples.append(&mut mine),
+            Err(e) => {
+                failure.get_or_insert(e);
+            }
+        }
     }
-    Ok(value)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok((Some(clock), samples)),
+    }
+}
+
+/// A forked process's outcome as it goes through the pipe: `O` and (completion,
+/// latency) pairs as little-endian u64s, or `E` and the error.
+fn encode_outcome(outcome: &Res<Samples>) -> Vec<u8> {
+    match outcome {
+        Ok(samples) => {
+            let mut bytes = Vec::with_capacity(1 + 16 * samples.len());
+            bytes.push(b'O');
+            for &(at, latency) in samples {
+                bytes.extend_from_slice(&at.to_le_bytes());
+                bytes.extend_from_slice(&latency.to_le_bytes());
+            }
+            bytes
+        }
+        Err(e) => [b"E".as_slice(), e.as_bytes()].concat(),
+    }
+}
+
+fn decode_outcome(bytes: &[u8]) -> Res<Samples> {
+    match bytes.split_first() {
+        Some((b'O', rest)) if rest.len() % 16 == 0 => Ok(rest
+            .chunks_exact(16)
+            .map(|pair| {
+                let word = |i: usize| u64::from_le_bytes(pair[i..i + 8].try_into().expect("8 bytes"));
+                (word(0), word(8))
+            })
+            .collect()),
+        Some((b'E', rest)) => Err(String::from_utf8_lossy(rest).into_owned()),
+        None => Err("exited without a result".into()),
+        Some(_) => Err(format!("a garbled result of {} bytes", bytes.len())),
+    }
 }
 
 /// What the serving threads did, together.
@@ -1144,6 +1279,30 @@ mod tests {
         let Command::Serve { id, seconds, threads } = cli.command else { panic!("not serve") };
         assert_eq!((id, seconds, threads), (DEFAULT_RPC_ID, None, 1), "serve answers flow's default id");
         assert!(Cli::try_parse_from(["lite-bench", "lat", "--holder", "1", "--op", "rpc"]).is_err());
+    }
+
+    #[test]
+    fn a_flow_runs_in_one_process_unless_told() {
+        let parse = |extra: &[&str]| {
+            let args = [&["lite-bench", "flow", "--holder", "1"], extra].concat();
+            let Command::Flow { threads, procs, .. } = Cli::try_parse_from(args).unwrap().command else {
+                panic!("not a flow")
+            };
+            (threads, procs)
+        };
+        assert_eq!(parse(&[]), (1, 1));
+        assert_eq!(parse(&["--procs", "32", "--threads", "2"]), (2, 32));
+    }
+
+    #[test]
+    fn a_forked_process_outcome_survives_the_pipe() {
+        let samples = vec![(0, 7), (1_000, u64::MAX), (u64::MAX, 0)];
+        assert_eq!(decode_outcome(&encode_outcome(&Ok(samples.clone()))), Ok(samples));
+        assert_eq!(decode_outcome(&encode_outcome(&Ok(Vec::new()))), Ok(Vec::new()));
+        let failed = Err("LT_malloc: out of memory".to_string());
+        assert_eq!(decode_outcome(&encode_outcome(&failed)), failed);
+        assert_eq!(decode_outcome(&[]), Err("exited without a result".to_string()));
+        assert!(decode_outcome(b"O123").unwrap_err().contains("garbled"), "a cut-off sample");
     }
 
     #[test]

@@ -717,25 +717,60 @@ fn hold(lmr: &Lmr<'_>) {
     }
 }
 
+/// `lmr-many`: what to allocate, from how many threads, and how long to hold it.
+pub struct Many {
+    pub count: u32,
+    pub size: u64,
+    pub holders: Vec<u32>,
+    pub threads: u32,
+    pub hold: Option<Duration>,
+}
+
 /// `lmr-many`.
-pub fn many(lite: &Lite, count: u32, size: u64, holders: Vec<u32>) -> ExitCode {
-    if count == 0 || size == 0 {
-        eprintln!("lite-selftest: COUNT and --size must be at least 1");
+pub fn many(lite: &Lite, args: Many) -> ExitCode {
+    let Many { count, size, holders, threads, hold } = args;
+    if count == 0 || size == 0 || threads == 0 {
+        eprintln!("lite-selftest: COUNT, --size and --threads must be at least 1");
         return ExitCode::from(2);
     }
     let pid = std::process::id();
-    let start = Instant::now();
-    let mut lmrs = Vec::with_capacity(count as usize);
-    let options = MallocOptions { holders, ..MallocOptions::default() };
-    for i in 0..count {
-        match lite.malloc(size, &format!("many-{pid}-{i}"), &options) {
-            Ok(lmr) => lmrs.push(lmr),
-            Err(e) => {
-                eprintln!("lmr-many: malloc #{i} of {size} bytes: {}", why(&e));
-                std::mem::forget(lmrs);
-                return ExitCode::FAILURE;
-            }
+    // Each thread allocates through an open of /dev/lite of its own (an open holds
+    // at most 65 536 LMRs): this one and threads - 1 more.
+    let more = match (1..threads.min(count)).map(|_| Lite::open()).collect::<Result<Vec<_>, _>>() {
+        Ok(more) => more,
+        Err(e) => {
+            eprintln!("lmr-many: open /dev/lite once per thread: {}", why(&e));
+            return ExitCode::FAILURE;
         }
+    };
+    let start = Instant::now();
+    let options = MallocOptions { holders, ..MallocOptions::default() };
+    // Each thread takes the next index until COUNT are made or one fails.
+    let next = std::sync::atomic::AtomicU32::new(0);
+    let made = std::sync::Mutex::new(Vec::with_capacity(count as usize));
+    let failed = std::sync::Mutex::new(None);
+    std::thread::scope(|scope| {
+        for lite in std::iter::once(lite).chain(&more) {
+            let (next, made, failed, options) = (&next, &made, &failed, &options);
+            scope.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= count || failed.lock().unwrap().is_some() {
+                    return;
+                }
+                match lite.malloc(size, &format!("many-{pid}-{i}"), options) {
+                    Ok(lmr) => made.lock().unwrap().push(lmr),
+                    Err(e) => {
+                        failed.lock().unwrap().get_or_insert(format!("malloc #{i} of {size} bytes: {}", why(&e)));
+                    }
+                }
+            });
+        }
+    });
+    let lmrs = made.into_inner().unwrap();
+    if let Some(e) = failed.into_inner().unwrap() {
+        eprintln!("lmr-many: {e}");
+        std::mem::forget(lmrs);
+        return ExitCode::FAILURE;
     }
     let elapsed = start.elapsed();
     let len = size.min(8) as usize;
@@ -761,6 +796,11 @@ pub fn many(lite: &Lite, count: u32, size: u64, holders: Vec<u32>) -> ExitCode {
         elapsed.as_secs_f64(),
         elapsed.as_secs_f64() * 1e6 / f64::from(count)
     );
+    if let Some(hold) = hold {
+        // A line of its own, once they all exist: scripts wait for it.
+        println!("holding {count} LMRs for {} s", hold.as_secs_f64());
+        std::thread::sleep(hold);
+    }
     // Exit without freeing or unmapping: the kernel's cleanup at exit is what is exercised.
     std::mem::forget(lmrs);
     ExitCode::SUCCESS

@@ -32,7 +32,7 @@ fn name_field(bytes: &[u8]) -> [u8; 64] {
 }
 
 /// Raw LMR ioctls on one open of /dev/lite.
-struct Raw<'a>(&'a Lite);
+pub(crate) struct Raw<'a>(pub(crate) &'a Lite);
 
 impl Raw<'_> {
     fn io<T>(&self, cmd: u32, arg: &mut T) -> Got {
@@ -45,7 +45,7 @@ impl Raw<'_> {
         (self.io(LITE_IOC_MALLOC, &mut arg), arg.lh)
     }
 
-    fn malloc(&self, size: u64, nodes: u32, perm: u32, name: &[u8]) -> (Got, u64) {
+    pub(crate) fn malloc(&self, size: u64, nodes: u32, perm: u32, name: &[u8]) -> (Got, u64) {
         self.malloc_ns(size, nodes, perm, 0, name)
     }
 
@@ -54,15 +54,15 @@ impl Raw<'_> {
         (self.io(LITE_IOC_MAP, &mut arg), arg.lh)
     }
 
-    fn map(&self, name: &[u8], perm: u32) -> (Got, u64) {
+    pub(crate) fn map(&self, name: &[u8], perm: u32) -> (Got, u64) {
         self.map_ns(name, perm, 0)
     }
 
-    fn read(&self, lh: u64, offset: u64, buf: u64, len: u64) -> Got {
+    pub(crate) fn read(&self, lh: u64, offset: u64, buf: u64, len: u64) -> Got {
         self.io(LITE_IOC_READ, &mut LiteRw { lh, offset, buf, len })
     }
 
-    fn write(&self, lh: u64, offset: u64, buf: u64, len: u64) -> Got {
+    pub(crate) fn write(&self, lh: u64, offset: u64, buf: u64, len: u64) -> Got {
         self.io(LITE_IOC_WRITE, &mut LiteRw { lh, offset, buf, len })
     }
 
@@ -78,7 +78,7 @@ impl Raw<'_> {
         self.io(LITE_IOC_GRANT, &mut LiteGrant { lh, node, perm })
     }
 
-    fn free(&self, lh: u64) -> Got {
+    pub(crate) fn free(&self, lh: u64) -> Got {
         self.io(LITE_IOC_FREE, &mut LiteHandle { lh })
     }
 

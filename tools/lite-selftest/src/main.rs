@@ -14,8 +14,8 @@
 //!   lite-selftest lmr-client NAME --perm PERM [--expect-error ERRNO] [--check-pattern]
 //!                                  [--write-pattern] [--hold]
 //!                                  map NAME and check the outcome
-//!   lite-selftest lmr-many COUNT --size BYTES [--holders LIST]
-//!                                  allocate COUNT LMRs and exit without freeing them
+//!   lite-selftest lmr-many COUNT --size BYTES [--holders LIST] [--threads T] [--hold-seconds S]
+//!                                  allocate COUNT LMRs (hold them S s) and exit without freeing them
 //!   lite-selftest rpc-serve ID [--threads T] [--delay-ms N] [--limit N]
 //!                                  serve RPC ID, checking requests, answering patterns
 //!   lite-selftest rpc-call NODE ID [--count N] [--threads T] [--size BYTES] [--reply BYTES]
@@ -28,12 +28,15 @@
 //!                                  increment a word of LMR NAME N times per thread (JSON summary)
 //!   lite-selftest atomic-read NAME --offset OFF
 //!                                  print the word
+//!   lite-selftest fail-loop --holder NODE --seconds S [--threads T]
+//!                                  loop on calls that must fail (JSON summary)
 //!
 //! BYTES take a K, M, G or T suffix (powers of 1024); PERM is letters out of r, w, m,
 //! or none. The argument checks print `FAIL ...` lines and `N passed, M failed`.
 //! Exit status: 0 ok, 1 a check failed, 2 bad usage.
 
 mod atomic;
+mod fail_loop;
 mod lock;
 mod lmr;
 mod lmr_hostile;
@@ -142,6 +145,13 @@ enum Command {
         /// Holder nodes, comma-separated (default: this node).
         #[arg(long, value_name = "LIST", value_delimiter = ',')]
         holders: Vec<u32>,
+        /// Threads allocating them, each through its own open of /dev/lite (each
+        /// LT_malloc waits for round trips; an open holds at most 65 536 LMRs).
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
+        /// Then print `holding COUNT LMRs` and hold them this long before exiting.
+        #[arg(long, value_name = "S")]
+        hold_seconds: Option<f64>,
     },
     /// Serve RPC ID: check every request, reply with the asked-for pattern.
     RpcServe {
@@ -276,6 +286,19 @@ enum Command {
         /// Print a JSON object (the summary line goes to stderr).
         #[arg(long)]
         json: bool,
+    },
+    /// Loop for SECONDS on calls that must fail: unknown and foreign handles, a write
+    /// through a read-only handle and a map for writing that permissions refuse,
+    /// ranges past an LMR's end, a 64 GiB malloc at HOLDER; prints a JSON summary, and
+    /// exits 1 if a call did not fail with its errno.
+    FailLoop {
+        /// Node that holds the LMR the calls aim at (and refuses the 64 GiB).
+        #[arg(long)]
+        holder: u32,
+        #[arg(long)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1)]
+        threads: u32,
     },
     /// COUNT structured random ioctls from SEED by P worker processes running as
     /// nobody; every privileged ioctl must fail with EPERM, no worker may crash or hang.
@@ -512,7 +535,17 @@ fn main() -> ExitCode {
         Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
         }
-        Command::LmrMany { count, size, holders } => return lmr::many(&lite, count, size, holders),
+        Command::LmrMany { count, size, holders, threads, hold_seconds } => {
+            let hold = match hold_seconds.map(std::time::Duration::try_from_secs_f64) {
+                Some(Err(_)) => {
+                    eprintln!("lite-selftest: --hold-seconds must be a number of seconds, at least 0");
+                    return ExitCode::from(2);
+                }
+                Some(Ok(d)) => Some(d),
+                None => None,
+            };
+            return lmr::many(&lite, lmr::Many { count, size, holders, threads, hold });
+        }
         Command::RpcServe { id, threads, delay_ms, limit } => {
             return rpc::serve(&lite, id, threads, std::time::Duration::from_millis(delay_ms), limit)
         }
@@ -549,6 +582,9 @@ fn main() -> ExitCode {
         }
         Command::LmrRace { name, role, seconds, threads, holders, size, json } => {
             return lmr_race::run(&lite, &lmr_race::Args { name, role, seconds, threads, holders, size, json })
+        }
+        Command::FailLoop { holder, seconds, threads } => {
+            return fail_loop::run(&lite, &fail_loop::Args { holder, seconds, threads })
         }
         Command::FuzzUser { seed, count, nodes, processes } => {
             return fuzz_user::run(&fuzz_user::Args { seed, count, nodes, processes })
