@@ -775,14 +775,20 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
     rc = 0
     if results["errors"] or len(results["rows"]) < len(order):
         rc = 1
+    return finish(results, args, rc, json_path)
+
+
+def finish(results, args, rc, json_path, plots=()):
+    """The end of a run: kernel bug reports fail it; the JSON (--json), where the
+    results and plots are, how long it took; returns the exit code."""
     if results["kernel_bug_reports"]:
         print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
         rc = 1
     if args.json:
         print(json.dumps(results))
-    print(f"results: {json_path}\n({results['duration_s']:.0f} s)")
+    print(f"results: {json_path}" + (f"\nplots:   {', '.join(map(str, plots))}" if plots else "")
+          + f"\n({results['duration_s']:.0f} s)")
     return rc
-
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -968,13 +974,7 @@ def main():
     if (results["errors"] or passes < len(modes) * len(bulk_ops)
             or frontier_passes < len(frontier) * len(bulk_ops)):
         rc = 1
-    if results["kernel_bug_reports"]:
-        print(f"guest kernels: {len(results['kernel_bug_reports'])} bug report lines!")
-        rc = 1
-    if args.json:
-        print(json.dumps(results))
-    print(f"results: {json_path}\nplots:   {', '.join(map(str, plots))}\n({results['duration_s']:.0f} s)")
-    return rc
+    return finish(results, args, rc, json_path, plots)
 
 
 if __name__ == "__main__":
