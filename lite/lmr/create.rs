@@ -22,10 +22,12 @@ use super::{copy_extents, name_key};
 /// What a Lookup answer says about whether a name is free elsewhere.
 fn name_answer(answer: Result<usize>) -> Result {
     match answer {
+        Ok(_) => Err(EEXIST),
         Err(e) if e == ENOENT => Ok(()),
         // A node we cannot ask cannot hand the name out either.
         Err(e) if e == EHOSTDOWN() || e == crate::errno::ETIMEDOUT() => Ok(()),
-        _ => Err(EEXIST),
+        // EINTR, ENOMEM, ...: the name's state is unknown, and not EEXIST.
+        Err(e) => Err(e),
     }
 }
 
@@ -249,10 +251,10 @@ impl Lite {
                     .hold(me, id, share.left, wire::EXTENTS_PER_MSG)
                     .and_then(|got| share.take(got.iter().map(|&(_, addr, len)| (addr, len))));
             }
-            // Every answer is awaited, even after a failure: the unwinding must not
-            // overtake an allocation still running at a holder.
+            // Every answer is awaited, even after a failure or a signal: the
+            // unwinding must not overtake an allocation still running at a holder.
             for (i, pending) in asked.into_iter() {
-                let answered = pending.answer(&mut reply).and_then(|len| {
+                let answered = pending.answer_to_the_end(&mut reply).and_then(|len| {
                     let mut got = KVec::new();
                     wire::decode_extents(&reply[..len], |_, addr, len| {
                         got.push((addr, len), GFP_KERNEL).ok()
@@ -331,12 +333,15 @@ impl Lite {
         Ok(extents)
     }
 
+    /// Frees LMR `id`'s memory at each of `holders`. A signal does not stop it half
+    /// way; a holder that does not confirm is fenced off (and frees what it held for
+    /// this node when it sees it gone).
     pub(crate) fn unwind_allocation(&self, me: u32, id: u64, holders: u32) {
         for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0) {
             if node == me {
                 self.release(me, id);
             } else if let Ok(peer) = self.peer(node) {
-                let _ = peer.request(MsgKind::Release, &wire::LmrId { id }, &mut []);
+                let _ = peer.confirm(MsgKind::Release, &wire::LmrId { id });
             }
         }
     }

@@ -133,7 +133,12 @@ impl Lite {
     /// Frees what this node holds for (`master`, `id`).
     pub(crate) fn release(&self, master: u32, id: u64) {
         self.locks_forget_lmr(master, id);
-        self.lmr.mem.lock().release_held(master, Some(id));
+        {
+            // After an allocation for it still running (a master that gave up
+            // waiting for it): otherwise that would hold memory nobody releases.
+            let _serial = self.lmr.alloc_lock.lock();
+            self.lmr.mem.lock().release_held(master, Some(id));
+        }
         // A reserve that stopped at the hold limit may grow again.
         self.refill_reserve_later();
     }

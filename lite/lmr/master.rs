@@ -6,7 +6,6 @@
 use crate::errno::EIDRM;
 use crate::kvec::truncate;
 use crate::net::wire::{self, MsgKind, BODY_MAX};
-use crate::net::CONTROL_TIMEOUT_MS;
 use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
@@ -200,13 +199,9 @@ impl Lite {
                 let Some(len) = wire::encode_ids(&mut body, &mut held) else {
                     break;
                 };
-                // A holder that cannot be told is dead and frees everything it held for us.
-                let _ = peer.call(
-                    MsgKind::ReleaseMany,
-                    &body[..len],
-                    &mut [],
-                    CONTROL_TIMEOUT_MS,
-                );
+                // A signal must not leave the memory held: a holder that cannot be
+                // told is fenced off, and frees everything it held for us.
+                let _ = peer.confirm_bytes(MsgKind::ReleaseMany, &body[..len]);
             }
         }
     }

@@ -79,15 +79,21 @@ pub(crate) struct PendingCall {
 
 impl PendingCall {
     /// Waits for the answer and copies it into `reply`; returns its length.
-    pub(crate) fn answer(mut self, reply: &mut [u8]) -> Result<usize> {
+    pub(crate) fn answer(self, reply: &mut [u8]) -> Result<usize> {
+        self.collect(reply, Patience::Signals)
+    }
+
+    /// As [`Self::answer`], but a signal does not end the wait: for a request that
+    /// leaves state at the peer (an allocation) which the caller must know of to
+    /// undo it.
+    pub(crate) fn answer_to_the_end(self, reply: &mut [u8]) -> Result<usize> {
+        self.collect(reply, Patience::ToTheEnd)
+    }
+
+    fn collect(mut self, reply: &mut [u8], patience: Patience) -> Result<usize> {
         self.collected = true;
-        self.peer.collect_answer(
-            self.slot,
-            self.seq,
-            reply,
-            &mut self.left,
-            Patience::Signals,
-        )
+        self.peer
+            .collect_answer(self.slot, self.seq, reply, &mut self.left, patience)
     }
 }
 

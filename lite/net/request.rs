@@ -35,7 +35,12 @@ impl Peer {
     /// does not answer is fenced off (`Peer::fence`) first.
     pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
         let (buf, len) = encode(body)?;
-        self.call_to_the_end(kind, &buf[..len], &mut [], CONTROL_TIMEOUT_MS)
+        self.confirm_bytes(kind, &buf[..len])
+    }
+
+    /// As [`Self::confirm`], with a body encoded by the caller.
+    pub(crate) fn confirm_bytes(&self, kind: MsgKind, body: &[u8]) -> Result {
+        self.call_to_the_end(kind, body, &mut [], CONTROL_TIMEOUT_MS)
             .map(drop)
             .inspect_err(|_| self.fence())
     }
