@@ -10,6 +10,7 @@ use lite::uapi::*;
 use lite::{Lite, MallocOptions, Perm};
 use nix::errno::Errno;
 use nix::sys::mman::{mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -70,6 +71,7 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
     results_are_delivered_or_undone(lite, &mut c);
     relock_through_second_handle(lite, &mut c);
     per_file_bounds(lite, &mut c);
+    signals_leave_nothing_half_done(lite, peer, &mut c);
     c
 }
 
@@ -246,4 +248,52 @@ fn per_file_bounds(lite: &Lite, c: &mut Checks) {
     for id in registered {
         let _ = lite.unregister_rpc(id);
     }
+}
+
+extern "C" fn on_alarm(_: libc::c_int) {}
+
+/// SIGALRM every `period_us` microseconds (0: stop), without SA_RESTART.
+fn alarm(period_us: libc::suseconds_t) -> Result<(), Errno> {
+    let act = SigAction::new(SigHandler::Handler(on_alarm), SaFlags::empty(), SigSet::empty());
+    // SAFETY: the handler does nothing, which is async-signal-safe.
+    unsafe { sigaction(Signal::SIGALRM, &act) }?;
+    let t = libc::timeval { tv_sec: 0, tv_usec: period_us };
+    let timer = libc::itimerval { it_interval: t, it_value: t };
+    // SAFETY: a valid itimerval; the old value is not wanted.
+    Errno::result(unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) }).map(drop)
+}
+
+/// LMRs held at PEER allocated and freed while signals keep interrupting the
+/// caller: a signal may end the call with EINTR, but never halfway, with memory
+/// allocated at the holder that no LMR owns (the suite then checks that every
+/// node holds nothing). The fuzz suite found this at random; here it is every time.
+fn signals_leave_nothing_half_done(lite: &Lite, peer: u32, c: &mut Checks) {
+    const ROUNDS: u32 = 80;
+    let opts = MallocOptions { holders: vec![peer], ..Default::default() };
+    let (mut made, mut interrupted) = (0, 0);
+    for round in 0..ROUNDS {
+        // Periods from 0.2 to 20 ms, so that signals land in every phase of the calls.
+        let period = 200 + (round as libc::suseconds_t * 4_999) % 20_000;
+        if let Err(e) = alarm(period) {
+            c.expect("interval timer", Err(e), Ok(()));
+            return;
+        }
+        match lite.malloc(4 << 20, &format!("hostile-signal-{round}"), &opts) {
+            Ok(lmr) => {
+                made += 1;
+                if lmr.free().is_err() {
+                    interrupted += 1;
+                }
+            }
+            Err(e) if e.errno() == Errno::EINTR => interrupted += 1,
+            Err(e) => {
+                let _ = alarm(0);
+                c.expect("malloc at the peer under signals", Err(e.errno()), Ok(()));
+                return;
+            }
+        }
+    }
+    let _ = alarm(0);
+    println!("    {ROUNDS} mallocs of 4 MiB at node {peer} under SIGALRM every 0.2-20 ms: {made} made, {interrupted} calls interrupted");
+    c.expect("some LMRs were made under signals", if made > 0 { Ok(0) } else { Err(Errno::EINTR) }, Ok(()));
 }
