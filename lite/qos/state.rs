@@ -114,8 +114,13 @@ pub(crate) struct QosState {
 }
 
 impl QosState {
+    /// While a latency-class operation is in flight, and for `ACTIVE_NS` after the
+    /// last one ended: behind enough bulk bytes one operation outlasts `ACTIVE_NS`
+    /// (32 bulk processes' least unpaced windows are 1 MiB, 280 ms of a 3.6 MB/s
+    /// wire), and pacing that stopped under it let the queue grow back.
     pub(crate) fn latency_active(&self, now: u64) -> bool {
-        self.last_latency_ns != 0 && now.saturating_sub(self.last_latency_ns) < ACTIVE_NS
+        self.classes[LITE_CLASS_LATENCY as usize].active > 0
+            || (self.last_latency_ns != 0 && now.saturating_sub(self.last_latency_ns) < ACTIVE_NS)
     }
 
     pub(crate) fn pacing(&self, now: u64) -> bool {
