@@ -100,9 +100,14 @@ impl Ticket<'_> {
     }
 
     /// Largest first work request of this transfer (at most `most`): small chunks
-    /// while paced.
+    /// while paced, and no more than its unpaced window otherwise.
     pub(crate) fn first_wr_limit(&self, most: usize) -> usize {
-        pacer::chunk_len(most as u64, self.paced.then_some(self.chunk)) as usize
+        let limit = if self.paced {
+            pacer::chunk_len(most as u64, Some(self.chunk))
+        } else {
+            self.inflight.min(most as u64)
+        };
+        limit as usize
     }
 
     /// Bytes of work requests this transfer may have in flight (at most `most`): its
@@ -130,9 +135,8 @@ impl Ticket<'_> {
     pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
         self.bytes += bytes as u64;
         let bytes = bytes as u64;
-        let unpaced = Admit::Go(usize::MAX);
         if self.class == LITE_CLASS_LATENCY {
-            return Ok(unpaced);
+            return Ok(Admit::Go(usize::MAX));
         }
         let mut waited_from = None;
         let mut st = self.qos.state.lock();
@@ -143,7 +147,8 @@ impl Ticket<'_> {
             if !st.pacing(now) {
                 self.leave_flow(&mut st);
                 self.inflight = st.unpaced_budget(self.class);
-                return Ok(unpaced);
+                // A work request larger than the window would be in flight alone, over it.
+                return Ok(Admit::Go(self.inflight.try_into().unwrap_or(usize::MAX)));
             }
             let index = match self.flow {
                 Some(i) => i,

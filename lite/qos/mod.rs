@@ -81,8 +81,10 @@ const WINDOW_NS: u64 = 10_000_000;
 /// transfer) it held 250 ms of a 1 MiB/s wire, and the latency class's first
 /// operations waited for all of it (p99 ratio 9.3 instead of 2.5).
 const UNPACED_WINDOW_NS: u64 = 60_000_000;
-/// Bytes in flight per transfer at the least: one full work request.
-const MIN_INFLIGHT: u64 = 32 << 10;
+/// Bytes in flight per unpaced transfer at the least (its work requests are no
+/// larger): a page. 32 KiB, a full work request, let 32 bulk processes keep 1 MiB
+/// in the queue, 280 ms of a 3.6 MB/s wire, whatever `UNPACED_WINDOW_NS` said.
+const MIN_INFLIGHT: u64 = 4 << 10;
 /// A waiter not picked rechecks at least this often, to notice that pacing ended
 /// (the chunk let through and a paced transfer's end wake it earlier).
 const TURN_WAIT_MS: u32 = 20;
