@@ -321,13 +321,14 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 	 * 4.096 us * 2^19 = 2.1 s per try: emulated guests stall for over a second
 	 * (the debug kernel's clocksource watchdog reports 1.0-1.4 s), and a
 	 * retransmission that was not needed is where rxe answers multi-packet
-	 * messages with an invalid-request NAK, which fails the peer. Frames are not
-	 * lost on the virtual segment, nor on a RoCE fabric with PFC. 7 retries on a
-	 * NIC, without limit on rxe: dead peers are found by the manager's
-	 * heartbeats, which flush their QPs.
+	 * messages with an invalid-request NAK, which fails the peer. 6 retries:
+	 * rxe takes 7 as "without limit", and a link that stays dead must fail the
+	 * operations on it within a bound, 7 tries of 2.1 s, about 15 s without an
+	 * acknowledgement (the agent then reports the link to the manager, which
+	 * makes the two nodes reconnect).
 	 */
 	attr.timeout = 19;
-	attr.retry_cnt = 7;
+	attr.retry_cnt = 6;
 	attr.rnr_retry = 7;
 	attr.max_rd_atomic = min(dattr->max_qp_init_rd_atom, 16);
 	return ib_modify_qp(qp->qp, &attr,
