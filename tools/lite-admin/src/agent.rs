@@ -94,6 +94,8 @@ struct Session<'a> {
     lite: &'a Lite,
     out: TcpStream,
     me: Known,
+    /// Failed peers already reported to the manager.
+    reported: Vec<Known>,
 }
 
 impl Session<'_> {
@@ -134,6 +136,29 @@ impl Session<'_> {
                 }
             } else if !connected.contains(&(m.id, m.epoch)) {
                 self.offer(m.id, m.epoch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reports each peer our kernel marked failed (its RC retries ran out) to the
+    /// manager, once: it still counts the peer up, and only it can make the two
+    /// reconnect (link_failures.rs).
+    fn report_failed_links(&mut self) -> Result<(), String> {
+        let failed: Vec<Known> = self
+            .lite
+            .peers()
+            .map_err(|e| e.to_string())?
+            .iter()
+            .filter(|p| p.state == PeerState::Failed)
+            .map(|p| Known { id: p.id, epoch: p.epoch })
+            .collect();
+        self.reported.retain(|k| failed.contains(k));
+        for k in failed {
+            if !self.reported.contains(&k) {
+                eprintln!("agent: the link to node {} (epoch {}) failed; reporting it", k.id, k.epoch);
+                self.send(&ToManager::LinkFailed { to: k })?;
+                self.reported.push(k);
             }
         }
         Ok(())
@@ -185,7 +210,7 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
         .map(|p| Known { id: p.id, epoch: p.epoch })
         .collect();
     let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut s = Session { lite, out, me: Known { id: u32::MAX, epoch: 0 } };
+    let mut s = Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new() };
     s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers })?;
 
     let mut reader = BufReader::new(stream);
@@ -229,7 +254,10 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
             ToAgent::Refused { reason } => return Ok(Outcome::Refused(reason)),
             ToAgent::Members { members } => s.on_members(&members)?,
             ToAgent::Conn { from, from_epoch, to_epoch, info } => s.on_conn(from, from_epoch, to_epoch, &info)?,
-            ToAgent::Heartbeat => s.send(&ToManager::Heartbeat)?,
+            ToAgent::Heartbeat => {
+                s.send(&ToManager::Heartbeat)?;
+                s.report_failed_links()?;
+            }
         }
     }
 }

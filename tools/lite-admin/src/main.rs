@@ -1,6 +1,7 @@
 //! lite-admin: operate LITE-RS nodes.
 
 mod agent;
+mod link_failures;
 mod manager;
 mod membership;
 mod qos;

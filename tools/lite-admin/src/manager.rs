@@ -3,6 +3,7 @@
 //! agents may talk to it: connections not from a reserved port (so not from root
 //! on a cluster node, see reserved_port.rs) are refused before they are read.
 
+use crate::link_failures::LinkFailures;
 use crate::membership::{Known, Registry, ToAgent, ToManager};
 use crate::reserved_port::from_reserved_port;
 use std::collections::BTreeMap;
@@ -34,7 +35,13 @@ struct Shared {
     registry: Registry,
     /// Keyed by node id.
     links: BTreeMap<u32, Link>,
+    link_failures: LinkFailures,
 }
+
+/// How long reports of failed links are gathered before one node is taken down
+/// for them, in heartbeats: long enough for every node that lost the same one to
+/// report it (an agent looks at its kernel's peers once a heartbeat).
+const LINK_VERDICT_HEARTBEATS: u32 = 2;
 
 type State = Arc<Mutex<Shared>>;
 
@@ -81,14 +88,21 @@ pub fn run(opts: Options) -> Result<(), String> {
     let state: State = Arc::new(Mutex::new(Shared {
         registry: Registry::new(lite::uapi::LITE_MAX_NODES),
         links: BTreeMap::new(),
+        link_failures: LinkFailures::default(),
     }));
 
     let reaper = state.clone();
     thread::spawn(move || loop {
         thread::sleep(opts.heartbeat);
         let mut st = reaper.lock().unwrap_or_else(|p| p.into_inner());
-        for k in st.registry.expired(opts.dead_after, Instant::now()) {
+        let now = Instant::now();
+        for k in st.registry.expired(opts.dead_after, now) {
             st.declare_down(k.id, k.epoch, "no heartbeat");
+        }
+        let Shared { registry, link_failures, .. } = &mut *st;
+        let up = |k: Known| registry.epoch_of(k.id) == Some(k.epoch);
+        if let Some((k, peers)) = link_failures.verdict(opts.heartbeat * LINK_VERDICT_HEARTBEATS, now, up) {
+            st.declare_down(k.id, k.epoch, &format!("its links to nodes {peers:?} failed; it rejoins as a new incarnation"));
         }
         st.broadcast(&ToAgent::Heartbeat);
     });
@@ -198,6 +212,12 @@ fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
                     }
                 }
             }
+            (ToManager::LinkFailed { to }, Some(from)) => {
+                let up = |k: Known| st.registry.epoch_of(k.id) == Some(k.epoch);
+                if up(from) && up(to) && st.link_failures.report(from, to, Instant::now()) {
+                    eprintln!("manager: node {} reports its link to node {} failed", from.id, to.id);
+                }
+            }
             (ToManager::Heartbeat, Some(from)) => st.registry.seen(from.id, from.epoch, Instant::now()),
             (ToManager::Leave, Some(from)) => {
                 st.declare_down(from.id, from.epoch, "left");
@@ -223,7 +243,11 @@ mod tests {
     use crate::reserved_port;
 
     fn new_state() -> State {
-        Arc::new(Mutex::new(Shared { registry: Registry::new(lite::uapi::LITE_MAX_NODES), links: BTreeMap::new() }))
+        Arc::new(Mutex::new(Shared {
+            registry: Registry::new(lite::uapi::LITE_MAX_NODES),
+            links: BTreeMap::new(),
+            link_failures: LinkFailures::default(),
+        }))
     }
 
     /// Serves one connection made by `connect` on loopback; returns what the manager

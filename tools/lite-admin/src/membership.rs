@@ -75,6 +75,9 @@ pub enum ToManager {
     Hello { node: Option<Known>, want_id: Option<u32>, hostname: String, peers: Vec<Known> },
     /// Forward our side to node `to` (incarnation `to_epoch`).
     Conn { to: u32, to_epoch: u64, info: Conn },
+    /// Our kernel marked incarnation `to` failed (its RC retries ran out, or a QP
+    /// went to error) although the manager still counts it up.
+    LinkFailed { to: Known },
     Heartbeat,
     Leave,
 }
