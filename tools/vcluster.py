@@ -585,8 +585,8 @@ class Cluster:
     def load_module(self, n, args=""):
         self.exec(n, f"insmod /lite/lite.ko {args}")
 
-    def start_manager(self, n=0):
-        self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms 8000 "
+    def start_manager(self, n=0, dead_after_ms=8000):
+        self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms {dead_after_ms} "
                      f">/run/lite/manager.log 2>&1 &")
 
     def start_agent(self, n, manager_node=0, node_id=None):

@@ -837,6 +837,74 @@ def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
     integrity(c, 0, 4 << 20, "1,2", 12, 600)
 
 
+# RC's retry budget (lite/helpers.c): 7 tries of 2.1 s without an acknowledgement.
+# An operation on a link that stays dead fails within it, plus the manager's verdict
+# on the reported link (an agent heartbeat and two manager heartbeats) and slack for
+# an emulated guest.
+RETRY_BOUND_S = 35
+
+
+@link
+def rdma_cut_past_the_retry_budget_fails_cleanly_and_reconnects(c):
+    # Every frame to and from node 2 lost for 45 s, with the manager's dead-after
+    # raised to 60 s: RC's retry budget (about 15 s) runs out first, so it is node
+    # 0's kernel that finds the link dead while node 0 writes 256 MiB into an LMR
+    # node 2 holds. The write fails with EHOSTDOWN (no byte reported written that was
+    # not), node 0's agent reports the link, and the manager takes node 2 down before
+    # the link heals: the lock a process of node 2 held passes to node 0's waiter
+    # with EOWNERDEAD. After the heal node 2 comes back as a new incarnation, with
+    # fresh QPs to every node, and data moves through it again.
+    restart_manager(c, (0, 1, 2), dead_after_ms=60_000)
+    words = Background(c, 1, "cutwords", "lite-selftest lmr-serve cutwords --size 4K --holders 1 --perm rw --zeroed")
+    holder = None
+    mgmt = c.wire_mgmt(2)
+    try:
+        words.wait_for("ready")
+        holder = Background(c, 2, "cutlock", "lite-selftest lock-hold cutwords --offset 0")
+        holder.wait_for("locked")
+        epoch = c.status(2)["epoch"]
+        waiter = c.exec_async(0, "lite-selftest lock-count cutwords --offset 0 --count 1", timeout=600)
+        writer = c.exec_async(0, "lite-selftest lmr-integrity --size 256M --holders 2 --seed 23", timeout=600)
+        deadline = time.time() + 120
+        while lmr_counts(c, 0)["mastered"] < 1:
+            check(time.time() < deadline, f"the write never started: {c.status(0)}")
+            time.sleep(0.5)
+        time.sleep(2)
+        vwire.apply(mgmt, ["loss 100"])
+        cut = time.time()
+        try:
+            res = writer.wait(timeout=RETRY_BOUND_S + 60)
+            took = {"write": time.time() - cut}
+            check(res.rc != 0 and any(e in res.out for e in ("EHOSTDOWN", "ENETDOWN", "ETIMEDOUT", "EIO")),
+                  f"a 256 MiB write over a dead link: rc {res.rc}: {res.out[-1500:]}")
+            check("differ" not in res.out, f"wrong bytes seen over a dead link: {res.out[-1500:]}")
+            locked = json_summary(0, waiter.wait(timeout=RETRY_BOUND_S + 60), "lock-count")
+            took["lock"] = time.time() - cut
+            check(locked["increments"] == 1 and locked["taken_from_dead_holders"] == 1,
+                  f"a lock held across a dead link must pass on with EOWNERDEAD: {locked}")
+            print(f"    write failed {took['write']:.1f} s and the lock passed on {took['lock']:.1f} s after the cut",
+                  flush=True)
+            for what, seconds in took.items():
+                check(seconds <= RETRY_BOUND_S, f"the {what} took {seconds:.0f} s after the cut (bound {RETRY_BOUND_S} s)")
+            log = (c.run / "manager.log").read_text(errors="replace")
+            check("its links to nodes" in log, f"node 2 was not taken down for its failed links:\n{log[-2000:]}")
+            time.sleep(max(0.0, 45 - (time.time() - cut)))
+        finally:
+            vwire.apply(mgmt, ["loss 0"])
+        healed = time.time()
+        c.wait_connected([0, 1, 2], timeout=120)
+        print(f"    every pair connected again {time.time() - healed:.1f} s after the heal", flush=True)
+        check(c.status(2)["epoch"] > epoch, "node 2 must come back as a new incarnation")
+    finally:
+        words.close()
+        if holder:
+            holder.kill()
+        restart_manager(c, (0, 1, 2))
+    for src, dst in ((0, 1), (1, 2), (2, 0)):
+        ping(c, src, dst, count=5)
+    integrity(c, 0, 4 << 20, "1,2", 24, 600)
+
+
 # Faults on node 2's wire, one at a time, and the longest each round of operations
 # may take: RC recovers a lost frame by a sequence NAK (mid-stream) or its 2.1 s
 # retransmit timer (a lost tail); rxe drops a frame whose ICRC fails, which is then
@@ -1127,15 +1195,20 @@ def rpc_multicast_reports_each_node_with_one_down(c):
     check_no_rpc_state(c, nodes=(0, 2))
 
 
-@test
-def restarted_manager_rebuilds_from_the_nodes(c):
+def restart_manager(c, nodes, dead_after_ms=8000):
+    """Restarts the manager on node 0 and waits until it adopted `nodes` again."""
     c.exec(0, "pid=$(cat /run/lite-manager.pid) && kill $pid && while kill -0 $pid 2>/dev/null; do sleep 0.1; done")
-    c.start_manager(0)
+    c.start_manager(0, dead_after_ms)
     manager_log = c.run / "manager.log"
     deadline = time.time() + 60
-    while not all(f"node {n} (epoch" in manager_log.read_text(errors="replace") for n in (0, 2)):
-        check(time.time() < deadline, f"manager did not readopt nodes 0 and 2:\n{manager_log.read_text()}")
+    while not all(f"node {n} (epoch" in manager_log.read_text(errors="replace") for n in nodes):
+        check(time.time() < deadline, f"manager did not readopt nodes {nodes}:\n{manager_log.read_text()}")
         time.sleep(0.5)
+
+
+@test
+def restarted_manager_rebuilds_from_the_nodes(c):
+    restart_manager(c, (0, 2))
     for n in (0, 2):
         st = c.status(n)
         check(st["node_id"] == n, f"node {n} lost its id after a manager restart")
