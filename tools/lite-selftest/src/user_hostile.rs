@@ -5,12 +5,12 @@
 //! again through a second handle, and the per-file bounds. A kernel WARNING or
 //! splat is caught by the suite's console check; this checks the errnos.
 
+use crate::fuzz_user::alarm;
 use crate::Checks;
 use lite::uapi::*;
 use lite::{Lite, MallocOptions, Perm};
 use nix::errno::Errno;
 use nix::sys::mman::{mmap_anonymous, mprotect, munmap, MapFlags, ProtFlags};
-use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use std::num::NonZeroUsize;
 use std::ptr::NonNull;
 use std::time::Duration;
@@ -250,19 +250,6 @@ fn per_file_bounds(lite: &Lite, c: &mut Checks) {
     }
 }
 
-extern "C" fn on_alarm(_: libc::c_int) {}
-
-/// SIGALRM every `period_us` microseconds (0: stop), without SA_RESTART.
-fn alarm(period_us: libc::suseconds_t) -> Result<(), Errno> {
-    let act = SigAction::new(SigHandler::Handler(on_alarm), SaFlags::empty(), SigSet::empty());
-    // SAFETY: the handler does nothing, which is async-signal-safe.
-    unsafe { sigaction(Signal::SIGALRM, &act) }?;
-    let t = libc::timeval { tv_sec: 0, tv_usec: period_us };
-    let timer = libc::itimerval { it_interval: t, it_value: t };
-    // SAFETY: a valid itimerval; the old value is not wanted.
-    Errno::result(unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) }).map(drop)
-}
-
 /// LMRs held at PEER allocated and freed while signals keep interrupting the
 /// caller: a signal may end the call with EINTR, but never halfway, with memory
 /// allocated at the holder that no LMR owns (the suite then checks that every
@@ -272,8 +259,9 @@ fn signals_leave_nothing_half_done(lite: &Lite, peer: u32, c: &mut Checks) {
     let opts = MallocOptions { holders: vec![peer], ..Default::default() };
     let (mut made, mut interrupted) = (0, 0);
     for round in 0..ROUNDS {
-        // Periods from 0.2 to 20 ms, so that signals land in every phase of the calls.
-        let period = 200 + (round as libc::suseconds_t * 4_999) % 20_000;
+        // Periods from 0.2 to 200 ms, so that signals land in every phase of the calls
+        // on release and debug kernels alike (a debug kernel's lookup alone can take 20 ms).
+        let period = 200 + (round as libc::suseconds_t * 49_999) % 200_000;
         if let Err(e) = alarm(period) {
             c.expect("interval timer", Err(e), Ok(()));
             return;
@@ -294,6 +282,6 @@ fn signals_leave_nothing_half_done(lite: &Lite, peer: u32, c: &mut Checks) {
         }
     }
     let _ = alarm(0);
-    println!("    {ROUNDS} mallocs of 4 MiB at node {peer} under SIGALRM every 0.2-20 ms: {made} made, {interrupted} calls interrupted");
+    println!("    {ROUNDS} mallocs of 4 MiB at node {peer} under SIGALRM every 0.2-200 ms: {made} made, {interrupted} calls interrupted");
     c.expect("some LMRs were made under signals", if made > 0 { Ok(0) } else { Err(Errno::EINTR) }, Ok(()));
 }

@@ -56,7 +56,7 @@ const ALARM_US: libc::suseconds_t = 100_000;
 extern "C" fn on_alarm(_: libc::c_int) {}
 
 /// SIGALRM every `period` microseconds (0: stop), without SA_RESTART: blocked ioctls get EINTR.
-fn alarm(period: libc::suseconds_t) -> Result<(), Errno> {
+pub(crate) fn alarm(period: libc::suseconds_t) -> Result<(), Errno> {
     let act = SigAction::new(SigHandler::Handler(on_alarm), SaFlags::empty(), SigSet::empty());
     // SAFETY: the handler does nothing, which is async-signal-safe.
     unsafe { sigaction(Signal::SIGALRM, &act) }?;
