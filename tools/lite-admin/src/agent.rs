@@ -90,6 +90,12 @@ pub fn run(opts: Options) -> Result<(), String> {
     Ok(())
 }
 
+/// The peers our kernel sees in `state`.
+fn peers_in(lite: &Lite, state: PeerState) -> Result<Vec<Known>, String> {
+    let peers = lite.peers().map_err(|e| e.to_string())?;
+    Ok(peers.iter().filter(|p| p.state == state).map(|p| Known { id: p.id, epoch: p.epoch }).collect())
+}
+
 struct Session<'a> {
     lite: &'a Lite,
     out: TcpStream,
@@ -118,14 +124,7 @@ impl Session<'_> {
     }
 
     fn on_members(&mut self, members: &[Member]) -> Result<(), String> {
-        let connected: Vec<(u32, u64)> = self
-            .lite
-            .peers()
-            .map_err(|e| e.to_string())?
-            .iter()
-            .filter(|p| p.state == PeerState::Connected)
-            .map(|p| (p.id, p.epoch))
-            .collect();
+        let connected = peers_in(self.lite, PeerState::Connected)?;
         let me = self.me.id;
         for m in members.iter().filter(|m| m.id != me) {
             if !m.up {
@@ -134,7 +133,7 @@ impl Session<'_> {
                     Err(Error::UnknownNode(_)) => {}
                     Err(e) => eprintln!("agent: marking node {} down: {e}", m.id),
                 }
-            } else if !connected.contains(&(m.id, m.epoch)) {
+            } else if !connected.contains(&Known { id: m.id, epoch: m.epoch }) {
                 self.offer(m.id, m.epoch)?;
             }
         }
@@ -145,14 +144,7 @@ impl Session<'_> {
     /// manager, once: it still counts the peer up, and only it can make the two
     /// reconnect (link_failures.rs).
     fn report_failed_links(&mut self) -> Result<(), String> {
-        let failed: Vec<Known> = self
-            .lite
-            .peers()
-            .map_err(|e| e.to_string())?
-            .iter()
-            .filter(|p| p.state == PeerState::Failed)
-            .map(|p| Known { id: p.id, epoch: p.epoch })
-            .collect();
+        let failed = peers_in(self.lite, PeerState::Failed)?;
         self.reported.retain(|k| failed.contains(k));
         for k in failed {
             if !self.reported.contains(&k) {
@@ -202,13 +194,7 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
     let out = stream.try_clone().map_err(|e| e.to_string())?;
     let info = lite.info().map_err(|e| e.to_string())?;
     let node = info.node_id.map(|id| Known { id, epoch: info.epoch });
-    let peers = lite
-        .peers()
-        .map_err(|e| e.to_string())?
-        .iter()
-        .filter(|p| p.state == PeerState::Connected)
-        .map(|p| Known { id: p.id, epoch: p.epoch })
-        .collect();
+    let peers = peers_in(lite, PeerState::Connected)?;
     let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
     let mut s = Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new() };
     s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers })?;
