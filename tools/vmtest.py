@@ -997,9 +997,12 @@ def random_ioctls_do_not_hurt_the_kernel(c):
 @test
 def hostile_user_calls_are_bounded_and_undone(c):
     serve = Background(c, 1, "uhsrv", "lite-selftest rpc-serve 4242")
-    serve.wait_for("ready")
-    out = c.exec(0, "lite-selftest user-hostile 1", timeout=600).out
-    serve.close()
+    try:
+        serve.wait_for("ready")
+        out = c.exec(0, "lite-selftest user-hostile 1", timeout=600).out
+    finally:
+        # A failed check must not leave the server to fail the tests after this one.
+        serve.close()
     check(" 0 failed" in out, out)
     check_no_lmr_state(c)
     check_no_rpc_state(c)
