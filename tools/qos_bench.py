@@ -259,32 +259,41 @@ def by_op(flows):
     return flows
 
 
+def latency_beside(alone, beside, key, what):
+    """Each latency flow that ran both alone and beside `what` ({op: flow}, or one
+    flow): {op: {size, reply_size (RPC), alone, `key`, p99_ratio}}, with p50, p99 and
+    the operations of each run."""
+    alone, beside = by_op(alone), by_op(beside)
+    ops = [op for op in beside if op in alone]
+    if not ops:
+        raise ValueError(f"no latency flow ran both alone and beside {what}")
+
+    def figures(flow):
+        return {"p50_ns": flow["latency"]["median_ns"], "p99_ns": flow["latency"]["p99_ns"], "ops": flow["ops"]}
+
+    return {op: {
+        "size": beside[op]["size"],
+        **({"reply_size": beside[op]["reply_size"]} if "reply_size" in beside[op] else {}),
+        "alone": figures(alone[op]),
+        key: figures(beside[op]),
+        "p99_ratio": beside[op]["latency"]["p99_ns"] / max(1, alone[op]["latency"]["p99_ns"]),
+    } for op in ops}
+
+
 def summarize_mode(alone, both, bulks):
     """One pass's figures from its flows' JSON: the latency flows alone and beside
     bulk ({op: flow}, or one flow), and the bulk flows (which ran before, during
     and after the latency flows). Bulk counts as beside latency from the first
     latency flow's start to the last one's end."""
-    alone, both = by_op(alone), by_op(both)
-    ops = [op for op in both if op in alone]
-    if not ops:
-        raise ValueError("no latency flow ran both alone and beside bulk")
-    lat_lo = min(both[op]["started_unix_ms"] for op in ops)
-    lat_hi = max(both[op]["started_unix_ms"] + both[op]["seconds"] * 1000 for op in ops)
+    latency = latency_beside(alone, both, "beside_bulk", "bulk")
+    both = by_op(both)
+    lat_lo = min(both[op]["started_unix_ms"] for op in latency)
+    lat_hi = max(both[op]["started_unix_ms"] + both[op]["seconds"] * 1000 for op in latency)
     first = min(f["started_unix_ms"] for f in bulks)
     last = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in bulks)
     bulk_alone = (bandwidth(bulks, first, lat_lo) + bandwidth(bulks, lat_hi, last)) / 2
     bulk_beside = bandwidth(bulks, lat_lo, lat_hi)
-    latency = {}
-    for op in ops:
-        a, b = alone[op], both[op]
-        latency[op] = {
-            "size": b["size"],
-            **({"reply_size": b["reply_size"]} if "reply_size" in b else {}),
-            "alone": {"p50_ns": a["latency"]["median_ns"], "p99_ns": a["latency"]["p99_ns"], "ops": a["ops"]},
-            "beside_bulk": {"p50_ns": b["latency"]["median_ns"], "p99_ns": b["latency"]["p99_ns"], "ops": b["ops"]},
-            "p99_ratio": b["latency"]["p99_ns"] / max(1, a["latency"]["p99_ns"]),
-        }
-    latency_mb_s = sum(both[op]["mb_s"] for op in ops)
+    latency_mb_s = sum(both[op]["mb_s"] for op in latency)
     return {
         "latency": latency,
         "p99_ratio": max(f["p99_ratio"] for f in latency.values()),
@@ -531,21 +540,7 @@ def summarize_hostile(alone, beside, target=TARGETS["p99_ratio"][1]):
     """The latency flows alone and beside the hostile tenant ({op: flow}, or one
     flow): each flow's p50/p99 and p99 ratio, the worst ratio and whether it meets
     `target`."""
-    alone, beside = by_op(alone), by_op(beside)
-    ops = [op for op in beside if op in alone]
-    if not ops:
-        raise ValueError("no latency flow ran both alone and beside the hostile tenant")
-    latency = {}
-    for op in ops:
-        a, b = alone[op], beside[op]
-        latency[op] = {
-            "size": b["size"],
-            **({"reply_size": b["reply_size"]} if "reply_size" in b else {}),
-            "alone": {"p50_ns": a["latency"]["median_ns"], "p99_ns": a["latency"]["p99_ns"], "ops": a["ops"]},
-            "beside_hostile": {"p50_ns": b["latency"]["median_ns"], "p99_ns": b["latency"]["p99_ns"],
-                               "ops": b["ops"]},
-            "p99_ratio": b["latency"]["p99_ns"] / max(1, a["latency"]["p99_ns"]),
-        }
+    latency = latency_beside(alone, beside, "beside_hostile", "the hostile tenant")
     worst = max(latency, key=lambda op: latency[op]["p99_ratio"])
     return {"latency": latency, "p99_ratio": latency[worst]["p99_ratio"], "worst_flow": worst,
             "target": target, "met": latency[worst]["p99_ratio"] <= target}
