@@ -100,7 +100,7 @@ pub fn run(opts: Options) -> Result<(), String> {
             st.declare_down(k.id, k.epoch, "no heartbeat");
         }
         let Shared { registry, link_failures, .. } = &mut *st;
-        let up = |k: Known| registry.epoch_of(k.id) == Some(k.epoch);
+        let up = |k: Known| registry.is_current(k);
         if let Some((k, peers)) = link_failures.verdict(opts.heartbeat * LINK_VERDICT_HEARTBEATS, now, up) {
             st.declare_down(k.id, k.epoch, &format!("its links to nodes {peers:?} failed; it rejoins as a new incarnation"));
         }
@@ -206,15 +206,15 @@ fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
             }
             (ToManager::Conn { to, to_epoch, info }, Some(from)) => {
                 st.registry.seen(from.id, from.epoch, Instant::now());
-                if st.registry.epoch_of(to) == Some(to_epoch) {
+                if st.registry.is_current(Known { id: to, epoch: to_epoch }) {
                     if let Some(link) = st.links.get_mut(&to) {
                         let _ = send(&mut link.stream, &ToAgent::Conn { from: from.id, from_epoch: from.epoch, to_epoch, info });
                     }
                 }
             }
             (ToManager::LinkFailed { to }, Some(from)) => {
-                let up = |k: Known| st.registry.epoch_of(k.id) == Some(k.epoch);
-                if up(from) && up(to) && st.link_failures.report(from, to, Instant::now()) {
+                let both_up = st.registry.is_current(from) && st.registry.is_current(to);
+                if both_up && st.link_failures.report(from, to, Instant::now()) {
                     eprintln!("manager: node {} reports its link to node {} failed", from.id, to.id);
                 }
             }

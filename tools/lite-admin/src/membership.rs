@@ -217,6 +217,11 @@ impl Registry {
         self.nodes.get(&id).filter(|e| e.member.up).map(|e| e.member.epoch)
     }
 
+    /// Whether incarnation `k` is the one up now.
+    pub fn is_current(&self, k: Known) -> bool {
+        self.epoch_of(k.id) == Some(k.epoch)
+    }
+
     pub fn members(&self) -> Vec<Member> {
         self.nodes.values().map(|e| e.member.clone()).collect()
     }
