@@ -139,6 +139,12 @@ impl Lite {
             GFP_KERNEL,
         )?;
         let mut bindings = self.rpc.bindings.lock();
+        // Under the table's lock, which an unregister takes only after it removed the
+        // server: it either finds this ring or removed the server before this check.
+        // A ring made for a server gone meanwhile would be freed by nobody.
+        if self.rpc.server(id).is_none() {
+            return Err(ECONNREFUSED());
+        }
         match bindings.get_mut(index) {
             Some(entry @ None) => *entry = Some(binding.clone()),
             _ => return Err(EBUSY),
