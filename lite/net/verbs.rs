@@ -15,7 +15,7 @@ pub(crate) const PORT_ACTIVE: u32 = 4;
 /// One RDMA device with its PD, global MR and CQs (owned by the C side, which
 /// creates them before `lite_rust_dev_added` and frees them after `lite_rust_dev_release`).
 pub(crate) struct Device {
-    raw: NonNull<ffi::lite_dev>,
+    pub(in crate::net::verbs) raw: NonNull<ffi::lite_dev>,
     name: [u8; 64],
 }
 
@@ -103,7 +103,7 @@ impl Device {
 
 /// An RC QP. Dropping it drains every outstanding work request, then destroys it.
 pub(crate) struct Qp {
-    raw: NonNull<ffi::lite_qp>,
+    pub(in crate::net::verbs) raw: NonNull<ffi::lite_qp>,
 }
 
 // SAFETY: QP verbs (post, modify, query) may be called from any thread concurrently.
@@ -262,7 +262,7 @@ impl Qp {
 /// Completion of a one-sided operation made of several work requests. Dropping it
 /// waits for whatever is still posted.
 pub(crate) struct Op {
-    raw: NonNull<ffi::lite_op>,
+    pub(in crate::net::verbs) raw: NonNull<ffi::lite_op>,
 }
 
 // SAFETY: the C op is a completion plus atomics, usable from any thread.
