@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `Device`: one RDMA device (port, GID, global rkey) and the RC QPs it creates.
+
+use super::Qp;
+use crate::ffi;
+use core::ffi::c_void;
+use core::ptr::NonNull;
+use kernel::error::to_result;
+use kernel::prelude::*;
+
+/// `IB_PORT_ACTIVE`.
+pub(crate) const PORT_ACTIVE: u32 = 4;
+
+/// One RDMA device with its PD, global MR and CQs (owned by the C side, which
+/// creates them before `lite_rust_dev_added` and frees them after `lite_rust_dev_release`).
+pub(crate) struct Device {
+    pub(in crate::net::verbs) raw: NonNull<ffi::lite_dev>,
+    name: [u8; 64],
+}
+
+// SAFETY: the C device object is immutable after creation and the verbs it is passed to
+// are thread-safe; it outlives every `Device` (freed only after `lite_rust_dev_release`).
+unsafe impl Send for Device {}
+// SAFETY: see `Send`; `&Device` only calls thread-safe verbs.
+unsafe impl Sync for Device {}
+
+impl Device {
+    /// Wraps a device handed to `lite_rust_dev_added`.
+    ///
+    /// # Safety
+    /// `raw` must be valid until `lite_rust_dev_release` is called for it.
+    pub(crate) unsafe fn new(raw: NonNull<ffi::lite_dev>) -> Self {
+        let mut name = [0u8; 64];
+        // SAFETY: `raw` is valid (caller), and the name is a NUL-terminated string owned by
+        // the ib_device, which outlives this call.
+        let cname = unsafe { core::ffi::CStr::from_ptr(ffi::lite_dev_name(raw.as_ptr()).cast()) };
+        let bytes = cname.to_bytes();
+        let len = bytes.len().min(name.len() - 1);
+        name[..len].copy_from_slice(&bytes[..len]);
+        Device { raw, name }
+    }
+
+    /// NUL-padded device name ("rxe0").
+    pub(crate) fn name(&self) -> &[u8; 64] {
+        &self.name
+    }
+
+    pub(crate) fn port(&self) -> u32 {
+        // SAFETY: `self.raw` is valid for the life of `self` (see `new`).
+        unsafe { ffi::lite_dev_port(self.raw.as_ptr()) }
+    }
+
+    /// Port state (`IB_PORT_*`) and active MTU (`IB_MTU_*`).
+    pub(crate) fn query_port(&self) -> Result<(u32, u32)> {
+        let (mut state, mut mtu) = (0, 0);
+        // SAFETY: `self.raw` is valid; the out pointers are to locals.
+        to_result(unsafe { ffi::lite_dev_query_port(self.raw.as_ptr(), &mut state, &mut mtu) })?;
+        Ok((state, mtu))
+    }
+
+    /// The port's RoCE v2 IPv4-mapped GID and its index in the GID table.
+    pub(crate) fn roce_gid(&self) -> Result<([u8; 16], i32)> {
+        let mut gid = [0u8; 16];
+        // SAFETY: `self.raw` is valid and `gid` has the 16 bytes the helper writes.
+        let index = unsafe { ffi::lite_dev_roce_gid(self.raw.as_ptr(), gid.as_mut_ptr()) };
+        to_result(index.min(0))?;
+        Ok((gid, index))
+    }
+
+    /// The global MR's remote key.
+    pub(crate) fn global_rkey(&self) -> u32 {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { ffi::lite_dev_global_rkey(self.raw.as_ptr()) }
+    }
+
+    /// SGEs per RDMA read/write work request.
+    pub(crate) fn max_sge(&self) -> usize {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { ffi::lite_dev_max_sge(self.raw.as_ptr()) as usize }
+    }
+
+    /// Creates an RC QP in INIT with `recv_depth` receives posted. Completions call
+    /// back with (`peer`, `index`), so `peer` must stay valid until the QP is dropped.
+    pub(crate) fn create_qp(&self, peer: *const c_void, index: u32, recv_depth: u32) -> Result<Qp> {
+        let mut err = 0;
+        // SAFETY: `self.raw` is valid; `peer` is only stored and handed back to our callbacks.
+        let raw = unsafe {
+            ffi::lite_qp_create(
+                self.raw.as_ptr(),
+                peer as *mut c_void,
+                index,
+                recv_depth,
+                &mut err,
+            )
+        };
+        match NonNull::new(raw) {
+            Some(raw) => Ok(Qp { raw }),
+            None => Err(Error::from_errno(err)),
+        }
+    }
+}

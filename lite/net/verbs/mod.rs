@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Safe wrappers over the C verbs helpers: an RDMA device and its RC QPs.
+//!
+//! - `device`: an RDMA device (`Device`), which creates the QPs.
+//! - `qp`: an RC QP (`Qp`) and what is posted on it (`WriteImm`, `Atomic`).
+//! - `op`: waiting for a one-sided operation's completions (`Op`).
+//! - `user_pages`: a user buffer pinned and mapped for one transfer (`UserPages`).
+//! - `dma_buf`: memory mapped for the device and reachable by peers (`DmaBuf`).
+//! - here: the page size and the DMA directions both kinds of memory map with.
+//!
+//! Everything is re-exported here: users name `verbs::Qp`, `verbs::DmaBuf`.
+
+mod device;
+mod dma_buf;
+mod op;
+mod qp;
+mod user_pages;
+
+pub(crate) use device::*;
+pub(crate) use dma_buf::*;
+pub(crate) use op::*;
+pub(crate) use qp::*;
+pub(crate) use user_pages::*;
+
+/// Bytes of a page.
+pub(crate) const PAGE_SIZE: usize = 4096;
+
+/// `enum dma_data_direction`.
+const DMA_BIDIRECTIONAL: i32 = 0;
+const DMA_TO_DEVICE: i32 = 1;
+const DMA_FROM_DEVICE: i32 = 2;

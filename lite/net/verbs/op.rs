@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `Op`: waiting for the completions of a one-sided operation's work requests.
+
+use super::Device;
+use crate::ffi;
+use core::ptr::NonNull;
+use kernel::prelude::*;
+
+/// Completion of a one-sided operation made of several work requests. Dropping it
+/// waits for whatever is still posted.
+pub(crate) struct Op {
+    pub(in crate::net::verbs) raw: NonNull<ffi::lite_op>,
+}
+
+// SAFETY: the C op is a completion plus atomics, usable from any thread.
+unsafe impl Send for Op {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Op {}
+
+impl Op {
+    pub(crate) fn new() -> Result<Op> {
+        // SAFETY: plain allocation, NULL on failure.
+        let raw = NonNull::new(unsafe { ffi::lite_op_new() }).ok_or(ENOMEM)?;
+        Ok(Op { raw })
+    }
+
+    /// Waits until at most `outstanding` posted work requests are still in flight;
+    /// returns how many were then.
+    pub(crate) fn wait_below(&self, outstanding: u32) -> u32 {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) }
+    }
+
+    /// As [`Self::wait`], busy-polling `dev`'s send CQ for up to `budget_ns` first.
+    /// The caller holds no lock that a completion handler takes.
+    pub(crate) fn wait_polling(
+        &self,
+        dev: &Device,
+        budget_ns: u64,
+    ) -> core::result::Result<(), i32> {
+        // SAFETY: `self.raw` is live and `dev.raw` is valid for the life of `dev`, whose
+        // send CQ carries this op's completions.
+        match unsafe { ffi::lite_op_wait_polling(self.raw.as_ptr(), dev.raw.as_ptr(), budget_ns) } {
+            0 => Ok(()),
+            status => Err(status),
+        }
+    }
+
+    /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
+    pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
+        // SAFETY: `self.raw` is live.
+        match unsafe { ffi::lite_op_wait(self.raw.as_ptr()) } {
+            0 => Ok(()),
+            status => Err(status),
+        }
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        let _ = self.wait();
+        // SAFETY: nothing is posted any more, so no completion can refer to the op.
+        unsafe { ffi::lite_op_free(self.raw.as_ptr()) };
+    }
+}

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+//! `UserPages`: a user buffer pinned and DMA-mapped for one transfer.
+
+use super::{Device, DMA_FROM_DEVICE, DMA_TO_DEVICE, PAGE_SIZE};
+use crate::ffi;
+use core::ffi::c_void;
+use kernel::error::to_result;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::uaccess::UserSliceReader;
+
+/// Pages of a user buffer pinned and DMA-mapped for one transfer; unmapped and
+/// unpinned on drop (marked dirty when the device wrote them).
+pub(crate) struct UserPages {
+    dev: Arc<Device>,
+    pages: KVec<*mut c_void>,
+    dma: KVec<u64>,
+    /// Offset of the buffer in its first page.
+    head: usize,
+    len: usize,
+    device_writes: bool,
+}
+
+// SAFETY: the page pointers are pinned `struct page`s, only handed to the C helpers
+// (unmap, unpin), which may run on any thread.
+unsafe impl Send for UserPages {}
+// SAFETY: `&UserPages` only reads the DMA addresses.
+unsafe impl Sync for UserPages {}
+
+/// The DMA direction of a user page the device writes (`device_writes`) or reads.
+fn user_dir(device_writes: bool) -> i32 {
+    if device_writes {
+        DMA_FROM_DEVICE
+    } else {
+        DMA_TO_DEVICE
+    }
+}
+
+impl UserPages {
+    /// Pins and maps `[addr, addr + len)` of the current process. EFAULT when any
+    /// page is not mapped (or not writable when the device writes it).
+    pub(crate) fn pin(
+        dev: &Arc<Device>,
+        addr: usize,
+        len: usize,
+        device_writes: bool,
+    ) -> Result<UserPages> {
+        let head = addr % PAGE_SIZE;
+        addr.checked_add(len).ok_or(EFAULT)?;
+        // No bytes, no pages (and pin_user_pages_fast() must never be asked for 0).
+        let count = if len == 0 {
+            0
+        } else {
+            (head + len).div_ceil(PAGE_SIZE)
+        };
+        let mut pages = KVec::from_elem(core::ptr::null_mut(), count, GFP_KERNEL)?;
+        let mut this = UserPages {
+            dev: dev.clone(),
+            pages: KVec::with_capacity(count, GFP_KERNEL)?,
+            dma: KVec::with_capacity(count, GFP_KERNEL)?,
+            head,
+            len,
+            device_writes,
+        };
+        if count == 0 {
+            return Ok(this);
+        }
+        // SAFETY: `pages` has room for `count` page pointers.
+        let pinned = unsafe {
+            ffi::lite_pin_user_pages(
+                (addr - head) as _,
+                count as u32,
+                device_writes as i32,
+                0,
+                pages.as_mut_ptr(),
+            )
+        };
+        let pinned = usize::try_from(pinned).map_err(|_| EFAULT)?;
+        for &page in &pages[..pinned] {
+            // `this` owns each page from here on, so drop unpins it on any error.
+            this.pages.push(page, GFP_KERNEL)?;
+        }
+        if pinned < count {
+            return Err(EFAULT);
+        }
+        for &page in this.pages.iter() {
+            let mut dma = 0;
+            // SAFETY: `page` is pinned; the device is registered.
+            to_result(unsafe {
+                ffi::lite_dma_map_page(dev.raw.as_ptr(), page, user_dir(device_writes), &mut dma)
+            })?;
+            this.dma.push(dma, GFP_KERNEL)?;
+        }
+        Ok(this)
+    }
+
+    /// Copies `len` bytes (at most the buffer's length) from user memory into the
+    /// pinned pages: a reply from a server process on this node.
+    pub(crate) fn copy_from_user(&self, reader: &mut UserSliceReader, len: usize) -> Result {
+        let len = len.min(self.len);
+        let mut done = 0;
+        for (i, &page) in self.pages.iter().enumerate() {
+            if done >= len {
+                break;
+            }
+            let skip = if i == 0 { self.head } else { 0 };
+            let take = (PAGE_SIZE - skip).min(len - done);
+            // SAFETY: a pinned page has a kernel address (no highmem where we build).
+            let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
+            // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, which only
+            // `read_raw` (a copy_from_user) writes through here.
+            let out = unsafe {
+                core::slice::from_raw_parts_mut(
+                    base.add(skip).cast::<core::mem::MaybeUninit<u8>>(),
+                    take,
+                )
+            };
+            reader.read_raw(out)?;
+            done += take;
+        }
+        Ok(())
+    }
+
+    /// The buffer as runs of DMA-contiguous memory, in order.
+    pub(crate) fn runs(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        let mut index = 0;
+        let mut done = 0;
+        core::iter::from_fn(move || {
+            if done >= self.len {
+                return None;
+            }
+            let skip = if index == 0 { self.head } else { 0 };
+            let start = self.dma[index] + skip as u64;
+            let mut run = (PAGE_SIZE - skip).min(self.len - done);
+            index += 1;
+            while done + run < self.len && self.dma[index] == start + run as u64 {
+                run += (self.len - done - run).min(PAGE_SIZE);
+                index += 1;
+            }
+            done += run;
+            Some((start, run))
+        })
+    }
+}
+
+impl Drop for UserPages {
+    fn drop(&mut self) {
+        for &dma in self.dma.iter() {
+            // SAFETY: mapped in `pin` with the same direction.
+            unsafe {
+                ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes))
+            };
+        }
+        // SAFETY: these pages were pinned in `pin` and no posted request uses them any more.
+        unsafe {
+            ffi::lite_unpin_user_pages(
+                self.pages.as_mut_ptr(),
+                self.pages.len() as u32,
+                self.device_writes as i32,
+            )
+        };
+    }
+}
