@@ -23,6 +23,8 @@ mod wire;
 // wire/imm.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
 #[path = "../rpc"]
 mod rpc {
+    // As for pacer: the re-exports serve the module's users.
+    #[allow(unused_imports)]
     pub(crate) mod ring;
 }
 // The ABI, which classes.rs takes its constants from.
