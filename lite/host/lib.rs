@@ -16,10 +16,13 @@ mod lockword;
 mod pacer;
 #[path = "../net/polling.rs"]
 mod polling;
-// As for pacer: the re-exports serve the module's users.
-#[allow(unused_imports)]
-#[path = "../net/wire/mod.rs"]
-mod wire;
+// rpc/ring reaches wire's constants as `crate::net::wire`, as in the module.
+#[path = "../net"]
+mod net {
+    // As for pacer: the re-exports serve the module's users.
+    #[allow(unused_imports)]
+    pub(crate) mod wire;
+}
 // wire/imm.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
 #[path = "../rpc"]
 mod rpc {

@@ -7,6 +7,13 @@ pub(crate) const PAYLOAD_BITS: u32 = 28;
 /// Largest immediate payload value.
 pub(crate) const PAYLOAD_MAX: u32 = (1 << PAYLOAD_BITS) - 1;
 
+/// Alignment and granule of RPC ring records (the IMM carries offsets in these
+/// units).
+pub(crate) const RECORD_ALIGN: u64 = 64;
+/// Bytes of every RPC ring: room for two records of the largest size, so that an
+/// empty ring always takes the largest record wherever its tail is.
+pub(crate) const RING_BYTES: u64 = 8 << 20 | 64 << 10;
+
 /// Bindings (client node, RPC id) a node serves at once: the immediate's bits.
 pub(crate) const BINDINGS: usize = 1 << BINDING_BITS;
 const BINDING_BITS: u32 = 10;

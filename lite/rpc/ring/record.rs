@@ -2,8 +2,10 @@
 //! The record written into a ring: the layout's constants, [`RecordHeader`], the
 //! output runs that follow it, and a record's length and place in the ring.
 
-/// Alignment and granule of records (the IMM carries offsets in these units).
-pub(crate) const RECORD_ALIGN: u64 = 64;
+// The ring's size and granule are part of the wire format: a ring immediate
+// carries a record's offset in granules.
+pub(crate) use crate::net::wire::{RECORD_ALIGN, RING_BYTES};
+
 /// Bytes of a record header.
 pub(crate) const HEADER_LEN: usize = 64;
 /// Bytes of one output run in a record.
@@ -13,9 +15,6 @@ pub(crate) const MAX_MSG: u64 = 4 << 20;
 /// Most runs an output buffer of `MAX_MSG` bytes can take (one per page, plus
 /// one for a buffer that does not start on a page boundary).
 pub(crate) const MAX_RUNS: u32 = (MAX_MSG / 4096) as u32 + 1;
-/// Bytes of every ring: room for two records of the largest size, so that an
-/// empty ring always takes the largest record wherever its tail is.
-pub(crate) const RING_BYTES: u64 = 8 << 20 | 64 << 10;
 
 /// Magic of a record header ("RPC1").
 pub(crate) const RECORD_MAGIC: u32 = 0x5250_4331;
