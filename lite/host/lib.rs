@@ -23,7 +23,7 @@ mod net {
     #[allow(unused_imports)]
     pub(crate) mod wire;
 }
-// wire/imm.rs reaches the ring's constants as `crate::rpc::ring`, as in the module.
+// The RPC rings' pure part, at its path in the module.
 #[path = "../rpc"]
 mod rpc {
     // As for pacer: the re-exports serve the module's users.

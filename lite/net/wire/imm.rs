@@ -18,8 +18,7 @@ pub(crate) const RING_BYTES: u64 = 8 << 20 | 64 << 10;
 pub(crate) const BINDINGS: usize = 1 << BINDING_BITS;
 const BINDING_BITS: u32 = 10;
 const OFFSET_BITS: u32 = PAYLOAD_BITS - BINDING_BITS;
-const _: () =
-    assert!((crate::rpc::ring::RING_BYTES / crate::rpc::ring::RECORD_ALIGN) < 1 << OFFSET_BITS);
+const _: () = assert!((RING_BYTES / RECORD_ALIGN) < 1 << OFFSET_BITS);
 
 /// What a write-with-immediate means to the receiving kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +60,7 @@ pub(crate) fn decode_imm(imm: u32) -> Option<(ImmKind, u32)> {
 
 /// Payload of a ring immediate: `binding` and a record-aligned ring `offset`.
 pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
-    let align = crate::rpc::ring::RECORD_ALIGN;
+    let align = RECORD_ALIGN;
     let units = offset / align;
     let fits = binding < BINDINGS && offset.is_multiple_of(align) && units < 1 << OFFSET_BITS;
     fits.then_some(((binding as u32) << OFFSET_BITS) | units as u32)
@@ -71,7 +70,7 @@ pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
 pub(crate) fn decode_ring_imm(payload: u32) -> (usize, u64) {
     let binding = (payload >> OFFSET_BITS) as usize;
     let units = u64::from(payload & ((1 << OFFSET_BITS) - 1));
-    (binding, units * crate::rpc::ring::RECORD_ALIGN)
+    (binding, units * RECORD_ALIGN)
 }
 
 #[cfg(test)]
@@ -104,7 +103,7 @@ mod tests {
 
     #[test]
     fn ring_immediates_carry_binding_and_offset() {
-        let last = crate::rpc::ring::RING_BYTES - crate::rpc::ring::RECORD_ALIGN;
+        let last = RING_BYTES - RECORD_ALIGN;
         for (binding, offset) in [(0, 0), (BINDINGS - 1, last), (5, 64 * 1000)] {
             let payload = encode_ring_imm(binding, offset).unwrap();
             assert!(payload <= PAYLOAD_MAX);

@@ -15,7 +15,7 @@
 //! mailbox (the reply's bytes went straight into the caller's buffer before it).
 //!
 //! RPC immediates: a request names the server's binding (ring) and the record's
-//! offset in it in `RECORD_ALIGN` units (see rpc/ring.rs); a head report names
+//! offset in it in `RECORD_ALIGN` units (see rpc/ring/); a head report names
 //! the binding and the ring offset the server has consumed up to.
 //!
 //! - `imm`: the immediate and the RPC ring immediate.
