@@ -3,5 +3,12 @@
 The scripts in tools/ are the commands and import this package from their own
 directory; vcluster.py and vwire.py are still top-level modules beside them.
 
-    plots    the benchmarks' plots, drawn with matplotlib, as SVG and PNG
+    plots           the benchmarks' plots, drawn with matplotlib, as SVG and PNG
+    soak_rounds     the soak (tools/soak.py): rounds of workloads and churn, then checks
+    soak_workloads  the soak's workloads, each started, then checked
+    soak_churn      the soak's churn and faults: kills, class, mode and LMR churn, leaves
+    soak_kv         the soak's long-lived lite-kv store and its final check
+    soak_checks     the soak's checks of the nodes' state, pings and kmemleak
+    soak_report     the soak's report, as a dict and as text
+    soak_common     what those share: Failed, Lost, reading a command's JSON summary
 """
