@@ -210,5 +210,5 @@ class Soak(KvStore, Workloads, Churn, Checks, Report):
 def soak(cluster, minutes, seed, say=print, kmemleak=True):
     """Runs the soak for `minutes` on `cluster` (nodes 0, 1 and 2 joined; node 2 behind
     a wire without a rate for the loss phases, else they are skipped) and returns the
-    report (see the module's doc); `report["passed"]` says whether all went right."""
+    report (see tools/soak.py); `report["passed"]` says whether all went right."""
     return Soak(cluster, seed, say).run(minutes, kmemleak=kmemleak)
