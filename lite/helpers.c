@@ -376,6 +376,8 @@ struct lite_op {
 	unsigned int pending;
 	/* The first failed WR's IB_WC_* status. */
 	int status;
+	/* When the last completion ran (ktime ns; 0: none yet). */
+	u64 done_ns;
 	wait_queue_head_t progress;
 };
 
@@ -475,6 +477,7 @@ static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
 	op->pending--;
+	WRITE_ONCE(op->done_ns, ktime_get_ns());
 	wake_up(&op->progress);
 	spin_unlock_irqrestore(&op->lock, flags);
 }
@@ -539,6 +542,11 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 			cond_resched();
 	}
 	return lite_op_wait(op);
+}
+
+unsigned long long lite_op_done_ns(const struct lite_op *op)
+{
+	return READ_ONCE(op->done_ns);
 }
 
 void lite_op_free(struct lite_op *op)

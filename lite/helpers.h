@@ -99,6 +99,8 @@ int lite_op_wait(struct lite_op *op);
 int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns);
 /* Waits until at most `outstanding` of the posted WRs are still in flight. */
 unsigned int lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
+/* When the op's last completion ran (ktime ns; 0: none yet). */
+unsigned long long lite_op_done_ns(const struct lite_op *op);
 void lite_op_free(struct lite_op *op);
 /* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,

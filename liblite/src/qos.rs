@@ -248,6 +248,22 @@ pub struct QosStat {
     pub increases: u64,
     /// Latency, default, bulk.
     pub classes: [ClassStat; 3],
+    /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent
+    /// their time in the kernel, summed since the module loaded.
+    pub latency_phases: [Phases; 2],
+}
+
+/// Time one-sided operations spent in each phase in the kernel, summed: the
+/// difference of two snapshots gives the means between them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    pub ops: u64,
+    /// Until the last work request was posted: credits, admission, pacing, locks.
+    pub before_post: Duration,
+    /// From then until the last completion ran: the NICs, the network, the peer.
+    pub in_network: Duration,
+    /// From then until the caller ran again.
+    pub wakeup: Duration,
 }
 
 impl Lite {
@@ -390,6 +406,12 @@ impl Lite {
             decreases: arg.decreases,
             increases: arg.increases,
             classes: [class(&arg.classes[0]), class(&arg.classes[1]), class(&arg.classes[2])],
+            latency_phases: arg.latency_phases.map(|p| Phases {
+                ops: p.ops,
+                before_post: Duration::from_nanos(p.before_post_ns),
+                in_network: Duration::from_nanos(p.in_network_ns),
+                wakeup: Duration::from_nanos(p.wakeup_ns),
+            }),
         })
     }
 }

@@ -131,6 +131,7 @@ impl Peer {
         let completed = self.wait(op, wait, ticket.class(), ticket.bytes(), ticket.start_ns());
         if completed.is_ok() && posted.is_ok() {
             ticket.acknowledged(ticket.bytes());
+            ticket.completed(write, op.done_ns());
         }
         self.return_credits(qp_index, TRANSFER_CREDITS);
         posted?;
@@ -178,6 +179,7 @@ impl Peer {
         };
         let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
         qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)?;
+        ticket.posted();
         Ok(limit)
     }
 

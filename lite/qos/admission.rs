@@ -4,7 +4,7 @@
 
 use super::classes::qp_for;
 use super::pacer::{self, Flow};
-use super::state::{QosState, Who};
+use super::state::{Phases, QosState, Who};
 use super::{fatal_signal, now_ns, Qos, PROBE_BELOW_SAMPLES, PROBE_NS, TURN_WAIT_MS};
 use crate::ffi;
 use crate::kvec::swap_remove;
@@ -38,6 +38,8 @@ impl Qos {
             },
             flow: None,
             start_ns,
+            last_post_ns: 0,
+            phases: None,
             bytes: 0,
             acknowledged: 0,
             reported: 0,
@@ -61,6 +63,10 @@ pub(crate) struct Ticket<'a> {
     inflight: u64,
     flow: Option<usize>,
     start_ns: u64,
+    /// When its last work request so far was posted (0: none yet).
+    last_post_ns: u64,
+    /// A latency-class transfer's phases once it completed, and whether it read.
+    phases: Option<(usize, Phases)>,
     bytes: u64,
     /// Bytes the transfer knows were acknowledged, and those of them reported to
     /// the link's delivery rate.
@@ -114,6 +120,27 @@ impl Ticket<'_> {
     /// share of the node's paced window while paced.
     pub(crate) fn inflight_limit(&self, most: usize) -> usize {
         self.inflight.min(most as u64) as usize
+    }
+
+    /// A work request of the transfer was posted just now.
+    pub(crate) fn posted(&mut self) {
+        self.last_post_ns = now_ns();
+    }
+
+    /// The transfer completed, its last completion having run at `done_ns`, and its
+    /// caller runs again: a latency-class transfer's phases are kept for the
+    /// statistics (`write`: an LT_write, else an LT_read).
+    pub(crate) fn completed(&mut self, write: bool, done_ns: u64) {
+        if self.class != LITE_CLASS_LATENCY || self.last_post_ns == 0 || done_ns < self.last_post_ns
+        {
+            return;
+        }
+        let phases = Phases {
+            before_post: self.last_post_ns.saturating_sub(self.start_ns),
+            in_network: done_ns - self.last_post_ns,
+            wakeup: now_ns().saturating_sub(done_ns),
+        };
+        self.phases = Some((usize::from(!write), phases));
     }
 
     /// `bytes` of the transfer (in all) are known to be acknowledged by the peer.
@@ -270,6 +297,9 @@ impl Drop for Ticket<'_> {
             if self.class == LITE_CLASS_LATENCY {
                 st.windows.control.add(ns);
                 st.last_latency_ns = now;
+            }
+            if let Some((kind, phases)) = &self.phases {
+                phases.add_to(&mut st.latency_phases[*kind]);
             }
         }
         // Only a paced transfer's end changes whose turn it is; waking the waiters

@@ -115,6 +115,7 @@ impl Qos {
             rules: KVec::new(),
             choices: KVec::new(),
             classes: [ClassCounters::default(); 3],
+            latency_phases: [LitePhases::default(); 2],
             windows,
             bucket: TokenBucket::new(0, now),
             aimd: Aimd::new(INITIAL_LINK_RATE, 0, DEFAULT_TARGET_NS),

@@ -199,6 +199,7 @@ impl Qos {
             decreases: st.decreases,
             increases: st.increases,
             classes: [LiteClassStat::default(); 3],
+            latency_phases: st.latency_phases,
         };
         for (i, c) in st.classes.iter().enumerate() {
             let w = &mut *st.windows;

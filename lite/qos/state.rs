@@ -54,6 +54,24 @@ impl Who {
     }
 }
 
+/// A one-sided transfer's time in each phase (ns), as `LitePhases` sums them.
+#[derive(Clone, Copy)]
+pub(crate) struct Phases {
+    pub(crate) before_post: u64,
+    pub(crate) in_network: u64,
+    pub(crate) wakeup: u64,
+}
+
+impl Phases {
+    /// Adds this transfer to `total`.
+    pub(crate) fn add_to(&self, total: &mut LitePhases) {
+        total.ops = total.ops.wrapping_add(1);
+        total.before_post_ns = total.before_post_ns.wrapping_add(self.before_post);
+        total.in_network_ns = total.in_network_ns.wrapping_add(self.in_network);
+        total.wakeup_ns = total.wakeup_ns.wrapping_add(self.wakeup);
+    }
+}
+
 #[derive(Default, Clone, Copy)]
 pub(crate) struct ClassCounters {
     pub(crate) bytes: u64,
@@ -97,6 +115,8 @@ pub(crate) struct QosState {
     pub(crate) rules: KVec<Rule>,
     pub(crate) choices: KVec<Choice>,
     pub(crate) classes: [ClassCounters; 3],
+    /// The latency class's LT_writes' (`[0]`) and LT_reads' (`[1]`) phases.
+    pub(crate) latency_phases: [LitePhases; 2],
     pub(crate) windows: KBox<Windows>,
     pub(crate) bucket: TokenBucket,
     pub(crate) aimd: Aimd,

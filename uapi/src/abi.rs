@@ -899,6 +899,25 @@ pub struct LiteQosStat {
     pub decreases: u64,
     pub increases: u64,
     pub classes: [LiteClassStat; 3],
+    /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent their
+    /// time in this kernel since it loaded.
+    pub latency_phases: [LitePhases; 2],
+}
+
+/// The time one-sided operations spent in each phase, summed (ns): differences of
+/// two snapshots give the means over the time between them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePhases {
+    /// Operations summed.
+    pub ops: u64,
+    /// From the start of the transfer until its last work request was posted:
+    /// credits, admission and pacing, locks.
+    pub before_post_ns: u64,
+    /// From then until its last completion ran: the NICs, the network and the peer.
+    pub in_network_ns: u64,
+    /// From then until the caller ran again.
+    pub wakeup_ns: u64,
 }
 
 /// `_IOR('L', 33, LiteQos)`
@@ -914,7 +933,7 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x80F8_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x8138_4C27;
 /// `_IOW('L', 40, LiteReserve)`
 pub const LITE_IOC_RESERVE: u32 = 0x4008_4C28;
 

@@ -46,6 +46,12 @@ impl Op {
         }
     }
 
+    /// When the last completion of the op ran (ns, `Ktime` clock; 0: none yet).
+    pub(crate) fn done_ns(&self) -> u64 {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_op_done_ns(self.raw.as_ptr()) }
+    }
+
     /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
     pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live.

@@ -2,7 +2,7 @@
 //! `stats` and `top`.
 
 use crate::stats::human;
-use lite::{Class, ClassRule, Lite, QosChange, QosMode, QosStat, RuleTarget};
+use lite::{Class, ClassRule, Lite, Phases, QosChange, QosMode, QosStat, RuleTarget};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -187,6 +187,17 @@ struct ClassJson {
     paced_ns: u64,
 }
 
+/// The latency class's one-sided operations of one kind over the interval: how
+/// many, and their mean time in each phase in the kernel.
+#[derive(Serialize)]
+struct PhasesJson {
+    op: &'static str,
+    ops: u64,
+    before_post_ns: u64,
+    in_network_ns: u64,
+    wakeup_ns: u64,
+}
+
 #[derive(Serialize)]
 struct StatsJson {
     mode: &'static str,
@@ -201,6 +212,24 @@ struct StatsJson {
     decreases: u64,
     increases: u64,
     classes: Vec<ClassJson>,
+    latency_phases: Vec<PhasesJson>,
+}
+
+/// The means of each phase between two totals.
+fn phases_json(op: &'static str, before: Option<&Phases>, now: &Phases) -> PhasesJson {
+    let zero = Phases::default();
+    let b = before.unwrap_or(&zero);
+    let ops = now.ops.wrapping_sub(b.ops);
+    let mean = |now: Duration, before: Duration| {
+        (now.as_nanos().saturating_sub(before.as_nanos()) / u128::from(ops.max(1))) as u64
+    };
+    PhasesJson {
+        op,
+        ops,
+        before_post_ns: mean(now.before_post, b.before_post),
+        in_network_ns: mean(now.in_network, b.in_network),
+        wakeup_ns: mean(now.wakeup, b.wakeup),
+    }
 }
 
 /// Rates over `elapsed` between two snapshots (since load when `before` is None).
@@ -239,6 +268,11 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
                 }
             })
             .collect(),
+        latency_phases: ["write", "read"]
+            .iter()
+            .enumerate()
+            .map(|(i, op)| phases_json(op, before.map(|b| &b.latency_phases[i]), &now.latency_phases[i]))
+            .collect(),
     }
 }
 
@@ -272,6 +306,16 @@ fn print_stats(s: &StatsJson) {
             c.active,
             c.queued,
             human(c.paced_ns)
+        );
+    }
+    for p in s.latency_phases.iter().filter(|p| p.ops > 0) {
+        println!(
+            "latency LT_{} in the kernel ({} ops, means): before post {}, in the network {}, wakeup {}",
+            p.op,
+            p.ops,
+            human(p.before_post_ns),
+            human(p.in_network_ns),
+            human(p.wakeup_ns)
         );
     }
 }
