@@ -125,6 +125,8 @@ MODE_COLOR, FRONTIER_COLOR = "#1f77b4", "#ff7f0e"
 INTERVAL_MS = 250
 # The time plots' bandwidths are over this trailing window: several 1 MiB operations.
 BANDWIDTH_WINDOW_S = 2.0
+# The kernel's statistics of a phase leave out this much of its start and its end.
+STATS_MARGIN_S = 0.5
 TARGETS = {"p99_ratio": ("<=", 1.5), "aggregate_ratio": (">=", 0.90)}
 FRONTIER_MB_S = [1, 4, 16]
 FRONTIER_CHUNK_KIB = [5, 16]
@@ -280,11 +282,31 @@ def latency_beside(alone, beside, key, what):
     } for op in ops}
 
 
-def summarize_mode(alone, both, bulks):
+PHASES = ("before_post_ns", "in_network_ns", "wakeup_ns")
+
+
+def phases_of(op, flow, stats):
+    """Where a latency flow's operations spent their time, in means (ns): in the
+    user's view (`user_ns`), in each of the kernel's phases of that operation
+    (`lite-admin stats` over the same phase), and the rest (`outside_ns`: the
+    system call, handles, pinning the buffer, the process). None without kernel
+    phases for its operation (LT_RPC has none)."""
+    kernel = {p["op"]: p for p in (stats or {}).get("latency_phases", [])}.get(op)
+    if not kernel or not kernel["ops"]:
+        return None
+    user = flow["latency"]["mean_ns"]
+    out = {"ops": kernel["ops"], "user_ns": user, **{k: kernel[k] for k in PHASES}}
+    out["outside_ns"] = max(0, user - sum(kernel[k] for k in PHASES))
+    return out
+
+
+def summarize_mode(alone, both, bulks, stats=None):
     """One pass's figures from its flows' JSON: the latency flows alone and beside
     bulk ({op: flow}, or one flow), and the bulk flows (which ran before, during
     and after the latency flows). Bulk counts as beside latency from the first
-    latency flow's start to the last one's end."""
+    latency flow's start to the last one's end. With the kernel's statistics of the
+    two latency phases (`stats`: {"alone": ..., "beside": ...}), `phases` says where
+    each one-sided latency flow's time went in each."""
     latency = latency_beside(alone, both, "beside_bulk", "bulk")
     both = by_op(both)
     lat_lo = min(both[op]["started_unix_ms"] for op in latency)
@@ -294,7 +316,11 @@ def summarize_mode(alone, both, bulks):
     bulk_alone = (bandwidth(bulks, first, lat_lo) + bandwidth(bulks, lat_hi, last)) / 2
     bulk_beside = bandwidth(bulks, lat_lo, lat_hi)
     latency_mb_s = sum(both[op]["mb_s"] for op in latency)
+    alone = by_op(alone)
+    phases = {op: {"alone": phases_of(op, alone[op], (stats or {}).get("alone")),
+                   "beside_bulk": phases_of(op, both[op], (stats or {}).get("beside"))} for op in latency}
     return {
+        "phases": {op: p for op, p in phases.items() if None not in p.values()},
         "latency": latency,
         "p99_ratio": max(f["p99_ratio"] for f in latency.values()),
         "bulk_alone_mb_s": bulk_alone,
@@ -387,6 +413,24 @@ def table(summary, first="mode"):
                              latency_label(op, f), ms(f["alone"]["p50_ns"]), ms(f["alone"]["p99_ns"]),
                              ms(f["beside_bulk"]["p50_ns"]), ms(f["beside_bulk"]["p99_ns"]),
                              f"{f['p99_ratio']:.2f}"] + lead)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def phase_table(summary):
+    """Where the one-sided latency flows' time went, alone -> beside bulk (means, ms):
+    rows per mode, bulk operation and flow; `summary` is {mode: {bulk_op: summary}}."""
+    head = ["mode", "bulk", "latency flow", "mean", "before post", "in the network", "wakeup", "outside the transfer"]
+    rows = [head]
+    for name, passes in summary.items():
+        for bulk_op, s in passes.items():
+            for op, p in s.get("phases", {}).items():
+                a, b = p["alone"], p["beside_bulk"]
+                rows.append([name, f"1 MiB {bulk_op}", latency_label(op)] + [
+                    f"{a[k] / 1e6:.2f} -> {b[k] / 1e6:.2f}"
+                    for k in ("user_ns",) + PHASES + ("outside_ns",)])
+    if len(rows) == 1:
+        return ""
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
@@ -595,6 +639,14 @@ class Runner:
             raise failed
         return out
 
+    def phase_stats(self, seconds):
+        """`lite-admin stats --json` over a phase of `seconds` that starts now, less its
+        margins (a job): SW-Pri's state at its end, and the means of the kernel's
+        phases of the latency class's one-sided operations within it."""
+        interval_ms = max(100, int((seconds - 2 * STATS_MARGIN_S) * 1000))
+        return self.c.exec_async(SENDER, f"sleep {STATS_MARGIN_S}; lite-admin stats --json --interval-ms {interval_ms}",
+                                 timeout=self.timeout)
+
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
         return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
@@ -607,21 +659,23 @@ class Runner:
     def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
-        beside bulk, [bulk flow], SW-Pri's state halfway)."""
+        beside bulk, [bulk flow], {"alone": stats, "beside": stats}: the kernel's
+        statistics over each latency phase, SW-Pri's state at its end.)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
-        alone = self.flows(self.latency_flows(latency_ops, seconds))
+        alone_jobs = self.latency_flows(latency_ops, seconds)
+        alone_stats = self.phase_stats(seconds)
+        alone = self.flows(alone_jobs)
         bulks = {i: (self.c.exec_async(SENDER, bulk_flow(3 * seconds, bulk_op), timeout=self.timeout),
                      f"bulk flow {bulk_op}") for i in range(BULK_FLOWS)}
         time.sleep(seconds)
         both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
-        # Halfway through, SW-Pri's state: SafeUtil, AIMD steps, pacing.
-        time.sleep(seconds / 2)
-        pacing = last_json(self.c.exec(SENDER, "lite-admin stats --json").out)
+        both_stats = self.phase_stats(seconds)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})
         both = {op: flows[("latency", op)] for op in latency_ops}
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
-        return alone, both, bulk, pacing
+        stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out)}
+        return alone, both, bulk, stats
 
     def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):
         """One pass against a hostile tenant: the latency flows alone, then the tenant
@@ -894,15 +948,16 @@ def main():
         def run_pass(name, mode, bulk_op):
             """One pass of the protocol; its summary, or None when it failed."""
             try:
-                alone, both, bulk, pacing = runner.mode(mode, args.seconds, bulk_op, latency_ops)
+                alone, both, bulk, stats = runner.mode(mode, args.seconds, bulk_op, latency_ops)
             except CommandFailed as e:
                 print(f"      FAILED: {str(e)[-1500:]}", flush=True)
                 results["errors"].append({"step": f"{name}, bulk {bulk_op}", "error": str(e)[-4000:]})
                 return None
             results["flows"].setdefault(name, {})[bulk_op] = {"latency_alone": alone, "latency": both,
-                                                              "bulk": bulk, "pacing": pacing}
-            s = summarize_mode(alone, both, bulk)
-            print(f"      {pass_line(s)}{pacing_note(pacing)}", flush=True)
+                                                              "bulk": bulk, "pacing": stats["beside"],
+                                                              "kernel_alone": stats["alone"]}
+            s = summarize_mode(alone, both, bulk, stats)
+            print(f"      {pass_line(s)}{pacing_note(stats['beside'])}", flush=True)
             return s
 
         per_run = {mode: {b: [] for b in bulk_ops} for mode in modes}
@@ -954,6 +1009,11 @@ def main():
         print(f"\n== {args.regime} regime ({regime}{runs}): latency class ({flows_text}, at once) beside "
               f"{BULK_FLOWS} bulk flows ({' | '.join(BULK_OPS[b] for b in bulk_ops)}) ==")
         print(table(results["modes"]))
+        phases = phase_table(results["modes"])
+        if phases:
+            print("\nwhere the latency class's time went, alone -> beside bulk (means, ms; `before post`, "
+                  "`in the network` and `wakeup` measured in the sender's kernel):")
+            print(phases)
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
             print(f"sw-pri targets, bulk {bulk_op}: " + ", ".join(
                 f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: {'met' if v else 'missed' if v is not None else 'no data'}"

@@ -23,7 +23,7 @@ def flow(start_ms, seconds, size, buckets, p50=1_000_000, p99=2_000_000, interva
     ops = sum(buckets)
     per_op = size + (reply_size or 0)
     f = {"started_unix_ms": start_ms, "seconds": seconds, "size": size, "ops": ops,
-         "mb_s": ops * per_op / seconds / 1e6, "latency": {"median_ns": p50, "p99_ns": p99},
+         "mb_s": ops * per_op / seconds / 1e6, "latency": {"median_ns": p50, "mean_ns": p50, "p99_ns": p99},
          "timeline": [{"t": i * interval_ms / 1000, "ops": n, "mb_s": n * per_op / (interval_ms / 1000) / 1e6,
                        "p50_ns": p50, "p99_ns": p99} for i, n in enumerate(buckets) if n]}
     if op:
@@ -302,6 +302,10 @@ class FakeCluster:
 
     def exec_async(self, n, script, timeout=900):
         self.commands.append((n, script))
+        if "stats --json" in script:
+            job = mock.Mock()
+            job.wait.return_value = Result(0, json.dumps(STATS) + "\n")
+            return job
         args = shlex.split(script)
         if args[0] == "sh":
             args = shlex.split(args[2].split("&& { ", 1)[1].split(";", 1)[0])
@@ -316,6 +320,10 @@ class FakeCluster:
         return job
 
 
+# `lite-admin stats --json` over a phase: the kernel's phase means of LT_writes only.
+STATS = {"mode": "sw-pri", "latency_phases": [
+    {"op": "write", "ops": 40, "before_post_ns": 1_000, "in_network_ns": 2 * MB, "wakeup_ns": 100_000},
+    {"op": "read", "ops": 0, "before_post_ns": 0, "in_network_ns": 0, "wakeup_ns": 0}]}
 FAIL_LOOP = {"bench": "fail-loop", "calls": 5000, "calls_per_s": 1000.4, "unexpected": 0,
              "kinds": {"unknown handle": {"calls": 700, "errno": "EBADF"}}}
 LMR_MANY = ("many: 1000 LMRs of 4096 bytes: malloc 3.615 s (3615.0 us each); first and last written\n"
@@ -423,18 +431,26 @@ class RunnerTest(unittest.TestCase):
 
     def test_a_pass_runs_the_latency_flows_at_once_alone_and_beside_bulk(self):
         c = FakeCluster()
-        alone, both, bulk, pacing = q.Runner(c, 100).mode("sw-pri", 2, "read")
+        alone, both, bulk, stats = q.Runner(c, 100).mode("sw-pri", 2, "read")
         self.assertEqual(list(alone), ["write", "rpc", "read"])
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
-        self.assertEqual(pacing, {"mode": "sw-pri"})
+        self.assertEqual(stats, {"alone": STATS, "beside": STATS})
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
-        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["bulk"] * q.BULK_FLOWS + ["latency"] * 3 + ["stats"])
+        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
+                         + ["latency"] * 3 + ["stats"])
         self.assertTrue(all(n == q.SENDER for n, _ in c.commands))
         self.assertIn("--seconds 6 ", [s for _, s in c.commands if "--class bulk" in s][0], "3 phases of bulk")
-        s = q.summarize_mode(alone, both, bulk)
+        self.assertIn("--interval-ms 1000", [s for _, s in c.commands if "stats" in s][0], "the phase less margins")
+        s = q.summarize_mode(alone, both, bulk, stats)
         self.assertEqual(set(s["latency"]), {"write", "rpc", "read"})
+        self.assertEqual(list(s["phases"]), ["write"], "the kernel timed LT_writes only")
+        beside = s["phases"]["write"]["beside_bulk"]
+        mean = both["write"]["latency"]["mean_ns"]
+        self.assertEqual((beside["ops"], beside["user_ns"], beside["in_network_ns"]), (40, mean, 2 * MB))
+        self.assertEqual(beside["outside_ns"], max(0, mean - 2 * MB - 101_000))
+        self.assertIn("write 16 B", q.phase_table({"sw-pri": {"read": s}}))
 
     def test_a_pass_runs_the_chosen_latency_flows_only(self):
         c = FakeCluster()

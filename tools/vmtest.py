@@ -786,8 +786,8 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     c.exec(0, f"lite-admin target --us {60_000}")
     seen, pacing = {}, None
     for mode in ("none", "sw-pri"):
-        alone, both, bulk, pacing = runner.mode(mode, 5, "write", ["write"])
-        seen[mode] = qos_bench.summarize_mode(alone, both, bulk)
+        alone, both, bulk, stats = runner.mode(mode, 5, "write", ["write"])
+        seen[mode], pacing = qos_bench.summarize_mode(alone, both, bulk), stats["beside"]
     none, sw = seen["none"], seen["sw-pri"]
     p50 = {m: s["latency"]["write"]["beside_bulk"]["p50_ns"] / 1e6 for m, s in seen.items()}
     agg = sw["aggregate_beside_latency_mb_s"] / max(1e-9, none["aggregate_beside_latency_mb_s"])
