@@ -837,6 +837,53 @@ def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
     integrity(c, 0, 4 << 20, "1,2", 12, 600)
 
 
+# Shorter than RC's retry budget (about 15 s, below) and than the manager's
+# dead-after, as raised by the test below.
+SHORT_CUT_S = 8
+
+
+@link
+def partition_shorter_than_the_retry_budget_only_delays_operations(c):
+    # Every frame to and from node 2 lost for 8 s while node 0 writes 256 MiB into
+    # memory node 2 holds, with the manager's dead-after raised to 60 s (heartbeats
+    # cross the cut wire too). RC retransmits what was lost once the link is back,
+    # so nothing fails: the write completes with every byte right, no peer is
+    # marked failed or down, and node 2 stays the same incarnation.
+    restart_manager(c, (0, 1, 2), dead_after_ms=60_000)
+    mgmt = c.wire_mgmt(2)
+    try:
+        epoch = c.status(2)["epoch"]
+        logged = len((c.run / "manager.log").read_text(errors="replace"))
+        writer = c.exec_async(0, "lite-selftest lmr-integrity --size 256M --holders 2 --seed 25 2>/dev/null",
+                              timeout=600)
+        deadline = time.time() + 120
+        while lmr_counts(c, 0)["mastered"] < 1:
+            check(time.time() < deadline, f"the write never started: {c.status(0)}")
+            time.sleep(0.5)
+        time.sleep(2)
+        vwire.apply(mgmt, ["loss 100"])
+        cut = time.time()
+        try:
+            time.sleep(SHORT_CUT_S)
+        finally:
+            vwire.apply(mgmt, ["loss 0"])
+        res = writer.wait(timeout=300)
+        check(res.rc == 0 and ": ok," in res.out, f"a write across an {SHORT_CUT_S} s partition: rc {res.rc}: "
+                                                  f"{res.out[-1500:]}")
+        print(f"    {res.out.strip().splitlines()[-1]}; ended {time.time() - cut:.1f} s after the cut", flush=True)
+        for n in (0, 1):
+            wait_peers(c, n, connected=[m for m in (0, 1, 2) if m != n], timeout=10)
+        check(c.status(2)["epoch"] == epoch, "a partition shorter than the retry budget made node 2 a new "
+                                             "incarnation")
+        log = (c.run / "manager.log").read_text(errors="replace")[logged:]
+        check("its links to nodes" not in log, f"a node was taken down for failed links:\n{log[-2000:]}")
+    finally:
+        restart_manager(c, (0, 1, 2))
+    check_no_lmr_state(c)
+    for src, dst in ((0, 2), (2, 1)):
+        ping(c, src, dst, count=5)
+
+
 # RC's retry budget (lite/helpers.c): 7 tries of 2.1 s without an acknowledgement.
 # An operation on a link that stays dead fails within it, plus the manager's verdict
 # on the reported link (an agent heartbeat and two manager heartbeats) and slack for
