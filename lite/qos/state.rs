@@ -187,11 +187,15 @@ impl QosState {
         }
     }
 
-    /// Bytes one paced transfer may have in flight: its share of the node's window
-    /// at SafeUtil, at least two chunks.
+    /// Bytes one paced transfer may have in flight: its share of the node's window,
+    /// which is what SafeUtil carries in `WINDOW_NS` but at least two chunks (one in
+    /// flight while the next is admitted), and at least one chunk. Two chunks per
+    /// transfer instead kept 128 KiB of two bulk writers at the bottleneck, 35 ms of
+    /// a 4 MiB/s wire, whenever SafeUtil exceeded what the wire passed.
     pub(crate) fn inflight_budget(&self) -> u64 {
         let flows = self.used.iter().filter(|&&used| used).count().max(1) as u64;
-        (pacer::bytes_in(self.bucket.rate(), WINDOW_NS) / flows).max(2 * self.chunk())
+        let chunk = self.chunk();
+        (pacer::bytes_in(self.bucket.rate(), WINDOW_NS).max(2 * chunk) / flows).max(chunk)
     }
 
     /// Bytes one transfer of `class` that is not paced may have in flight: in SW-Pri
