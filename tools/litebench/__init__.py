@@ -11,4 +11,9 @@ directory; vcluster.py and vwire.py are still top-level modules beside them.
     soak_checks     the soak's checks of the nodes' state, pings and kmemleak
     soak_report     the soak's report, as a dict and as text
     soak_common     what those share: Failed, Lost, reading a command's JSON summary
+    qos_flows       the QoS benchmark (tools/qos_bench.py): roles, flow commands, flow JSON, bandwidth
+    qos_summary     the QoS benchmark's figures: summaries, medians, ratios, targets, phases, tables
+    qos_plots       the QoS benchmark's time plots per mode and frontier plots
+    qos_hostile     the QoS benchmark's hostile tenant: attacks, scripts, its reports and table
+    qos_runner      the QoS benchmark's passes on the cluster: Runner, prepare (RPC server, Target99)
 """

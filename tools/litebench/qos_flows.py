@@ -1,0 +1,110 @@
+"""The priority-class benchmark's flows (tools/qos_bench.py): the nodes' roles, the
+latency and bulk flows and the RPC flow's server as guest commands, and the flows'
+JSON read back (their operations within a window of time, their bandwidth)."""
+
+import json
+import shlex
+
+NODES = 3
+SENDER, HOLDER = 0, 1
+MODES = ["none", "hw-sep", "sw-pri"]
+BULK_FLOWS = 2
+# The latency class's flows (lite-bench flow --op OP), in the order they are reported.
+LATENCY_OPS = {
+    "write": {"size": 16, "label": "16 B LT_write"},
+    "rpc": {"size": 16, "reply_size": 64, "label": "LT_RPC 16 B in, 64 B out"},
+    "read": {"size": 64, "label": "64 B LT_read"},
+}
+BULK_OPS = {"write": "1 MiB LT_write", "read": "1 MiB LT_read"}
+BULK_SIZE = 1 << 20
+# The RPC flow's server on HOLDER (lite-bench's default id is the same).
+RPC_ID = 32
+RPC_SERVER_LOG = "/tmp/qos-rpc-server.log"
+RPC_SERVER_PID = "/tmp/qos-rpc-server.pid"
+INTERVAL_MS = 250
+
+
+def in_latency_class(command):
+    """`command` run by a shell that the operator puts in class latency (a process
+    rule covers its children), which takes its rule away afterwards: a node keeps
+    at most 64 rules, and a pass starts six latency flows."""
+    return in_class("latency", command)
+
+
+def in_class(klass, command):
+    """`command` run by a shell that the operator puts in class `klass` (see
+    in_latency_class)."""
+    script = (f"lite-admin class set --pid $$ {klass} >/dev/null && {{ {command}; rc=$?; "
+              f"lite-admin class unset --pid $$ >/dev/null; exit $rc; }}")
+    return f"sh -c {shlex.quote(script)}"
+
+
+def latency_flow(seconds, op="write", interval_ms=INTERVAL_MS):
+    """A latency-class flow of LATENCY_OPS[op]."""
+    spec = LATENCY_OPS[op]
+    rpc = f" --reply-size {spec['reply_size']} --rpc-id {RPC_ID}" if op == "rpc" else ""
+    return in_latency_class(f"lite-bench --quiet flow --holder {HOLDER} --op {op} --size {spec['size']}{rpc} "
+                            f"--seconds {seconds} --interval-ms {interval_ms}")
+
+
+def bulk_flow(seconds, op="write", interval_ms=INTERVAL_MS):
+    return (f"lite-bench --quiet flow --holder {HOLDER} --op {op} --size {BULK_SIZE} --seconds {seconds} "
+            f"--class bulk --interval-ms {interval_ms}")
+
+
+def rpc_server():
+    """Starts the RPC flow's server on HOLDER in the background (in class latency: it
+    answers the latency class) and waits until it has registered; it runs until
+    the cluster goes down."""
+    serve = in_latency_class(f"lite-bench serve --id {RPC_ID}")
+    return (f"{serve} > {RPC_SERVER_LOG} 2>&1 < /dev/null & echo $! > {RPC_SERVER_PID}; i=0; "
+            f"while [ $i -lt 300 ]; do grep -q 'serving RPC' {RPC_SERVER_LOG} && exit 0; "
+            f"kill -0 $(cat {RPC_SERVER_PID}) 2>/dev/null || break; sleep 0.1; i=$((i + 1)); done; "
+            f"cat {RPC_SERVER_LOG}; exit 1")
+
+
+def parse_ops(text, known, what):
+    """A comma-separated choice of `known`'s keys, in the order given; ValueError
+    naming the flag otherwise."""
+    ops = [o.strip() for o in text.split(",") if o.strip()]
+    if not ops or any(o not in known for o in ops) or len(set(ops)) != len(ops):
+        raise ValueError(f"{what}: a comma-separated choice of {','.join(known)}, each at most once")
+    return ops
+
+
+def last_json(text):
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def in_window(flow, lo_ms, hi_ms):
+    """The timeline buckets of `flow` that lie within [lo_ms, hi_ms) of wall-clock time."""
+    start = flow["started_unix_ms"]
+    return [b for b in flow["timeline"] if lo_ms <= start + b["t"] * 1000 < hi_ms]
+
+
+def bandwidth(flows, lo_ms, hi_ms):
+    """MB/s of `flows` together: the bytes of the operations that completed within
+    [lo_ms, hi_ms) over its length (buckets without completions have no entry)."""
+    if hi_ms <= lo_ms:
+        return 0.0
+    done = sum(b["ops"] * op_bytes(f) for f in flows for b in in_window(f, lo_ms, hi_ms))
+    return done / ((hi_ms - lo_ms) / 1000) / 1e6
+
+
+def op_bytes(flow):
+    """Bytes one operation of `flow` moves (an RPC's both ways, as lite-bench counts)."""
+    return flow["size"] + flow.get("reply_size", 0)
+
+
+def by_op(flows):
+    """Latency flows as {op: flow}; a single flow's JSON is taken as the one flow."""
+    if "timeline" in flows:
+        return {flows.get("op", "write"): flows}
+    return flows

@@ -1,0 +1,142 @@
+"""The priority-class benchmark's passes on the cluster (tools/qos_bench.py): `Runner`
+starts a pass's flows (or the hostile tenant's) and reads their JSON; `prepare` starts
+the RPC flow's server and sets Target99."""
+
+import time
+
+from vcluster import CommandFailed
+
+from litebench.qos_flows import (BULK_FLOWS, HOLDER, LATENCY_OPS, RPC_ID, SENDER, bulk_flow, last_json,
+                                 latency_flow, rpc_server)
+from litebench.qos_hostile import (HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_SETUP_S, hostile_ready_script,
+                                   hostile_report, hostile_script)
+
+# The kernel's statistics of a phase leave out this much of its start and its end.
+STATS_MARGIN_S = 0.5
+
+
+def target99_us(alone_flows, stats):
+    """1.5 x the latency class's p99 alone as SW-Pri sees it (`lite-admin stats`),
+    else as the slowest flow saw it."""
+    classes = {c["class"]: c for c in (stats or {}).get("classes", [])}
+    p99 = classes.get("latency", {}).get("p99_ns") or max(f["latency"]["p99_ns"] for f in alone_flows.values())
+    return max(1, int(p99 * 1.5 / 1000))
+
+
+class Runner:
+    def __init__(self, c, timeout):
+        self.c, self.timeout = c, timeout
+
+    def flow(self, job, what):
+        res = job.wait()
+        data = last_json(res.out)
+        if res.rc != 0 or data is None:
+            raise CommandFailed(f"{what} exited {res.rc}: {res.out.strip()[-1500:]}")
+        if not data.get("ops"):
+            raise CommandFailed(f"{what} completed no operation in its {data.get('seconds')} s")
+        return data
+
+    def flows(self, jobs):
+        """Waits for every job of {key: (job, what)}, then raises the first failure, so
+        that no flow of a failed pass still runs into the next one."""
+        out, failed = {}, None
+        for key, (job, what) in jobs.items():
+            try:
+                out[key] = self.flow(job, what)
+            except CommandFailed as e:
+                failed = failed or e
+        if failed:
+            raise failed
+        return out
+
+    def phase_stats(self, seconds):
+        """`lite-admin stats --json` over a phase of `seconds` that starts now, less its
+        margins (a job): SW-Pri's state at its end, and the means of the kernel's
+        phases of the latency class's one-sided operations within it."""
+        interval_ms = max(100, int((seconds - 2 * STATS_MARGIN_S) * 1000))
+        return self.c.exec_async(SENDER, f"sleep {STATS_MARGIN_S}; lite-admin stats --json --interval-ms {interval_ms}",
+                                 timeout=self.timeout)
+
+    def latency_flows(self, ops, seconds, phase="alone"):
+        """Starts the latency flows of `ops` at once: {op: (job, what)}."""
+        return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
+                     f"latency flow {op} {phase}") for op in ops}
+
+    def serve_rpc(self):
+        """The RPC flow's server on HOLDER (until the cluster goes down)."""
+        self.c.exec(HOLDER, rpc_server(), timeout=60)
+
+    def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
+        """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
+        with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
+        beside bulk, [bulk flow], {"alone": stats, "beside": stats}: the kernel's
+        statistics over each latency phase, SW-Pri's state at its end.)"""
+        self.c.exec(SENDER, f"lite-admin mode {mode}")
+        alone_jobs = self.latency_flows(latency_ops, seconds)
+        alone_stats = self.phase_stats(seconds)
+        alone = self.flows(alone_jobs)
+        bulks = {i: (self.c.exec_async(SENDER, bulk_flow(3 * seconds, bulk_op), timeout=self.timeout),
+                     f"bulk flow {bulk_op}") for i in range(BULK_FLOWS)}
+        time.sleep(seconds)
+        both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
+        both_stats = self.phase_stats(seconds)
+        flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
+                            **{("bulk", i): job for i, job in bulks.items()}})
+        both = {op: flows[("latency", op)] for op in latency_ops}
+        bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
+        stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out)}
+        return alone, both, bulk, stats
+
+    def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):
+        """One pass against a hostile tenant: the latency flows alone, then the tenant
+        of `attack` for 3 phases from when it is ready, with the latency flows in the
+        middle one. Returns ({op: flow} alone, {op: flow} beside the tenant, what the
+        tenant reported and its exit status (`rc`: a tenant that fails after the latency
+        flows ran still makes a pass, to be flagged), SW-Pri's state halfway)."""
+        self.c.exec(SENDER, f"lite-admin mode {mode}")
+        alone = self.flows(self.latency_flows(latency_ops, seconds))
+        log = f"/tmp/{tag}.log"
+        # A previous pass's status would say this tenant had ended.
+        self.c.exec(SENDER, f"rm -f {log} {log}.rc")
+        tenant = self.c.exec_async(SENDER, hostile_script(attack, 3 * seconds, log, lmrs),
+                                   timeout=self.timeout + HOSTILE_SETUP_S)
+        failed, beside, pacing = None, {}, None
+        try:
+            marker = HOSTILE_ATTACKS[attack].get("ready")
+            if marker:
+                self.c.exec(SENDER, hostile_ready_script(log, marker), timeout=HOSTILE_SETUP_S)
+            time.sleep(seconds)
+            jobs = self.latency_flows(latency_ops, seconds, "beside the hostile tenant")
+            time.sleep(seconds / 2)
+            pacing = last_json(self.c.exec(SENDER, "lite-admin stats --json").out)
+            beside = self.flows(jobs)
+        except CommandFailed as e:
+            failed = e
+        res = tenant.wait()
+        if failed:
+            raise failed
+        return alone, beside, {**hostile_report(res.out), "rc": res.rc}, pacing
+
+
+def prepare(c, runner, args, latency_ops, results):
+    """The RPC flow's server, Target99 (measured in none mode unless given) and the
+    link rate override on the joined cluster; returns Target99 in us."""
+    if "rpc" in latency_ops:
+        print(f"RPC server: lite-bench serve --id {RPC_ID} on node {HOLDER}", flush=True)
+        runner.serve_rpc()
+    target_us = args.target_us
+    if target_us is None:
+        # Twice: the first phase after boot is slower (one run: p99 49 ms against
+        # 16-30 ms later), and SW-Pri's window holds the last 1024 samples, the second's.
+        print("[0] latency flows alone, twice, to set Target99 from the second ...", flush=True)
+        c.exec(SENDER, "lite-admin mode none")
+        for _ in range(2):
+            probe = runner.flows(runner.latency_flows(latency_ops, args.seconds))
+        target_us = target99_us(probe, last_json(c.exec(SENDER, "lite-admin stats --json").out))
+    c.exec(SENDER, f"lite-admin target --us {target_us}")
+    if args.link_mbps:
+        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
+        results["config"]["link_mbps"] = args.link_mbps
+    results["config"]["target99_us"] = target_us
+    print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
+    return target_us
