@@ -11,6 +11,10 @@ directory; vcluster.py and vwire.py are still top-level modules beside them.
     soak_checks     the soak's checks of the nodes' state, pings and kmemleak
     soak_report     the soak's report, as a dict and as text
     soak_common     what those share: Failed, Lost, reading a command's JSON summary
+    bench_steps     the benchmark (tools/bench.py): its steps per section, run_steps
+    bench_runner    the benchmark's Bench: live commands, tools' JSON, perftest pairs, guarded steps
+    bench_output    the benchmark's parsers of perftest's tables and the tools' JSON
+    bench_report    the benchmark's targets, ratio table and latency chart panels
     qos_flows       the QoS benchmark (tools/qos_bench.py): roles, flow commands, flow JSON, bandwidth
     qos_summary     the QoS benchmark's figures: summaries, medians, ratios, targets, phases, tables
     qos_plots       the QoS benchmark's time plots per mode and frontier plots
