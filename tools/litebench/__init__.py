@@ -20,4 +20,7 @@ directory; vcluster.py and vwire.py are still top-level modules beside them.
     qos_plots       the QoS benchmark's time plots per mode and frontier plots
     qos_hostile     the QoS benchmark's hostile tenant: attacks, scripts, its reports and table
     qos_runner      the QoS benchmark's passes on the cluster: Runner, prepare (RPC server, Target99)
+    vm_harness      the integration tests (tools/vmtest.py): TESTS, suites, decorators, shared helpers
+    vm_tests_*      the integration tests by area, imported by vmtest.py in the order they run:
+                    bringup, lmr, rpc, apps, qos, link, class_change, hostile, membership, final
 """

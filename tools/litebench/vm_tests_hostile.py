@@ -1,0 +1,117 @@
+"""Integration tests of hostile and random input (tools/vmtest.py): hostile ioctls and
+user calls, random ioctls, the free/map race, unprivileged fuzzing, and the fuzz
+suite's campaign."""
+
+import time
+
+from vcluster import Background
+
+from litebench.vm_harness import check, check_no_lmr_state, check_no_rpc_state, fuzz, ping, test
+
+
+@test
+def hostile_ioctls_get_clear_errnos(c):
+    out = c.exec(0, "lite-selftest hostile 1", timeout=120).out
+    check(" 0 failed" in out, out)
+
+
+@test
+def random_ioctls_do_not_hurt_the_kernel(c):
+    c.exec(2, "lite-selftest fuzz 12345 20000", timeout=300)
+    ping(c, 2, 0, count=5)
+
+
+@test
+def hostile_user_calls_are_bounded_and_undone(c):
+    serve = Background(c, 1, "uhsrv", "lite-selftest rpc-serve 4242")
+    try:
+        serve.wait_for("ready")
+        out = c.exec(0, "lite-selftest user-hostile 1", timeout=600).out
+    finally:
+        # A failed check must not leave the server to fail the tests after this one.
+        serve.close()
+    check(" 0 failed" in out, out)
+    check_no_lmr_state(c)
+    check_no_rpc_state(c)
+
+
+@test
+def free_racing_map_read_write_lock_never_reaches_freed_memory(c):
+    # The master frees and reallocates one LMR (held here and at node 1) as fast as
+    # it can while its own threads and nodes 1 and 2 map it and use every handle.
+    mappers = [c.exec_async(n, "lite-selftest lmr-race race --role mapper --seconds 60 --threads 2 --json",
+                            timeout=600) for n in (1, 2)]
+    master = c.exec(0, "lite-selftest lmr-race race --role master --seconds 60 --threads 3 --holders 0,1 --json",
+                    timeout=600, check=False)
+    results = [master] + [job.wait() for job in mappers]
+    for res in results:
+        print(f"    {res.out.strip().splitlines()[-1] if res.out.strip() else res}", flush=True)
+    for res in results:
+        check(res.rc == 0, f"lmr-race: {res.out}")
+    check_no_lmr_state(c)
+
+
+def membership(c, nodes=(0, 1, 2)):
+    """(node id, epoch, {peer: (state, epoch)}) of every node, as lite-admin shows it."""
+    out = {}
+    for n in nodes:
+        st = c.status(n)
+        out[n] = (st["node_id"], st["epoch"], {p["id"]: (p["state"], p["epoch"]) for p in st["peers"]})
+    return out
+
+
+def membership_logs(c, nodes=(0, 1, 2), lines=12):
+    """The manager's and the agents' last words: why a node was declared down or reconnected."""
+    logs = [("node0 manager", 0, "/run/lite/manager.log")] + [(f"node{n} agent", n, f"/run/lite/agent{n}.log") for n in nodes]
+    out = []
+    for name, n, path in logs:
+        res = c.exec(n, f"tail -n {lines} {path}", check=False)
+        out.append(f"  {name}:\n" + "\n".join(f"    {line}" for line in res.out.splitlines()))
+    return "\n".join(out)
+
+
+def fuzz_nodes(c, calls, seed):
+    """`calls` structured random ioctls as an unprivileged user (uid 65534), half on
+    node 0 and half on node 1, two processes each; every node must keep its id and
+    epoch and see every peer as before, and every node must ping every other.
+    Returns the number of calls made."""
+    before = membership(c)
+    jobs = [c.exec_async(n, f"lite-selftest fuzz-user {seed + n} {calls // 2} --processes 2",
+                         timeout=max(1200, calls // 10))
+            for n in (0, 1)]
+    for job in jobs:
+        res = job.wait()
+        check(res.rc == 0, f"fuzz-user: {res.out[-3000:]}")
+        print(f"    {res.out.strip().splitlines()[-1]}", flush=True)
+    after = membership(c)
+    check(before == after, f"membership changed under unprivileged calls:\n{before}\n{after}\n"
+          + membership_logs(c))
+    for src in (0, 1, 2):
+        for dst in (0, 1, 2):
+            if src != dst:
+                ping(c, src, dst, count=3)
+    check_no_lmr_state(c)
+    check_no_rpc_state(c)
+    return calls // 2 * 2
+
+
+@test
+def unprivileged_random_ioctls_leave_membership_as_it_was(c):
+    fuzz_nodes(c, 20_000, 1919)
+
+
+# `make fuzz CALLS=N`: the calls of the fuzz suite, in batches between which the
+# membership, the pings and the leftover state are checked.
+FUZZ_CAMPAIGN = {"calls": 1_000_000, "batch": 40_000}
+
+
+@fuzz
+def fuzz_campaign_leaves_the_kernel_and_the_cluster_whole(c):
+    done, t0, calls = 0, time.time(), FUZZ_CAMPAIGN["calls"]
+    while done < calls:
+        done += fuzz_nodes(c, min(FUZZ_CAMPAIGN["batch"], calls - done), 7000 + done)
+        splats = c.splats()
+        check(not splats, f"kernel bug reports after {done} calls: {splats[:10]}")
+        rate = done / (time.time() - t0)
+        print(f"    {done} of {calls} calls, {rate:.0f} calls/s, membership intact, 0 splats; "
+              f"{(calls - done) / max(rate, 1e-9) / 60:.0f} min to go", flush=True)
