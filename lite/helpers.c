@@ -494,15 +494,37 @@ struct lite_op *lite_op_new(void)
 	return op;
 }
 
-unsigned int lite_op_wait_below(struct lite_op *op, unsigned int outstanding)
+/* At least a jiffy, so that a timeout of 0 still looks once, and short of forever. */
+static long lite_timeout_jiffies(u64 timeout_ns)
 {
-	unsigned int pending;
+	return min_t(u64, nsecs_to_jiffies64(timeout_ns), MAX_SCHEDULE_TIMEOUT - 1) + 1;
+}
+
+long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns)
+{
+	long left = lite_timeout_jiffies(timeout_ns);
+	long pending;
 
 	spin_lock_irq(&op->lock);
-	wait_event_lock_irq(op->progress, op->pending <= outstanding, op->lock);
-	pending = op->pending;
+	left = wait_event_lock_irq_timeout(op->progress, op->pending <= outstanding, op->lock, left);
+	pending = left ? op->pending : -ETIMEDOUT;
 	spin_unlock_irq(&op->lock);
 	return pending;
+}
+
+int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns)
+{
+	long left = lite_timeout_jiffies(timeout_ns);
+	int status = -ETIMEDOUT;
+
+	spin_lock_irq(&op->lock);
+	left = wait_event_lock_irq_timeout(op->progress, op->pending == 0, op->lock, left);
+	if (left) {
+		status = op->status;
+		op->status = 0;
+	}
+	spin_unlock_irq(&op->lock);
+	return status;
 }
 
 int lite_op_wait(struct lite_op *op)
@@ -517,10 +539,11 @@ int lite_op_wait(struct lite_op *op)
 	return status;
 }
 
-int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns)
+int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns,
+			 unsigned long long timeout_ns)
 {
 	struct ib_wc wc[LITE_POLL_BATCH];
-	u64 deadline = ktime_get_ns() + budget_ns;
+	u64 start = ktime_get_ns(), deadline = start + min(budget_ns, timeout_ns), spent;
 	int i, found;
 
 	/* Unlocked: a hint; lite_op_wait() looks again under the lock. */
@@ -541,7 +564,8 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 		if (found <= 0)
 			cond_resched();
 	}
-	return lite_op_wait(op);
+	spent = ktime_get_ns() - start;
+	return lite_op_wait_timeout(op, timeout_ns > spent ? timeout_ns - spent : 0);
 }
 
 unsigned long long lite_op_done_ns(const struct lite_op *op)

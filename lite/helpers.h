@@ -93,12 +93,16 @@ struct lite_op *lite_op_new(void);
 /* Waits for every posted WR (uninterruptibly: they may still DMA into memory the
  * caller frees next). Returns 0 or the first failed WR's IB_WC_* status, which it clears. */
 int lite_op_wait(struct lite_op *op);
-/* As lite_op_wait(), after polling `dev`'s send CQ for up to `budget_ns` and running
- * the completions found, whichever ops they belong to. The caller must hold no lock
- * that a completion handler takes (lite_rust_send_error's). */
-int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns);
-/* Waits until at most `outstanding` of the posted WRs are still in flight. */
-unsigned int lite_op_wait_below(struct lite_op *op, unsigned int outstanding);
+/* As lite_op_wait(), for at most `timeout_ns`: -ETIMEDOUT if WRs are still posted then. */
+int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns);
+/* As lite_op_wait_timeout(), after polling `dev`'s send CQ for up to `budget_ns` and
+ * running the completions found, whichever ops they belong to. The caller must hold no
+ * lock that a completion handler takes (lite_rust_send_error's). */
+int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns,
+			 unsigned long long timeout_ns);
+/* Waits until at most `outstanding` of the posted WRs are still in flight, for at most
+ * `timeout_ns`; returns how many are, or -ETIMEDOUT. */
+long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns);
 /* When the op's last completion ran (ktime ns; 0: none yet). */
 unsigned long long lite_op_done_ns(const struct lite_op *op);
 void lite_op_free(struct lite_op *op);

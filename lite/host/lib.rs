@@ -4,6 +4,8 @@
 
 #[path = "../qos/classes.rs"]
 mod classes;
+#[path = "../net/deadline.rs"]
+mod deadline;
 #[path = "../net/inflight.rs"]
 mod inflight;
 #[path = "../lmr/layout.rs"]

@@ -4,7 +4,8 @@
 //! waits in, and serving the peer's requests.
 
 use crate::errno::{EHOSTDOWN, EOPNOTSUPP, ETIMEDOUT};
-use crate::net::verbs::{Op, WriteImm};
+use crate::net::deadline;
+use crate::net::verbs::{Op, WriteImm, TIMED_OUT};
 use crate::net::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use crate::node::{module_queue, Lite};
 use crate::uapi::*;
@@ -230,7 +231,11 @@ impl Peer {
             qp.post_write_imm(data, remote.mailbox_rkey, imm, op.as_ref())?;
         }
         match op {
-            Some(op) => op.wait().map_err(|status| self.wc_error(status)),
+            Some(op) => match op.wait_timeout(deadline::allowance_ns(data.len as u64)) {
+                Ok(()) => Ok(()),
+                Err(TIMED_OUT) => Err(self.wc_error(self.expire(&op))),
+                Err(status) => Err(self.wc_error(status)),
+            },
             None => Ok(()),
         }
     }

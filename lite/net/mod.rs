@@ -10,6 +10,7 @@
 //! - `request`: typed control requests on top of the mailbox.
 //! - `transfer`: one-sided RDMA reads, writes and atomics.
 //! - `polling`, `inflight`: completion polling budget and the in-flight window (pure).
+//! - `deadline`: how long a one-sided operation may take (pure).
 //! - `membership`: identity, peers, the loopback peer, ping.
 //! - `ioctl`: the cluster family of /dev/lite ioctls, which chardev hands on.
 //!
@@ -20,6 +21,7 @@
 //! completion. A peer's `calls` spinlock guards its request slots; it is never
 //! held together with `link`.
 
+pub(crate) mod deadline;
 pub(crate) mod inflight;
 mod ioctl;
 mod mailbox;

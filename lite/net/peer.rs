@@ -2,9 +2,9 @@
 //! A peer: another node, one incarnation of it, reached over K RC QPs with a
 //! mailbox each way; its setup, connection, failure and teardown.
 
-use crate::errno::{EHOSTDOWN, ENETDOWN};
+use crate::errno::{EHOSTDOWN, ENETDOWN, ETIMEDOUT};
 use crate::net::polling::PollBudget;
-use crate::net::verbs::{Device, DmaBuf, Qp, RemoteQp, PORT_ACTIVE};
+use crate::net::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, TIMED_OUT};
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::qos::Qos;
 use crate::rpc::RpcPeer;
@@ -210,6 +210,21 @@ impl Peer {
         Ok(())
     }
 
+    /// `op` missed its deadline (deadline.rs) with work requests still posted: the
+    /// link counts as failed. Its QPs are flushed, so that `op` completes, and the
+    /// status to report (`wc_error`) is returned.
+    pub(crate) fn expire(&self, op: &Op) -> i32 {
+        if !self.failed.load(Ordering::Acquire) {
+            pr_warn!(
+                "RDMA to node {} did not complete within its deadline; marking it failed\n",
+                self.id
+            );
+        }
+        self.mark_failed();
+        let _ = op.wait();
+        TIMED_OUT
+    }
+
     /// A failed work request: the QP is in error, the peer unreachable.
     pub(crate) fn wc_error(&self, status: i32) -> Error {
         if !self.failed.load(Ordering::Acquire) {
@@ -220,13 +235,10 @@ impl Peer {
             );
         }
         self.mark_failed();
-        if matches!(
-            status,
-            WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR
-        ) {
-            EHOSTDOWN()
-        } else {
-            EIO
+        match status {
+            TIMED_OUT => ETIMEDOUT(),
+            WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR => EHOSTDOWN(),
+            _ => EIO,
         }
     }
 

@@ -5,9 +5,10 @@
 use crate::compat::now_ns;
 use crate::errno::EHOSTDOWN;
 use crate::ffi;
+use crate::net::deadline::Deadline;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
-use crate::net::verbs::{Atomic, DmaBuf, Op, Qp, UserPages, PAGE_SIZE};
+use crate::net::verbs::{Atomic, DmaBuf, Op, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
 use crate::qos::{Admit, Ticket};
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
@@ -65,12 +66,14 @@ impl Peer {
     /// overflows the receiving side's queues, which costs a retransmit timeout per loss.
     /// The caller's class decides the QP (HW-Sep) and, while paced (SW-Pri), smaller
     /// work requests, fewer of them in flight, and when each may go (qos.rs).
+    /// ETIMEDOUT, and the peer marked failed, when the operation misses `deadline`.
     fn transfer(
         &self,
         op: &Op,
         write: bool,
         wait: Wait,
         pieces: impl Iterator<Item = (u64, usize, u64)>,
+        deadline: &mut Deadline,
     ) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
@@ -78,7 +81,9 @@ impl Peer {
             .qos
             .begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let qp_index = ticket.qp();
+        let turn = now_ns();
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
+        deadline.excuse(now_ns().saturating_sub(turn));
         let mut wr_bytes = ticket.first_wr_limit(WR_BYTES);
         let mut inflight = InFlight::new(ticket.inflight_limit(INFLIGHT_BYTES));
         let mut sges = [ffi::lite_sge {
@@ -90,8 +95,16 @@ impl Peer {
         let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
         let mut posted: Result = Ok(());
         let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
-            let limit =
-                self.post_rdma(qp_index, op, &mut ticket, &mut inflight, write, sges, at)?;
+            let limit = self.post_rdma(
+                qp_index,
+                op,
+                &mut ticket,
+                &mut inflight,
+                deadline,
+                write,
+                sges,
+                at,
+            )?;
             *wr_bytes = limit.min(WR_BYTES);
             inflight.set_budget(ticket.inflight_limit(INFLIGHT_BYTES));
             Ok(())
@@ -128,7 +141,14 @@ impl Peer {
         if posted.is_ok() && count > 0 {
             posted = post(&sges[..count], at, &mut wr_bytes);
         }
-        let completed = self.wait(op, wait, ticket.class(), ticket.bytes(), ticket.start_ns());
+        let completed = self.wait(
+            op,
+            wait,
+            ticket.class(),
+            ticket.bytes(),
+            ticket.start_ns(),
+            deadline,
+        );
         if completed.is_ok() && posted.is_ok() {
             ticket.acknowledged(ticket.bytes());
             ticket.completed(write, op.done_ns());
@@ -142,7 +162,8 @@ impl Peer {
     /// returns once all of it landed.
     pub(crate) fn write_pieces(&self, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
         let op = Op::new()?;
-        self.transfer(&op, true, Wait::Sleep, pieces)
+        let mut deadline = Deadline::starting(now_ns());
+        self.transfer(&op, true, Wait::Sleep, pieces, &mut deadline)
     }
 
     /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
@@ -155,11 +176,13 @@ impl Peer {
         op: &Op,
         ticket: &mut Ticket<'_>,
         inflight: &mut InFlight,
+        deadline: &mut Deadline,
         write: bool,
         sges: &[ffi::lite_sge],
         remote_addr: u64,
     ) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
+        let turn = now_ns();
         let limit = match ticket.admit(bytes)? {
             Admit::Go(limit) => limit,
             Admit::ProbeFirst(limit) => {
@@ -170,7 +193,12 @@ impl Peer {
                 limit
             }
         };
-        let pending = op.wait_below(inflight.may_remain(bytes));
+        deadline.excuse(now_ns().saturating_sub(turn));
+        deadline.posting(bytes as u64);
+        let Some(pending) = op.wait_below(inflight.may_remain(bytes), deadline.left_ns(now_ns()))
+        else {
+            return Err(self.wc_error(self.expire(op)));
+        };
         ticket.acknowledged(inflight.completed_bytes(pending));
         inflight.posted(bytes);
         let link = self.link.lock();
@@ -207,9 +235,10 @@ impl Peer {
         Ok(now_ns() - start)
     }
 
-    /// Waits for `op`, `bytes` of `class` posted since `start_ns`: users' small operations
-    /// of the latency and default classes busy-poll first, one waiter per peer at a
-    /// time (polling.rs). Called with no lock held that a completion handler takes.
+    /// Waits for `op`, `bytes` of `class` posted since `start_ns`, until `deadline`:
+    /// users' small operations of the latency and default classes busy-poll first,
+    /// one waiter per peer at a time (polling.rs). Called with no lock held that a
+    /// completion handler takes.
     fn wait(
         &self,
         op: &Op,
@@ -217,14 +246,32 @@ impl Peer {
         class: u32,
         bytes: u64,
         start_ns: u64,
+        deadline: &Deadline,
     ) -> core::result::Result<(), i32> {
-        if !polling::polls(wait, class, bytes) {
-            return op.wait();
+        let left = deadline.left_ns(now_ns());
+        let completed = self.wait_within(op, polling::polls(wait, class, bytes), start_ns, left);
+        match completed {
+            Err(TIMED_OUT) => Err(self.expire(op)),
+            completed => completed,
+        }
+    }
+
+    /// `wait`'s wait, polling first if `polls` and no other waiter of the peer does,
+    /// for at most `left` ns.
+    fn wait_within(
+        &self,
+        op: &Op,
+        polls: bool,
+        start_ns: u64,
+        left: u64,
+    ) -> core::result::Result<(), i32> {
+        if !polls {
+            return op.wait_timeout(left);
         }
         let Some(_turn) = self.poll.try_poll() else {
-            return op.wait();
+            return op.wait_timeout(left);
         };
-        let completed = op.wait_polling(&self.dev, self.poll.budget_ns());
+        let completed = op.wait_polling(&self.dev, self.poll.budget_ns(), left);
         self.poll.record(now_ns().saturating_sub(start_ns));
         completed
     }
@@ -252,7 +299,9 @@ impl Peer {
                 _ => Err(EHOSTDOWN()),
             }
         };
-        let completed = self.wait(op, wait, class, 8, start_ns);
+        let mut deadline = Deadline::starting(start_ns);
+        deadline.posting(8);
+        let completed = self.wait(op, wait, class, 8, start_ns, &deadline);
         self.return_credits(qp_index, 1);
         posted?;
         completed.map_err(|status| self.wc_error(status))
@@ -273,6 +322,7 @@ impl Peer {
         still_valid: &dyn Fn() -> Result,
     ) -> Result {
         let op = Op::new()?;
+        let mut deadline = Deadline::starting(now_ns());
         let mut done = 0;
         while done < len {
             still_valid()?;
@@ -284,6 +334,7 @@ impl Peer {
                 write,
                 Wait::PollFirst,
                 contiguous(pages.runs(), remote_addr + done as u64),
+                &mut deadline,
             )?;
             done += window;
         }
@@ -300,11 +351,13 @@ impl Peer {
     ) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = Op::new()?;
+        let mut deadline = Deadline::starting(now_ns());
         self.transfer(
             &op,
             true,
             Wait::Sleep,
             core::iter::once((dma, len as usize, remote_addr)),
+            &mut deadline,
         )
     }
 

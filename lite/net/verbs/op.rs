@@ -6,6 +6,10 @@ use crate::ffi;
 use core::ptr::NonNull;
 use kernel::prelude::*;
 
+/// The status of a wait that ran out of time with work requests still posted; a
+/// failed work request's status is an `IB_WC_*` (not negative).
+pub(crate) const TIMED_OUT: i32 = -(kernel::bindings::ETIMEDOUT as i32);
+
 /// Completion of a one-sided operation made of several work requests. Dropping it
 /// waits for whatever is still posted.
 pub(crate) struct Op {
@@ -24,23 +28,41 @@ impl Op {
         Ok(Op { raw })
     }
 
-    /// Waits until at most `outstanding` posted work requests are still in flight;
-    /// returns how many were then.
-    pub(crate) fn wait_below(&self, outstanding: u32) -> u32 {
+    /// Waits until at most `outstanding` posted work requests are still in flight,
+    /// for at most `timeout_ns`; returns how many were then, or `None` if more were
+    /// still when the time ran out.
+    pub(crate) fn wait_below(&self, outstanding: u32, timeout_ns: u64) -> Option<u32> {
         // SAFETY: `self.raw` is live.
-        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding) }
+        let pending =
+            unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding, timeout_ns) };
+        u32::try_from(pending).ok()
     }
 
-    /// As [`Self::wait`], busy-polling `dev`'s send CQ for up to `budget_ns` first.
-    /// The caller holds no lock that a completion handler takes.
+    /// As [`Self::wait_timeout`], busy-polling `dev`'s send CQ for up to `budget_ns`
+    /// first. The caller holds no lock that a completion handler takes.
     pub(crate) fn wait_polling(
         &self,
         dev: &Device,
         budget_ns: u64,
+        timeout_ns: u64,
     ) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live and `dev.raw` is valid for the life of `dev`, whose
         // send CQ carries this op's completions.
-        match unsafe { ffi::lite_op_wait_polling(self.raw.as_ptr(), dev.raw.as_ptr(), budget_ns) } {
+        let status = unsafe {
+            ffi::lite_op_wait_polling(self.raw.as_ptr(), dev.raw.as_ptr(), budget_ns, timeout_ns)
+        };
+        match status {
+            0 => Ok(()),
+            status => Err(status),
+        }
+    }
+
+    /// As [`Self::wait`], for at most `timeout_ns`: `Err(TIMED_OUT)` if work requests
+    /// were still posted then (and still are: the caller flushes their QP before it
+    /// drops the op, whose drop waits for them).
+    pub(crate) fn wait_timeout(&self, timeout_ns: u64) -> core::result::Result<(), i32> {
+        // SAFETY: `self.raw` is live.
+        match unsafe { ffi::lite_op_wait_timeout(self.raw.as_ptr(), timeout_ns) } {
             0 => Ok(()),
             status => Err(status),
         }
