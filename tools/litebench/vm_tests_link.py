@@ -46,6 +46,19 @@ def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
     integrity(c, 0, 4 << 20, "1,2", 12, 600)
 
 
+def write_into_node_2(c, seed):
+    """Starts node 0 writing 256 MiB into memory node 2 holds (lmr-integrity, a
+    job) and returns once the write is two seconds under way."""
+    writer = c.exec_async(0, f"lite-selftest lmr-integrity --size 256M --holders 2 --seed {seed}",
+                          timeout=600)
+    deadline = time.time() + 120
+    while lmr_counts(c, 0)["mastered"] < 1:
+        check(time.time() < deadline, f"the write never started: {c.status(0)}")
+        time.sleep(0.5)
+    time.sleep(2)
+    return writer
+
+
 # Shorter than RC's retry budget (about 15 s, below) and than the manager's
 # dead-after, as raised by the test below.
 SHORT_CUT_S = 8
@@ -63,13 +76,7 @@ def partition_shorter_than_the_retry_budget_only_delays_operations(c):
     try:
         epoch = c.status(2)["epoch"]
         logged = len((c.run / "manager.log").read_text(errors="replace"))
-        writer = c.exec_async(0, "lite-selftest lmr-integrity --size 256M --holders 2 --seed 25 2>/dev/null",
-                              timeout=600)
-        deadline = time.time() + 120
-        while lmr_counts(c, 0)["mastered"] < 1:
-            check(time.time() < deadline, f"the write never started: {c.status(0)}")
-            time.sleep(0.5)
-        time.sleep(2)
+        writer = write_into_node_2(c, 25)
         vwire.apply(mgmt, ["loss 100"])
         cut = time.time()
         try:
@@ -120,12 +127,7 @@ def rdma_cut_past_the_retry_budget_fails_cleanly_and_reconnects(c):
         holder.wait_for("locked")
         epoch = c.status(2)["epoch"]
         waiter = c.exec_async(0, "lite-selftest lock-count cutwords --offset 0 --count 1", timeout=600)
-        writer = c.exec_async(0, "lite-selftest lmr-integrity --size 256M --holders 2 --seed 23", timeout=600)
-        deadline = time.time() + 120
-        while lmr_counts(c, 0)["mastered"] < 1:
-            check(time.time() < deadline, f"the write never started: {c.status(0)}")
-            time.sleep(0.5)
-        time.sleep(2)
+        writer = write_into_node_2(c, 23)
         vwire.apply(mgmt, ["loss 100"])
         cut = time.time()
         try:
