@@ -476,8 +476,8 @@ static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&op->lock, flags);
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
-	op->pending--;
-	WRITE_ONCE(op->done_ns, ktime_get_ns());
+	if (!--op->pending)
+		WRITE_ONCE(op->done_ns, ktime_get_ns());
 	wake_up(&op->progress);
 	spin_unlock_irqrestore(&op->lock, flags);
 }

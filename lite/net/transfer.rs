@@ -193,9 +193,10 @@ impl Peer {
                 limit
             }
         };
-        deadline.excuse(now_ns().saturating_sub(turn));
+        let admitted = now_ns();
+        deadline.excuse(admitted.saturating_sub(turn));
         deadline.posting(bytes as u64);
-        let Some(pending) = op.wait_below(inflight.may_remain(bytes), deadline.left_ns(now_ns()))
+        let Some(pending) = op.wait_below(inflight.may_remain(bytes), deadline.left_ns(admitted))
         else {
             return Err(self.wc_error(self.expire(op)));
         };
