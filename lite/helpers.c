@@ -43,6 +43,9 @@ struct lite_dev {
 	struct ib_cq *send_cq;
 	struct ib_cq *recv_cq;
 	void *rust;
+	/* Paced work requests in flight from this port, and the tasks waiting for room. */
+	atomic_t paced;
+	wait_queue_head_t paced_room;
 };
 
 struct lite_qp {
@@ -360,6 +363,64 @@ void lite_qp_destroy(struct lite_qp *qp)
 	kfree(qp);
 }
 
+/* At least a jiffy, so that a timeout of 0 still looks once, and short of forever. */
+static long lite_timeout_jiffies(u64 timeout_ns)
+{
+	return min_t(u64, nsecs_to_jiffies64(timeout_ns), MAX_SCHEDULE_TIMEOUT - 1) + 1;
+}
+
+/* Takes a place among `dev`'s paced WRs in flight if fewer than `most` are. */
+static bool lite_paced_try(struct lite_dev *dev, int most)
+{
+	int old = atomic_read(&dev->paced);
+
+	do {
+		if (old >= most)
+			return false;
+	} while (!atomic_try_cmpxchg(&dev->paced, &old, old + 1));
+	return true;
+}
+
+int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns)
+{
+	int most = min(limit, (unsigned int)INT_MAX);
+	long left = lite_timeout_jiffies(timeout_ns);
+	DEFINE_WAIT(wait);
+	int err = 0;
+
+	/* Exclusive: each place given back wakes one waiter, not all of them. */
+	for (;;) {
+		prepare_to_wait_exclusive(&dev->paced_room, &wait, TASK_KILLABLE);
+		if (lite_paced_try(dev, most))
+			break;
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
+			break;
+		}
+		if (!left) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		left = schedule_timeout(left);
+	}
+	finish_wait(&dev->paced_room, &wait);
+	/* A wake-up this task took and did not use, or room left over, is the next one's. */
+	if (err || atomic_read(&dev->paced) < most)
+		wake_up(&dev->paced_room);
+	return err;
+}
+
+void lite_paced_leave(struct lite_dev *dev)
+{
+	atomic_dec(&dev->paced);
+	wake_up(&dev->paced_room);
+}
+
+unsigned int lite_paced_inflight(const struct lite_dev *dev)
+{
+	return atomic_read(&dev->paced);
+}
+
 /* Completions taken from the CQ per poll while a waiter busy-polls. */
 #define LITE_POLL_BATCH 4
 
@@ -371,6 +432,10 @@ void lite_qp_destroy(struct lite_qp *qp)
  */
 struct lite_op {
 	struct ib_cqe cqe;
+	/* Completes a WR that holds a place among its device's paced ones. */
+	struct ib_cqe paced_cqe;
+	/* The device whose places its paced WRs hold. */
+	struct lite_dev *paced_dev;
 	spinlock_t lock;
 	/* Posted WRs not yet completed. */
 	unsigned int pending;
@@ -468,9 +533,8 @@ unsigned int lite_dev_max_sge(const struct lite_dev *dev)
 	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
 }
 
-static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
+static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc)
 {
-	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, cqe);
 	unsigned long flags;
 
 	spin_lock_irqsave(&op->lock, flags);
@@ -482,6 +546,20 @@ static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_unlock_irqrestore(&op->lock, flags);
 }
 
+static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc);
+}
+
+static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, paced_cqe);
+
+	/* Before the op's count drops: its waiter may free it right after. */
+	lite_paced_leave(op->paced_dev);
+	lite_op_complete(op, wc);
+}
+
 struct lite_op *lite_op_new(void)
 {
 	struct lite_op *op = kzalloc(sizeof(*op), GFP_KERNEL);
@@ -489,15 +567,10 @@ struct lite_op *lite_op_new(void)
 	if (!op)
 		return NULL;
 	op->cqe.done = lite_op_done;
+	op->paced_cqe.done = lite_op_paced_done;
 	spin_lock_init(&op->lock);
 	init_waitqueue_head(&op->progress);
 	return op;
-}
-
-/* At least a jiffy, so that a timeout of 0 still looks once, and short of forever. */
-static long lite_timeout_jiffies(u64 timeout_ns)
-{
-	return min_t(u64, nsecs_to_jiffies64(timeout_ns), MAX_SCHEDULE_TIMEOUT - 1) + 1;
 }
 
 long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns)
@@ -580,12 +653,12 @@ void lite_op_free(struct lite_op *op)
 
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
-		      unsigned long long remote_addr, unsigned int rkey)
+		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced)
 {
 	struct ib_sge sg[LITE_MAX_SGE];
 	struct ib_rdma_wr wr = {
 		.wr = {
-			.wr_cqe = &op->cqe,
+			.wr_cqe = paced ? &op->paced_cqe : &op->cqe,
 			.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
 			.send_flags = IB_SEND_SIGNALED,
 			.sg_list = sg,
@@ -597,17 +670,25 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 	unsigned int i;
 	int err;
 
-	if (nsge == 0 || nsge > LITE_MAX_SGE)
-		return -EINVAL;
+	if (nsge == 0 || nsge > LITE_MAX_SGE) {
+		err = -EINVAL;
+		goto unposted;
+	}
 	for (i = 0; i < nsge; i++) {
 		sg[i].addr = sge[i].addr;
 		sg[i].length = sge[i].len;
 		sg[i].lkey = qp->dev->global_mr->lkey;
 	}
+	if (paced)
+		op->paced_dev = paced;
 	lite_op_count(op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
-	if (err)
-		lite_op_count(op, -1);
+	if (!err)
+		return 0;
+	lite_op_count(op, -1);
+unposted:
+	if (paced)
+		lite_paced_leave(paced);
 	return err;
 }
 
@@ -763,6 +844,7 @@ static int lite_add_one(struct ib_device *ibdev)
 		return -ENOMEM;
 	dev->ibdev = ibdev;
 	dev->port = port;
+	init_waitqueue_head(&dev->paced_room);
 	dev->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(dev->pd)) {
 		err = PTR_ERR(dev->pd);

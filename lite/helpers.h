@@ -106,10 +106,21 @@ long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned l
 /* When the op's last completion ran (ktime ns; 0: none yet). */
 unsigned long long lite_op_done_ns(const struct lite_op *op);
 void lite_op_free(struct lite_op *op);
-/* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer. */
+/*
+ * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever
+ * transfers they belong to. lite_paced_enter() waits (killable) for at most
+ * `timeout_ns` until fewer than `limit` are, then takes a place: 0, -ETIMEDOUT or
+ * -EINTR. A WR posted with `paced` set to the device holds the place until its
+ * completion (or failure to post); lite_paced_leave() gives back one never posted.
+ */
+int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns);
+void lite_paced_leave(struct lite_dev *dev);
+unsigned int lite_paced_inflight(const struct lite_dev *dev);
+/* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer;
+ * `paced`: NULL, or the device one of whose places (lite_paced_enter()) the WR holds. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
-		      unsigned long long remote_addr, unsigned int rkey);
+		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced);
 /* 8-byte atomic at `remote_addr`: compare-and-swap (`compare_swap`) of `compare_add`
  * by `swap`, else fetch-and-add of `compare_add`; the old value lands at `result_dma`. */
 int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap,

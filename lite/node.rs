@@ -67,6 +67,12 @@ impl Lite {
         Ok(())
     }
 
+    /// Paced work requests in flight from this node's devices.
+    pub(crate) fn paced_in_flight(&self) -> u32 {
+        let st = self.state.lock();
+        st.devices.iter().map(|dev| dev.paced_in_flight()).sum()
+    }
+
     /// Shuts down every peer reached through `dev`; they show as down until rejoined.
     pub(crate) fn device_removing(&self, dev: &Arc<Device>) {
         {

@@ -251,6 +251,9 @@ pub struct QosStat {
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent
     /// their time in the kernel, summed since the module loaded.
     pub latency_phases: [Phases; 2],
+    /// Paced work requests in flight from the node, and the most it allows.
+    pub paced_in_flight: u32,
+    pub paced_places: u32,
 }
 
 /// Time one-sided operations spent in each phase in the kernel, summed: the
@@ -412,6 +415,8 @@ impl Lite {
                 in_network: Duration::from_nanos(p.in_network_ns),
                 wakeup: Duration::from_nanos(p.wakeup_ns),
             }),
+            paced_in_flight: arg.paced_in_flight,
+            paced_places: arg.paced_places,
         })
     }
 }

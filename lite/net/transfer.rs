@@ -3,12 +3,12 @@
 //! pinned user memory, within the QP's send credits and the pacer's chunks.
 
 use crate::compat::now_ns;
-use crate::errno::EHOSTDOWN;
+use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::ffi;
 use crate::net::deadline::Deadline;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
-use crate::net::verbs::{Atomic, DmaBuf, Op, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
+use crate::net::verbs::{Atomic, DmaBuf, Op, PacedPlace, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
 use crate::qos::{Admit, Ticket};
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
@@ -24,6 +24,9 @@ const WR_BYTES: usize = 32 << 10;
 const INFLIGHT_BYTES: usize = 4 * WR_BYTES;
 /// Send queue credits one transfer holds: its most work requests in flight.
 const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
+/// How often a transfer waiting for a place among the node's paced work requests
+/// looks whether its peer failed meanwhile.
+const PACED_WAIT_NS: u64 = 1_000_000_000;
 // A paced chunk is one work request.
 const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
 
@@ -202,14 +205,39 @@ impl Peer {
         };
         ticket.acknowledged(inflight.completed_bytes(pending));
         inflight.posted(bytes);
+        let place = match ticket.paced_places() {
+            Some(places) => {
+                let turn = now_ns();
+                let place = self.enter_paced(places)?;
+                deadline.excuse(now_ns().saturating_sub(turn));
+                Some(place)
+            }
+            None => None,
+        };
         let link = self.link.lock();
         let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
             return Err(EHOSTDOWN());
         };
         let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
-        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey)?;
+        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, place)?;
         ticket.posted();
         Ok(limit)
+    }
+
+    /// A place among this node's paced work requests in flight (at most `places`).
+    /// Other transfers' completions give places back, and each of those ends by its
+    /// deadline; EHOSTDOWN once this peer failed meanwhile, EINTR when killed.
+    fn enter_paced(&self, places: u32) -> Result<PacedPlace<'_>> {
+        loop {
+            match self.dev.enter_paced(places, PACED_WAIT_NS) {
+                Err(e) if e == ETIMEDOUT() => {
+                    if self.failed.load(Ordering::Acquire) {
+                        return Err(EHOSTDOWN());
+                    }
+                }
+                entered => return entered,
+            }
+        }
     }
 
     /// SW-Pri's reference flow: the round trip (ns) of an 8-byte RDMA READ of the
@@ -231,7 +259,16 @@ impl Peer {
             Wait::PollFirst,
             LITE_CLASS_LATENCY,
             &op,
-            |qp, remote| qp.post_rdma(&op, false, &sge, remote.mailbox_addr, remote.mailbox_rkey),
+            |qp, remote| {
+                qp.post_rdma(
+                    &op,
+                    false,
+                    &sge,
+                    remote.mailbox_addr,
+                    remote.mailbox_rkey,
+                    None,
+                )
+            },
         )?;
         Ok(now_ns() - start)
     }

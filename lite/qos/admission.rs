@@ -37,6 +37,7 @@ impl Qos {
                 st.unpaced_budget(class)
             },
             flow: None,
+            places: None,
             start_ns,
             last_post_ns: 0,
             phases: None,
@@ -62,6 +63,8 @@ pub(crate) struct Ticket<'a> {
     /// transfer's own).
     inflight: u64,
     flow: Option<usize>,
+    /// While paced: the node's places for paced work requests in flight.
+    places: Option<u32>,
     start_ns: u64,
     /// When its last work request so far was posted (0: none yet).
     last_post_ns: u64,
@@ -122,6 +125,12 @@ impl Ticket<'_> {
         self.inflight.min(most as u64) as usize
     }
 
+    /// While the last work request admitted was paced, the node's places for paced
+    /// work requests in flight, one of which it must hold (`None`: not paced).
+    pub(crate) fn paced_places(&self) -> Option<u32> {
+        self.places
+    }
+
     /// A work request of the transfer was posted just now.
     pub(crate) fn posted(&mut self) {
         self.last_post_ns = now_ns();
@@ -173,6 +182,7 @@ impl Ticket<'_> {
             st.control(now);
             if !st.pacing(now) {
                 self.leave_flow(&mut st);
+                self.places = None;
                 self.inflight = st.unpaced_budget(self.class);
                 // A work request larger than the window would be in flight alone, over it.
                 return Ok(Admit::Go(self.inflight.try_into().unwrap_or(usize::MAX)));
@@ -225,6 +235,7 @@ impl Ticket<'_> {
                         }
                         self.chunk = st_ref.chunk();
                         self.inflight = st_ref.inflight_budget();
+                        self.places = Some(st_ref.paced_places());
                         drop(st);
                         self.qos.turn.notify_all();
                         let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;

@@ -19,6 +19,8 @@
 //! by the operator, or found from the rate transfers are acknowledged at) less the
 //! headroom, and the chunks, the bank and the bytes in flight are sized to it; the
 //! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
+//! The node's paced work requests in flight are bounded at the device, whichever
+//! transfers they belong to (`Ticket::paced_places`, net/verbs/paced.rs).
 //!
 //! - `classes`: which class a process's operation is in (pure, host-tested).
 //! - `pacer`: chunk sizes, the token bucket, WF²Q+, AIMD and the link's rate, a
@@ -69,11 +71,6 @@ const DEFAULT_TARGET_NS: u64 = 2_000_000;
 const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
 /// Until a link rate was found, SafeUtil is bounded by this one (bytes/s).
 const INITIAL_LINK_RATE: u64 = 100 << 20;
-/// Paced bytes in flight per node: what SafeUtil carries in this time, about two
-/// emulated round trips. Less leaves the wire idle between chunks; more is queue
-/// when SafeUtil overshoots the link (twice the latency class's median round trip
-/// instead raised its p50 beside bulk from 12 to 21 ms and bulk did not gain).
-const WINDOW_NS: u64 = 10_000_000;
 /// In SW-Pri mode, bytes in flight per node while nothing is paced: what the link
 /// carries in this time. Work conserving (several emulated round trips; 30 ms cost
 /// bulk a quarter of a 4 MiB/s wire), yet the queue bulk leaves at the bottleneck

@@ -200,6 +200,8 @@ impl Qos {
             increases: st.increases,
             classes: [LiteClassStat::default(); 3],
             latency_phases: st.latency_phases,
+            paced_in_flight: 0,
+            paced_places: st.paced_places(),
         };
         for (i, c) in st.classes.iter().enumerate() {
             let w = &mut *st.windows;

@@ -9,7 +9,7 @@ use super::pacer::{
 };
 use super::{
     ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
-    UPDATE_NS, WINDOW_NS,
+    UPDATE_NS,
 };
 use crate::ffi;
 use crate::uapi::*;
@@ -187,15 +187,21 @@ impl QosState {
         }
     }
 
-    /// Bytes one paced transfer may have in flight: its share of the node's window,
-    /// which is what SafeUtil carries in `WINDOW_NS` but at least two chunks (one in
-    /// flight while the next is admitted), and at least one chunk. Two chunks per
-    /// transfer instead kept 128 KiB of two bulk writers at the bottleneck, 35 ms of
-    /// a 4 MiB/s wire, whenever SafeUtil exceeded what the wire passed.
+    /// Bytes one paced transfer may have in flight: its share of the node's paced
+    /// window, and at least one chunk (pacer/window.rs).
     pub(crate) fn inflight_budget(&self) -> u64 {
-        let flows = self.used.iter().filter(|&&used| used).count().max(1) as u64;
-        let chunk = self.chunk();
-        (pacer::bytes_in(self.bucket.rate(), WINDOW_NS).max(2 * chunk) / flows).max(chunk)
+        let flows = self.used.iter().filter(|&&used| used).count() as u64;
+        pacer::transfer_share(self.paced_window(), flows, self.chunk())
+    }
+
+    /// Paced work requests the node may have in flight, whichever transfers they
+    /// belong to (pacer/window.rs).
+    pub(crate) fn paced_places(&self) -> u32 {
+        pacer::paced_places(self.paced_window(), self.chunk())
+    }
+
+    fn paced_window(&self) -> u64 {
+        pacer::paced_window(self.bucket.rate(), self.chunk())
     }
 
     /// Bytes one transfer of `class` that is not paced may have in flight: in SW-Pri

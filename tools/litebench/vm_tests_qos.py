@@ -107,6 +107,8 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     check(none["aimd_steps"] == 0 and sw["aimd_steps"] > 0, f"AIMD steps outside sw-pri mode: {seen}")
     check(sw["p50_ms"] <= 1.1 * none["p50_ms"], f"sw-pri did not shield the latency flow: {seen}")
     check(sw["after_mb_s"] >= 1.2 * sw["during_mb_s"], f"bulk not faster once latency traffic stopped: {seen}")
+    idle = qos_stats(c, 0)
+    check(idle["paced_in_flight"] == 0, f"paced work requests still hold places after the run: {idle}")
 
 
 @link
@@ -137,3 +139,6 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     check(agg >= 0.35, f"sw-pri gave up most of the bandwidth: {agg:.2f} of none's")
     found = (pacing or {}).get("found_rate") or 0
     check(0.5 * LINK_RATE <= found <= 1.05 * LINK_RATE, f"link rate found: {pacing}")
+    # Every paced work request gave its place back once its transfer ended.
+    idle = qos_stats(c, 0)
+    check(idle["paced_in_flight"] == 0 and idle["paced_places"] >= 1, f"paced places after the run: {idle}")

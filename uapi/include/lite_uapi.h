@@ -477,7 +477,7 @@
 /*
  `_IOR('L', 39, LiteQosStat)`
  */
-#define LITE_IOC_QOS_STAT 2167950375
+#define LITE_IOC_QOS_STAT 2168474663
 
 /*
  `_IOW('L', 40, LiteReserve)`

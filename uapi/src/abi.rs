@@ -902,6 +902,10 @@ pub struct LiteQosStat {
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent their
     /// time in this kernel since it loaded.
     pub latency_phases: [LitePhases; 2],
+    /// Paced work requests in flight from this node, and how many it allows: the
+    /// node's paced window in chunks, whichever transfers they belong to.
+    pub paced_in_flight: u32,
+    pub paced_places: u32,
 }
 
 /// The time one-sided operations spent in each phase, summed (ns): differences of
@@ -933,7 +937,7 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x8138_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x8140_4C27;
 /// `_IOW('L', 40, LiteReserve)`
 pub const LITE_IOC_RESERVE: u32 = 0x4008_4C28;
 

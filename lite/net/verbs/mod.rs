@@ -4,6 +4,7 @@
 //! - `device`: an RDMA device (`Device`), which creates the QPs.
 //! - `qp`: an RC QP (`Qp`) and what is posted on it (`WriteImm`, `Atomic`).
 //! - `op`: waiting for a one-sided operation's completions (`Op`).
+//! - `paced`: the device's places for paced work requests in flight (`PacedPlace`).
 //! - `user_pages`: a user buffer pinned and mapped for one transfer (`UserPages`).
 //! - `dma_buf`: memory mapped for the device and reachable by peers (`DmaBuf`).
 //! - here: the page size and the DMA directions both kinds of memory map with.
@@ -13,12 +14,14 @@
 mod device;
 mod dma_buf;
 mod op;
+mod paced;
 mod qp;
 mod user_pages;
 
 pub(crate) use device::*;
 pub(crate) use dma_buf::*;
 pub(crate) use op::*;
+pub(crate) use paced::*;
 pub(crate) use qp::*;
 pub(crate) use user_pages::*;
 

@@ -2,7 +2,7 @@
 //! `Qp`: an RC QP, its connection, and posting on it: writes with immediate
 //! (`WriteImm`), RDMA reads and writes, and atomics (`Atomic`).
 
-use super::{DmaBuf, Op};
+use super::{DmaBuf, Op, PacedPlace};
 use crate::ffi;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -99,8 +99,8 @@ pub(crate) struct WriteImm<'a> {
 
 impl Qp {
     /// Posts one RDMA WRITE (`write`) from, or READ into, the local `sges` at
-    /// `remote_addr` of the peer, counted in `op`. The memory behind `sges` must stay
-    /// mapped until `op.wait()` returns.
+    /// `remote_addr` of the peer, counted in `op`, holding `place` if paced. The
+    /// memory behind `sges` must stay mapped until `op.wait()` returns.
     pub(crate) fn post_rdma(
         &self,
         op: &Op,
@@ -108,9 +108,12 @@ impl Qp {
         sges: &[ffi::lite_sge],
         remote_addr: u64,
         rkey: u32,
+        place: Option<PacedPlace<'_>>,
     ) -> Result {
+        let paced = place.map_or(core::ptr::null_mut(), PacedPlace::hand_over);
         // SAFETY: `self.raw` and `op.raw` are live; the helper copies `sges` (checked
-        // against LITE_MAX_SGE) before returning.
+        // against LITE_MAX_SGE) before returning. `paced` is NULL or a live device whose
+        // place the work request takes over (given back on completion or failure).
         to_result(unsafe {
             ffi::lite_qp_post_rdma(
                 self.raw.as_ptr(),
@@ -120,6 +123,7 @@ impl Qp {
                 sges.len() as u32,
                 remote_addr,
                 rkey,
+                paced,
             )
         })
     }

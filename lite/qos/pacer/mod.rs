@@ -20,6 +20,8 @@
 //!   traffic exists (work conserving).
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
 //!   rate at which its transfers' bytes were acknowledged over whole intervals.
+//! - `paced_window`, `paced_places`, `transfer_share` (window.rs): the paced bytes
+//!   and work requests the node may have in flight, and one transfer's share.
 //! - `ChunkScale` (chunk.rs): chunks grow (to 8x) while backlogged flows get less
 //!   than 90 % of SafeUtil: each chunk is a hand-off between the flows' tasks, and
 //!   where those wake slowly (emulated vCPUs) small chunks cannot carry the rate.
@@ -36,12 +38,14 @@ mod link_rate;
 #[cfg(test)]
 mod sim;
 mod wf2q;
+mod window;
 
 pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
 pub(crate) use link_rate::DeliveryRate;
 pub(crate) use wf2q::{Flow, Wf2q};
+pub(crate) use window::{paced_places, paced_window, transfer_share};
 
 const NS_PER_S: u64 = 1_000_000_000;
 

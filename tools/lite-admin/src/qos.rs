@@ -213,6 +213,8 @@ struct StatsJson {
     increases: u64,
     classes: Vec<ClassJson>,
     latency_phases: Vec<PhasesJson>,
+    paced_in_flight: u32,
+    paced_places: u32,
 }
 
 /// The means of each phase between two totals.
@@ -273,18 +275,22 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
             .enumerate()
             .map(|(i, op)| phases_json(op, before.map(|b| &b.latency_phases[i]), &now.latency_phases[i]))
             .collect(),
+        paced_in_flight: now.paced_in_flight,
+        paced_places: now.paced_places,
     }
 }
 
 fn print_stats(s: &StatsJson) {
     println!(
-        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB, tokens {} B, {} probes (last {}), AIMD -{} +{}",
+        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB ({} of {} in flight), tokens {} B, {} probes (last {}), AIMD -{} +{}",
         s.mode,
         if s.latency_active { "active" } else { "idle" },
         s.safe_util.map_or("unlimited".to_string(), rate),
         rate(s.link_rate),
         s.found_rate.map_or("none yet".to_string(), rate),
         s.chunk_bytes as f64 / 1024.0,
+        s.paced_in_flight,
+        s.paced_places,
         s.tokens,
         s.probes,
         human(s.last_probe_ns),
