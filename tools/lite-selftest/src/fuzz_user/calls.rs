@@ -127,6 +127,8 @@ pub(super) struct Fuzz {
     locks: Vec<(u64, u64)>,
     /// Command name -> outcome ("ok" or errno name) -> calls.
     stats: BTreeMap<&'static str, BTreeMap<String, u64>>,
+    /// Command name -> time spent in its calls (ns).
+    time_ns: BTreeMap<&'static str, u64>,
     eperm_violations: u64,
 }
 
@@ -140,7 +142,7 @@ impl Fuzz {
 
     /// The counts by command and outcome, and the EPERM violations, as JSON.
     pub(super) fn report(&self) -> serde_json::Value {
-        serde_json::json!({ "calls": self.stats, "eperm_violations": self.eperm_violations })
+        serde_json::json!({ "calls": self.stats, "time_ns": self.time_ns, "eperm_violations": self.eperm_violations })
     }
 
     pub(super) fn new(lite: Lite, seed: u64, a: &Args) -> Result<Fuzz, Errno> {
@@ -158,7 +160,7 @@ impl Fuzz {
         };
         let (nodes, names) = (a.nodes.clone(), (0..8).map(name).collect());
         let (held, stale, tokens, slots, locks, stats) = (vec![], vec![], vec![], vec![], vec![], BTreeMap::new());
-        Ok(Fuzz { lite, rng, nodes, names, buf, ro, args, held, stale, tokens, slots, locks, stats, eperm_violations: 0 })
+        Ok(Fuzz { lite, rng, nodes, names, buf, ro, args, held, stale, tokens, slots, locks, stats, time_ns: BTreeMap::new(), eperm_violations: 0 })
     }
 
     // ---- interesting values ----
@@ -452,7 +454,9 @@ impl Fuzz {
         }
         let arg = self.argument(cmd);
         let (ptr, back) = self.place(&arg);
+        let started = std::time::Instant::now();
         let r = self.lite.raw_ioctl(cmd, ptr as usize);
+        *self.time_ns.entry(name).or_default() += started.elapsed().as_nanos() as u64;
         self.count(name, cmd, r);
         // SAFETY: `back` is where the whole argument was placed, in the argument pages.
         let out = back.map(|a| unsafe { std::slice::from_raw_parts(a as *const u8, arg.len()) }.to_vec());

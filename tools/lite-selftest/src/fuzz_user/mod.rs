@@ -221,6 +221,7 @@ pub fn run(a: &Args) -> ExitCode {
     }
     let seconds = started.elapsed().as_secs_f64();
     let (mut totals, mut violations) = (BTreeMap::<String, BTreeMap<String, u64>>::new(), 0);
+    let mut time_ns = BTreeMap::<String, u64>::new();
     for (k, reader) in kids.iter_mut().zip(readers) {
         if k.failure.is_some() {
             continue; // its reader may block for good on a worker stuck in the kernel
@@ -230,6 +231,9 @@ pub fn run(a: &Args) -> ExitCode {
             continue;
         };
         violations += report["eperm_violations"].as_u64().unwrap_or(0);
+        for (cmd, ns) in report["time_ns"].as_object().into_iter().flatten() {
+            *time_ns.entry(cmd.clone()).or_default() += ns.as_u64().unwrap_or(0);
+        }
         for (cmd, outcomes) in report["calls"].as_object().into_iter().flatten() {
             for (outcome, n) in outcomes.as_object().into_iter().flatten() {
                 *totals.entry(cmd.clone()).or_default().entry(outcome.clone()).or_default() += n.as_u64().unwrap_or(0);
@@ -244,6 +248,10 @@ pub fn run(a: &Args) -> ExitCode {
         let detail: Vec<String> = outcomes.iter().map(|(o, c)| format!("{o} {c}")).collect();
         println!("  {cmd:<15} {n:>9}: {}", detail.join(", "));
     }
+    let mut slowest: Vec<(&String, &u64)> = time_ns.iter().collect();
+    slowest.sort_by(|a, b| b.1.cmp(a.1));
+    let slowest: Vec<String> = slowest.iter().take(8).map(|(cmd, ns)| format!("{cmd} {:.1}", **ns as f64 / 1e9)).collect();
+    println!("  time in the kernel by command (s, all workers): {}", slowest.join(", "));
     println!("fuzz-user: {calls} calls in {seconds:.1} s, by command: {}, EPERM-violations: {violations}", by_command.join(", "));
     let failed: Vec<String> =
         kids.iter().filter_map(|k| Some(format!("worker pid {}: {}", k.pid, k.failure.as_ref()?))).collect();
