@@ -41,9 +41,11 @@ def main():
                          "kernel); link: node 1 behind a rate-limited wire (release kernel); fuzz: --calls "
                          "unprivileged random ioctls (debug kernel)")
     ap.add_argument("--calls", type=int, default=FUZZ_CAMPAIGN["calls"], help="fuzz suite: calls in all (default %(default)s)")
+    ap.add_argument("--processes", type=int, default=FUZZ_CAMPAIGN["processes"],
+                    help="fuzz suite: fuzzing processes on each of the two nodes (default %(default)s)")
     ap.add_argument("-k", dest="only", help="run only tests whose name contains one of these (comma-separated)")
     args = ap.parse_args()
-    FUZZ_CAMPAIGN["calls"] = args.calls
+    FUZZ_CAMPAIGN["calls"], FUZZ_CAMPAIGN["processes"] = args.calls, args.processes
 
     cluster = Cluster(args.run_dir)
 
