@@ -9,7 +9,7 @@ use crate::lmr::LmrNode;
 use crate::net::wire::{self, ImmKind, SLOTS};
 use crate::net::{verbs::Device, Peer, State};
 use crate::qos::Qos;
-use crate::rpc::RpcNode;
+use crate::rpc::{RpcNode, RpcPeer};
 use crate::sync::LockNode;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -20,6 +20,28 @@ pub(crate) fn module_queue() -> &'static kernel::workqueue::Queue {
     // SAFETY: the C glue creates the workqueue before it registers the ib_client and
     // /dev/lite (the only ways into the module) and destroys it after both are gone.
     unsafe { kernel::workqueue::Queue::from_raw(ffi::lite_workqueue().cast()) }
+}
+
+/// What each service above net keeps per peer: the peer (net) holds it without
+/// knowing the services, which reach it as `peer.services`.
+#[pin_data]
+pub(crate) struct PeerServices {
+    /// Our calls to the peer's RPC servers.
+    #[pin]
+    pub(crate) rpc: RpcPeer,
+}
+
+impl PeerServices {
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(PeerServices {
+            rpc <- RpcPeer::new(),
+        })
+    }
+
+    /// The peer failed or was shut down: every service's waiters on it are told.
+    pub(crate) fn peer_failed(&self) {
+        self.rpc.fail_all();
+    }
 }
 
 /// The module's global state.

@@ -5,7 +5,8 @@
 //! - `verbs`: devices, QPs, CQ, DMA buffers, pinned user pages (the C helpers' side).
 //! - `wire`: immediates, mailbox layout and header, message bodies by family
 //!   (pure, host-tested).
-//! - `peer`: a peer's setup, connection, failure and teardown.
+//! - `peer`: a peer's setup, connection, failure and teardown; it holds what the
+//!   services above keep per peer (`node::PeerServices`) without importing them.
 //! - `mailbox`: posting messages, request slots, serving a peer's requests.
 //! - `request`: typed control requests on top of the mailbox.
 //! - `transfer`: one-sided RDMA reads, writes and atomics.

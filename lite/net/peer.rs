@@ -6,8 +6,8 @@ use crate::errno::{EHOSTDOWN, ENETDOWN, ETIMEDOUT};
 use crate::net::polling::PollBudget;
 use crate::net::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, TIMED_OUT};
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
+use crate::node::PeerServices;
 use crate::qos::Qos;
-use crate::rpc::RpcPeer;
 use crate::uapi::*;
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -95,9 +95,9 @@ pub(crate) struct Peer {
     pub(crate) qos: Arc<Qos>,
     /// How long small operations to this peer busy-poll for their completion.
     pub(crate) poll: PollBudget,
-    /// Our calls to the peer's RPC servers.
+    /// What the services above net keep per peer (our calls to its RPC servers).
     #[pin]
-    pub(crate) rpc: RpcPeer,
+    pub(crate) services: PeerServices,
 }
 
 impl Peer {
@@ -137,7 +137,7 @@ impl Peer {
                 next_qp: AtomicUsize::new(0),
                 qos,
                 poll: PollBudget::new(),
-                rpc <- RpcPeer::new(),
+                services <- PeerServices::new(),
             }),
             GFP_KERNEL,
         )?;
@@ -288,7 +288,7 @@ impl Peer {
 
     fn fail_waiters(&self) {
         self.failed.store(true, Ordering::Release);
-        self.rpc.fail_all();
+        self.services.peer_failed();
         {
             let _calls = self.calls.lock();
             self.call_done.notify_all();

@@ -117,16 +117,17 @@ impl Lite {
         };
         let record = ring::record_len(nruns, in_len as u64);
         let (slot, seq) = peer
+            .services
             .rpc
             .claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
         if let Some((file, user_slot)) = &waiter {
             if let Err(e) = file.claim(*user_slot, seq, deadline) {
-                peer.rpc.unclaim(slot);
+                peer.services.rpc.unclaim(slot);
                 return Err(e);
             }
         }
         let fail = |e: Error| {
-            peer.rpc.unclaim(slot);
+            peer.services.rpc.unclaim(slot);
             if let Some((file, user_slot)) = &waiter {
                 file.complete(*user_slot, seq, Err(e));
             }
@@ -134,7 +135,7 @@ impl Lite {
         };
         let mut out = Some(out);
         let (binding, at, call) = loop {
-            let binding = peer.rpc.binding(&peer, id).map_err(fail)?;
+            let binding = peer.services.rpc.binding(&peer, id).map_err(fail)?;
             // Allocated before ring room is reserved: a reserved record must be posted.
             let call = match &waiter {
                 Some((file, user_slot)) => {
@@ -182,18 +183,18 @@ impl Lite {
         let Some(call) = call else {
             let posted = self.post_record(&peer, &record, slot, true);
             binding.put_user();
-            peer.rpc.unclaim(slot);
+            peer.services.rpc.unclaim(slot);
             return posted.map(|()| seq);
         };
         // Active before the immediate goes out: the reply may come at once.
-        if let Err(call) = peer.rpc.activate(slot, call) {
+        if let Err(call) = peer.services.rpc.activate(slot, call) {
             end_call(call, Err(EHOSTDOWN()));
             return Ok(seq);
         }
         if let Err(e) = self.post_record(&peer, &record, slot, false) {
             // The record may not have landed: the ring has a hole, bind anew next time.
             binding.kill();
-            if let Some(call) = peer.rpc.take(slot, Some(seq)) {
+            if let Some(call) = peer.services.rpc.take(slot, Some(seq)) {
                 end_call(call, Err(e));
             }
         }

@@ -65,7 +65,7 @@ impl Lite {
         let Some(done) = peer.read_done(slot) else {
             return;
         };
-        let Some(call) = peer.rpc.take(slot, Some(done.seq)) else {
+        let Some(call) = peer.services.rpc.take(slot, Some(done.seq)) else {
             return;
         };
         if call.binding.index == done.binding {
@@ -87,7 +87,7 @@ impl Lite {
     /// A server reports how far it consumed one of our rings.
     pub(crate) fn on_rpc_head(&self, peer: &Peer, payload: u32) {
         let (index, offset) = wire::decode_ring_imm(payload);
-        if let Some(binding) = peer.rpc.by_index(index as u32) {
+        if let Some(binding) = peer.services.rpc.by_index(index as u32) {
             binding.head_offset_reported(offset);
         }
     }

@@ -145,7 +145,7 @@ impl Lite {
             }
         }
         for peer in self.connected_peers()?.iter() {
-            let (calls, bindings) = peer.rpc.counts();
+            let (calls, bindings) = peer.services.rpc.counts();
             stat.calls += calls;
             stat.bindings += bindings;
         }

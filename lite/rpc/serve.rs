@@ -157,7 +157,7 @@ impl Lite {
     /// ETIMEDOUT while writers still use the ring at the deadline: the server
     /// must not free it then.
     fn unbind_from(&self, peer: &Peer, index: u32) -> Result {
-        let Some(binding) = peer.rpc.by_index(index) else {
+        let Some(binding) = peer.services.rpc.by_index(index) else {
             return Ok(());
         };
         binding.kill();
