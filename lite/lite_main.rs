@@ -2,8 +2,9 @@
 //! LITE-RS: kernel-level RDMA virtualization in the style of LITE (SOSP'17).
 //!
 //! One global MR per device, K RC QPs per peer shared by every process, one receive
-//! CQ, and /dev/lite for user space. The C helpers (helpers.c) only wrap static-inline
-//! verbs and the misc-device/ib_client registration; everything else is here.
+//! CQ, and /dev/lite for user space. The C helpers only wrap static-inline verbs
+//! (verbs.c) and the misc-device/ib_client registration (helpers.c); everything
+//! else is here.
 
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;

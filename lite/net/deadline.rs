@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! How long a one-sided operation may take before its link counts as failed.
 //!
-//! RC's retry budget (helpers.c) fails a link that acknowledges nothing for about
+//! RC's retry budget (verbs.c) fails a link that acknowledges nothing for about
 //! 15 s, but every acknowledgement restarts it: a link that drops most frames yet
 //! passes a few (bit errors the ICRC catches) would keep an operation going for
 //! ever. One that has not completed by its deadline fails with ETIMEDOUT instead,

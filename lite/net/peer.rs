@@ -18,7 +18,7 @@ use super::mailbox::{Calls, Slot};
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
 const RECV_DEPTH: u32 = 256;
-/// Send queue depth of every QP (helpers.c): messages need at most `2 * SLOTS` of it,
+/// Send queue depth of every QP (verbs.c): messages need at most `2 * SLOTS` of it,
 /// RPC requests and replies at most `2 * CALL_SLOTS`, head reports a few; one-sided
 /// operations share the rest as credits.
 const SEND_DEPTH: u32 = 512;

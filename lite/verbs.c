@@ -1,0 +1,682 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The verbs objects of the LITE-RS module (see helpers.h): device queries, RC QPs
+ * and their connection, posting, one-sided operations' completions and waits, the
+ * device's places for paced work requests, DMA buffers and pinned user pages.
+ * No policy lives here.
+ */
+#include <linux/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
+#include <net/ipv6.h>
+#include <rdma/ib_addr.h>
+#include <rdma/ib_cache.h>
+#include <rdma/ib_verbs.h>
+
+#include "helpers.h"
+#include "rust_callbacks.h"
+#include "verbs.h"
+
+/* Kernel messages and RPCs take a bounded share (net/peer.rs); the rest is for one-sided operations. */
+#define LITE_SEND_DEPTH 512
+
+const char *lite_dev_name(const struct lite_dev *dev)
+{
+	return dev_name(&dev->ibdev->dev);
+}
+
+unsigned int lite_dev_port(const struct lite_dev *dev)
+{
+	return dev->port;
+}
+
+int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu)
+{
+	struct ib_port_attr attr;
+	int err = ib_query_port(dev->ibdev, dev->port, &attr);
+
+	if (err)
+		return err;
+	*state = attr.state;
+	*mtu = attr.active_mtu;
+	return 0;
+}
+
+int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16])
+{
+	struct ib_port_attr port;
+	int i, err = ib_query_port(dev->ibdev, dev->port, &port);
+
+	if (err)
+		return err;
+	for (i = 0; i < port.gid_tbl_len; i++) {
+		const struct ib_gid_attr *attr = rdma_get_gid_attr(dev->ibdev, dev->port, i);
+		bool match;
+
+		if (IS_ERR(attr))
+			continue;
+		match = attr->gid_type == IB_GID_TYPE_ROCE_UDP_ENCAP &&
+			ipv6_addr_v4mapped((const struct in6_addr *)attr->gid.raw);
+		if (match)
+			memcpy(gid, attr->gid.raw, 16);
+		rdma_put_gid_attr(attr);
+		if (match)
+			return i;
+	}
+	return -EADDRNOTAVAIL;
+}
+
+/* Replenish one zero-length receive: write-with-imm consumes one per message. */
+static int lite_qp_post_recv(struct lite_qp *qp)
+{
+	struct ib_recv_wr wr = { .wr_cqe = &qp->recv_cqe, .num_sge = 0 };
+
+	return ib_post_recv(qp->qp, &wr, NULL);
+}
+
+static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_qp *qp;
+
+	/* Flushes happen while the QP is drained and may outlive it: touch nothing. */
+	if (wc->status != IB_WC_SUCCESS)
+		return;
+	qp = container_of(wc->wr_cqe, struct lite_qp, recv_cqe);
+	lite_qp_post_recv(qp);
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IB_WC_WITH_IMM))
+		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, be32_to_cpu(wc->ex.imm_data));
+}
+
+static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_qp *qp;
+
+	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
+		return;
+	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
+	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
+}
+
+struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned int index,
+			       unsigned int recv_depth, int *err)
+{
+	struct ib_qp_init_attr init = {
+		.send_cq = dev->send_cq,
+		.recv_cq = dev->recv_cq,
+		.cap = {
+			.max_send_wr = LITE_SEND_DEPTH,
+			.max_recv_wr = recv_depth,
+			.max_send_sge = min(dev->ibdev->attrs.max_send_sge, 16),
+			.max_recv_sge = 1,
+		},
+		.sq_sig_type = IB_SIGNAL_REQ_WR,
+		.qp_type = IB_QPT_RC,
+		.port_num = dev->port,
+	};
+	struct ib_qp_attr attr = {
+		.qp_state = IB_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = dev->port,
+		.qp_access_flags = IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE |
+				   IB_ACCESS_REMOTE_ATOMIC,
+	};
+	struct lite_qp *qp = kzalloc(sizeof(*qp), GFP_KERNEL);
+	unsigned int i;
+
+	if (!qp) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	qp->dev = dev;
+	qp->rust_peer = rust_peer;
+	qp->index = index;
+	qp->recv_cqe.done = lite_recv_done;
+	qp->send_cqe.done = lite_send_done;
+	init.qp_context = qp;
+	qp->qp = ib_create_qp(dev->pd, &init);
+	if (IS_ERR(qp->qp)) {
+		*err = PTR_ERR(qp->qp);
+		kfree(qp);
+		return NULL;
+	}
+	*err = ib_modify_qp(qp->qp, &attr,
+			    IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS);
+	for (i = 0; !*err && i < recv_depth; i++)
+		*err = lite_qp_post_recv(qp);
+	if (*err) {
+		lite_qp_destroy(qp);
+		return NULL;
+	}
+	return qp;
+}
+
+unsigned int lite_qp_num(const struct lite_qp *qp)
+{
+	return qp->qp->qp_num;
+}
+
+struct lite_resolution {
+	struct completion done;
+	int status;
+};
+
+static void lite_resolved(int status, struct sockaddr *src, struct rdma_dev_addr *addr, void *context)
+{
+	struct lite_resolution *res = context;
+
+	res->status = status;
+	complete(&res->done);
+}
+
+/*
+ * The MAC that frames to `dgid` go to. Only user verbs get it resolved by
+ * ib_modify_qp(); kernel callers must supply it: a RoCE NIC puts it on the
+ * wire, and rxe loops a packet back to itself only when it is its own MAC.
+ * Same steps as rdma_addr_find_l2_eth_by_grh(), which ib_core keeps private.
+ */
+static int lite_resolve_dmac(struct lite_dev *dev, int sgid_index, const union ib_gid *dgid,
+			     u8 dmac[ETH_ALEN])
+{
+	const struct ib_gid_attr *sgid_attr = rdma_get_gid_attr(dev->ibdev, dev->port, sgid_index);
+	union {
+		struct sockaddr_in in4;
+		struct sockaddr_in6 in6;
+	} src, dst;
+	struct rdma_dev_addr addr = {};
+	struct lite_resolution res;
+	int err;
+
+	if (IS_ERR(sgid_attr))
+		return PTR_ERR(sgid_attr);
+	rdma_gid2ip((struct sockaddr *)&src, &sgid_attr->gid);
+	rdma_gid2ip((struct sockaddr *)&dst, dgid);
+	addr.net = &init_net;
+	addr.sgid_attr = sgid_attr;
+	init_completion(&res.done);
+	err = rdma_resolve_ip((struct sockaddr *)&src, (struct sockaddr *)&dst, &addr, 1000,
+			      lite_resolved, true, &res);
+	if (!err) {
+		wait_for_completion(&res.done);
+		err = res.status;
+	}
+	if (!err)
+		memcpy(dmac, addr.dst_dev_addr, ETH_ALEN);
+	rdma_put_gid_attr(sgid_attr);
+	return err;
+}
+
+int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int sgid_index,
+		    unsigned int remote_qpn, unsigned int remote_psn, unsigned int local_psn,
+		    unsigned int mtu)
+{
+	struct ib_device_attr *dattr = &qp->dev->ibdev->attrs;
+	struct ib_qp_attr attr = {};
+	union ib_gid dgid;
+	int err;
+
+	memcpy(dgid.raw, remote_gid, 16);
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = mtu;
+	attr.dest_qp_num = remote_qpn;
+	attr.rq_psn = remote_psn;
+	attr.max_dest_rd_atomic = min(dattr->max_qp_rd_atom, 16);
+	attr.min_rnr_timer = 12;
+	attr.ah_attr.type = rdma_ah_find_type(qp->dev->ibdev, qp->dev->port);
+	rdma_ah_set_port_num(&attr.ah_attr, qp->dev->port);
+	rdma_ah_set_grh(&attr.ah_attr, &dgid, 0, sgid_index, 64, 0);
+	err = lite_resolve_dmac(qp->dev, sgid_index, &dgid, attr.ah_attr.roce.dmac);
+	if (err)
+		return err;
+	err = ib_modify_qp(qp->qp, &attr,
+			   IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU | IB_QP_DEST_QPN |
+			   IB_QP_RQ_PSN | IB_QP_MAX_DEST_RD_ATOMIC | IB_QP_MIN_RNR_TIMER);
+	if (err)
+		return err;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = local_psn;
+	/*
+	 * 4.096 us * 2^19 = 2.1 s per try: emulated guests stall for over a second
+	 * (the debug kernel's clocksource watchdog reports 1.0-1.4 s), and a
+	 * retransmission that was not needed is where rxe answers multi-packet
+	 * messages with an invalid-request NAK, which fails the peer. 6 retries:
+	 * rxe takes 7 as "without limit", and a link that stays dead must fail the
+	 * operations on it within a bound, 7 tries of 2.1 s, about 15 s without an
+	 * acknowledgement (the agent then reports the link to the manager, which
+	 * makes the two nodes reconnect).
+	 */
+	attr.timeout = 19;
+	attr.retry_cnt = 6;
+	attr.rnr_retry = 7;
+	attr.max_rd_atomic = min(dattr->max_qp_init_rd_atom, 16);
+	return ib_modify_qp(qp->qp, &attr,
+			    IB_QP_STATE | IB_QP_TIMEOUT | IB_QP_RETRY_CNT | IB_QP_RNR_RETRY |
+			    IB_QP_SQ_PSN | IB_QP_MAX_QP_RD_ATOMIC);
+}
+
+int lite_qp_state(struct lite_qp *qp)
+{
+	struct ib_qp_attr attr;
+	struct ib_qp_init_attr init;
+	int err = ib_query_qp(qp->qp, &attr, IB_QP_STATE, &init);
+
+	return err ? err : attr.qp_state;
+}
+
+/* Moves the QP to the error state: it neither sends nor accepts anything more. */
+int lite_qp_to_error(struct lite_qp *qp)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	return ib_modify_qp(qp->qp, &attr, IB_QP_STATE);
+}
+
+void lite_qp_destroy(struct lite_qp *qp)
+{
+	ib_drain_qp(qp->qp);
+	ib_destroy_qp(qp->qp);
+	kfree(qp);
+}
+
+/* At least a jiffy, so that a timeout of 0 still looks once, and short of forever. */
+static long lite_timeout_jiffies(u64 timeout_ns)
+{
+	return min_t(u64, nsecs_to_jiffies64(timeout_ns), MAX_SCHEDULE_TIMEOUT - 1) + 1;
+}
+
+/* Takes a place among `dev`'s paced WRs in flight if fewer than `most` are. */
+static bool lite_paced_try(struct lite_dev *dev, int most)
+{
+	int old = atomic_read(&dev->paced);
+
+	do {
+		if (old >= most)
+			return false;
+	} while (!atomic_try_cmpxchg(&dev->paced, &old, old + 1));
+	return true;
+}
+
+int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns)
+{
+	int most = min(limit, (unsigned int)INT_MAX);
+	long left = lite_timeout_jiffies(timeout_ns);
+	DEFINE_WAIT(wait);
+	int err = 0;
+
+	/* Exclusive: each place given back wakes one waiter, not all of them. */
+	for (;;) {
+		prepare_to_wait_exclusive(&dev->paced_room, &wait, TASK_KILLABLE);
+		if (lite_paced_try(dev, most))
+			break;
+		if (fatal_signal_pending(current)) {
+			err = -EINTR;
+			break;
+		}
+		if (!left) {
+			err = -ETIMEDOUT;
+			break;
+		}
+		left = schedule_timeout(left);
+	}
+	finish_wait(&dev->paced_room, &wait);
+	/* A wake-up this task took and did not use, or room left over, is the next one's. */
+	if (err || atomic_read(&dev->paced) < most)
+		wake_up(&dev->paced_room);
+	return err;
+}
+
+void lite_paced_leave(struct lite_dev *dev)
+{
+	atomic_dec(&dev->paced);
+	wake_up(&dev->paced_room);
+}
+
+unsigned int lite_paced_inflight(const struct lite_dev *dev)
+{
+	return atomic_read(&dev->paced);
+}
+
+/* Completions taken from the CQ per poll while a waiter busy-polls. */
+#define LITE_POLL_BATCH 4
+
+/*
+ * Completion handlers change `pending` and wake the waiter under `lock`, and the
+ * waiter looks at it under `lock` too: once the waiter saw the last completion,
+ * no handler touches the op any more, so the waiter may free it (a handler that
+ * woke the waiter after dropping its count could run on freed memory).
+ */
+struct lite_op {
+	struct ib_cqe cqe;
+	/* Completes a WR that holds a place among its device's paced ones. */
+	struct ib_cqe paced_cqe;
+	/* The device whose places its paced WRs hold. */
+	struct lite_dev *paced_dev;
+	spinlock_t lock;
+	/* Posted WRs not yet completed. */
+	unsigned int pending;
+	/* The first failed WR's IB_WC_* status. */
+	int status;
+	/* When the last completion ran (ktime ns; 0: none yet). */
+	u64 done_ns;
+	wait_queue_head_t progress;
+};
+
+/* A WR of `op` is about to be posted (1) or failed to post (-1). */
+static void lite_op_count(struct lite_op *op, int posted)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&op->lock, flags);
+	op->pending += posted;
+	if (posted < 0)
+		wake_up(&op->progress);
+	spin_unlock_irqrestore(&op->lock, flags);
+}
+
+int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
+			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
+			   unsigned int imm)
+{
+	struct ib_sge sge = {
+		.addr = local_dma,
+		.length = len,
+		.lkey = qp->dev->global_mr->lkey,
+	};
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = op ? &op->cqe : &qp->send_cqe,
+			.opcode = IB_WR_RDMA_WRITE_WITH_IMM,
+			.send_flags = IB_SEND_SIGNALED,
+			.ex.imm_data = cpu_to_be32(imm),
+			.sg_list = len ? &sge : NULL,
+			.num_sge = len ? 1 : 0,
+		},
+		.remote_addr = remote_addr,
+		.rkey = rkey,
+	};
+	int err;
+
+	if (op)
+		lite_op_count(op, 1);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (err && op)
+		lite_op_count(op, -1);
+	return err;
+}
+
+void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
+			 unsigned long long *dma)
+{
+	gfp_t gfp = GFP_KERNEL | __GFP_ZERO | (may_fail ? __GFP_NOWARN | __GFP_NORETRY : 0);
+	void *buf = alloc_pages_exact(size, gfp);
+	u64 addr;
+
+	if (!buf)
+		return NULL;
+	addr = ib_dma_map_single(dev->ibdev, buf, size, DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev->ibdev, addr)) {
+		free_pages_exact(buf, size);
+		return NULL;
+	}
+	*dma = addr;
+	return buf;
+}
+
+void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsigned long long dma)
+{
+	ib_dma_unmap_single(dev->ibdev, dma, size, DMA_BIDIRECTIONAL);
+	free_pages_exact(buf, size);
+}
+
+void lite_dma_sync_for_cpu(struct lite_dev *dev, unsigned long long dma, unsigned int len)
+{
+	ib_dma_sync_single_for_cpu(dev->ibdev, dma, len, DMA_BIDIRECTIONAL);
+}
+
+void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsigned int len)
+{
+	ib_dma_sync_single_for_device(dev->ibdev, dma, len, DMA_BIDIRECTIONAL);
+}
+
+unsigned int lite_dev_global_rkey(const struct lite_dev *dev)
+{
+	return dev->global_mr->rkey;
+}
+
+unsigned int lite_dev_max_sge(const struct lite_dev *dev)
+{
+	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
+}
+
+static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&op->lock, flags);
+	if (wc->status != IB_WC_SUCCESS && !op->status)
+		op->status = wc->status;
+	if (!--op->pending)
+		WRITE_ONCE(op->done_ns, ktime_get_ns());
+	wake_up(&op->progress);
+	spin_unlock_irqrestore(&op->lock, flags);
+}
+
+static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc);
+}
+
+static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, paced_cqe);
+
+	/* Before the op's count drops: its waiter may free it right after. */
+	lite_paced_leave(op->paced_dev);
+	lite_op_complete(op, wc);
+}
+
+struct lite_op *lite_op_new(void)
+{
+	struct lite_op *op = kzalloc(sizeof(*op), GFP_KERNEL);
+
+	if (!op)
+		return NULL;
+	op->cqe.done = lite_op_done;
+	op->paced_cqe.done = lite_op_paced_done;
+	spin_lock_init(&op->lock);
+	init_waitqueue_head(&op->progress);
+	return op;
+}
+
+long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns)
+{
+	long left = lite_timeout_jiffies(timeout_ns);
+	long pending;
+
+	spin_lock_irq(&op->lock);
+	left = wait_event_lock_irq_timeout(op->progress, op->pending <= outstanding, op->lock, left);
+	pending = left ? op->pending : -ETIMEDOUT;
+	spin_unlock_irq(&op->lock);
+	return pending;
+}
+
+int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns)
+{
+	long left = lite_timeout_jiffies(timeout_ns);
+	int status = -ETIMEDOUT;
+
+	spin_lock_irq(&op->lock);
+	left = wait_event_lock_irq_timeout(op->progress, op->pending == 0, op->lock, left);
+	if (left) {
+		status = op->status;
+		op->status = 0;
+	}
+	spin_unlock_irq(&op->lock);
+	return status;
+}
+
+int lite_op_wait(struct lite_op *op)
+{
+	int status;
+
+	spin_lock_irq(&op->lock);
+	wait_event_lock_irq(op->progress, op->pending == 0, op->lock);
+	status = op->status;
+	op->status = 0;
+	spin_unlock_irq(&op->lock);
+	return status;
+}
+
+int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns,
+			 unsigned long long timeout_ns)
+{
+	struct ib_wc wc[LITE_POLL_BATCH];
+	u64 start = ktime_get_ns(), deadline = start + min(budget_ns, timeout_ns), spent;
+	int i, found;
+
+	/* Unlocked: a hint; lite_op_wait() looks again under the lock. */
+	while (READ_ONCE(op->pending) && ktime_get_ns() < deadline) {
+		/*
+		 * The CQ's kworker may poll at the same time: each completion is
+		 * returned once, and the kworker re-arms the CQ after it drains it.
+		 */
+		found = ib_poll_cq(dev->send_cq, LITE_POLL_BATCH, wc);
+		for (i = 0; i < found; i++)
+			wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
+		/*
+		 * No cpu_relax(): each turn is a call into the provider rather than a
+		 * spin on one word, and PAUSE costs an exit to the hypervisor or
+		 * emulator in a guest (on the emulated cluster, polling with it was
+		 * slower than sleeping).
+		 */
+		if (found <= 0)
+			cond_resched();
+	}
+	spent = ktime_get_ns() - start;
+	return lite_op_wait_timeout(op, timeout_ns > spent ? timeout_ns - spent : 0);
+}
+
+unsigned long long lite_op_done_ns(const struct lite_op *op)
+{
+	return READ_ONCE(op->done_ns);
+}
+
+void lite_op_free(struct lite_op *op)
+{
+	kfree(op);
+}
+
+int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
+		      const struct lite_sge *sge, unsigned int nsge,
+		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced)
+{
+	struct ib_sge sg[LITE_MAX_SGE];
+	struct ib_rdma_wr wr = {
+		.wr = {
+			.wr_cqe = paced ? &op->paced_cqe : &op->cqe,
+			.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
+			.send_flags = IB_SEND_SIGNALED,
+			.sg_list = sg,
+			.num_sge = nsge,
+		},
+		.remote_addr = remote_addr,
+		.rkey = rkey,
+	};
+	unsigned int i;
+	int err;
+
+	if (nsge == 0 || nsge > LITE_MAX_SGE) {
+		err = -EINVAL;
+		goto unposted;
+	}
+	for (i = 0; i < nsge; i++) {
+		sg[i].addr = sge[i].addr;
+		sg[i].length = sge[i].len;
+		sg[i].lkey = qp->dev->global_mr->lkey;
+	}
+	if (paced)
+		op->paced_dev = paced;
+	lite_op_count(op, 1);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (!err)
+		return 0;
+	lite_op_count(op, -1);
+unposted:
+	if (paced)
+		lite_paced_leave(paced);
+	return err;
+}
+
+int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap,
+			unsigned long long result_dma, unsigned long long remote_addr,
+			unsigned int rkey, unsigned long long compare_add,
+			unsigned long long swap)
+{
+	struct ib_sge sge = {
+		.addr = result_dma,
+		.length = sizeof(u64),
+		.lkey = qp->dev->global_mr->lkey,
+	};
+	struct ib_atomic_wr wr = {
+		.wr = {
+			.wr_cqe = &op->cqe,
+			.opcode = compare_swap ? IB_WR_ATOMIC_CMP_AND_SWP : IB_WR_ATOMIC_FETCH_AND_ADD,
+			.send_flags = IB_SEND_SIGNALED,
+			.sg_list = &sge,
+			.num_sge = 1,
+		},
+		.remote_addr = remote_addr,
+		.compare_add = compare_add,
+		.swap = swap,
+		.rkey = rkey,
+	};
+	int err;
+
+	lite_op_count(op, 1);
+	err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (err)
+		lite_op_count(op, -1);
+	return err;
+}
+
+long lite_pin_user_pages(unsigned long start, unsigned int nr_pages, int writable, int longterm,
+			 void **pages)
+{
+	/* The fast path walks on past `start` when asked for no pages. */
+	if (!nr_pages)
+		return 0;
+	return pin_user_pages_fast(start, nr_pages,
+				   (writable ? FOLL_WRITE : 0) | (longterm ? FOLL_LONGTERM : 0),
+				   (struct page **)pages);
+}
+
+void *lite_page_address(void *page)
+{
+	return page_address((struct page *)page);
+}
+
+void lite_unpin_user_pages(void **pages, unsigned int nr_pages, int dirty)
+{
+	unpin_user_pages_dirty_lock((struct page **)pages, nr_pages, dirty);
+}
+
+int lite_dma_map_page(struct lite_dev *dev, void *page, int dir, unsigned long long *dma)
+{
+	u64 addr;
+
+	if (!valid_dma_direction(dir))
+		return -EINVAL;
+	addr = ib_dma_map_page(dev->ibdev, page, 0, PAGE_SIZE, dir);
+
+	if (ib_dma_mapping_error(dev->ibdev, addr))
+		return -ENOMEM;
+	*dma = addr;
+	return 0;
+}
+
+void lite_dma_unmap_page(struct lite_dev *dev, unsigned long long dma, int dir)
+{
+	ib_dma_unmap_page(dev->ibdev, dma, PAGE_SIZE, dir);
+}

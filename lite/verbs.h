@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C objects behind helpers.h's verbs: an RDMA device as the module set it up
+ * (helpers.c's ib_client) and an RC QP (verbs.c). Only the C helpers see inside.
+ */
+#ifndef LITE_VERBS_H
+#define LITE_VERBS_H
+
+#include <linux/wait.h>
+#include <rdma/ib_verbs.h>
+
+struct lite_dev {
+	struct ib_device *ibdev;
+	u32 port;
+	struct ib_pd *pd;
+	struct ib_mr *global_mr;
+	struct ib_cq *send_cq;
+	struct ib_cq *recv_cq;
+	void *rust;
+	/* Paced work requests in flight from this port, and the tasks waiting for room. */
+	atomic_t paced;
+	wait_queue_head_t paced_room;
+};
+
+struct lite_qp {
+	struct lite_dev *dev;
+	struct ib_qp *qp;
+	struct ib_cqe recv_cqe;
+	struct ib_cqe send_cqe;
+	void *rust_peer;
+	unsigned int index;
+};
+
+/* The Rust side's context (helpers.c), handed back to every callback. */
+extern void *lite_ctx;
+
+#endif
