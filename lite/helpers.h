@@ -63,7 +63,9 @@ int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long
 			   unsigned int imm);
 
 /* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped.
- * `may_fail`: a large allocation that gives up quietly (the caller falls back to smaller ones). */
+ * NULL when the memory is not there, without a warning for blocks of more than 8 pages
+ * (a user may ask for them). `may_fail`: also give up early instead of reclaiming hard
+ * (the caller falls back to smaller ones). */
 void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
 			 unsigned long long *dma);
 void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsigned long long dma);

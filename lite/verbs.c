@@ -410,7 +410,16 @@ void *lite_dma_buf_alloc(struct lite_dev *dev, unsigned long size, int may_fail,
 			 unsigned long long *dma)
 {
 	gfp_t gfp = GFP_KERNEL | __GFP_ZERO | (may_fail ? __GFP_NOWARN | __GFP_NORETRY : 0);
-	void *buf = alloc_pages_exact(size, gfp);
+	void *buf;
+
+	/*
+	 * A user's call may ask for megabytes in one block (an RPC of 4 MiB): on a
+	 * fragmented node that fails, which the caller reports as ENOMEM; it is not a
+	 * kernel problem worth a warning with a stack trace.
+	 */
+	if (size > PAGE_SIZE << PAGE_ALLOC_COSTLY_ORDER)
+		gfp |= __GFP_NOWARN;
+	buf = alloc_pages_exact(size, gfp);
 	u64 addr;
 
 	if (!buf)
