@@ -45,11 +45,7 @@ pub(crate) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
             write_out(arg, &req)?;
             write_out(arg, &lite.qos.choose(file, req.class)?)
         }
-        LITE_IOC_QOS_STAT => {
-            let mut stat = lite.qos.stat();
-            stat.paced_in_flight = lite.paced_in_flight();
-            write_out(arg, &stat)
-        }
+        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.paced_in_flight())),
         _ => Err(ENOTTY),
     }
 }

@@ -182,7 +182,8 @@ impl Qos {
         retain(&mut st.choices, |c| c.file != file);
     }
 
-    pub(crate) fn stat(&self) -> LiteQosStat {
+    /// The statistics, with `paced_in_flight` (the devices count those) filled in.
+    pub(crate) fn stat(&self, paced_in_flight: u32) -> LiteQosStat {
         let now = now_ns();
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -200,7 +201,7 @@ impl Qos {
             increases: st.increases,
             classes: [LiteClassStat::default(); 3],
             latency_phases: st.latency_phases,
-            paced_in_flight: 0,
+            paced_in_flight,
             paced_places: st.paced_places(),
         };
         for (i, c) in st.classes.iter().enumerate() {

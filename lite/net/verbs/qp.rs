@@ -110,10 +110,11 @@ impl Qp {
         rkey: u32,
         place: Option<PacedPlace<'_>>,
     ) -> Result {
+        // NULL, or the live device whose place the work request takes over (given back
+        // on its completion or failure to post).
         let paced = place.map_or(core::ptr::null_mut(), PacedPlace::hand_over);
-        // SAFETY: `self.raw` and `op.raw` are live; the helper copies `sges` (checked
-        // against LITE_MAX_SGE) before returning. `paced` is NULL or a live device whose
-        // place the work request takes over (given back on completion or failure).
+        // SAFETY: `self.raw`, `op.raw` and `paced` (if not NULL) are live; the helper
+        // copies `sges` (checked against LITE_MAX_SGE) before returning.
         to_result(unsafe {
             ffi::lite_qp_post_rdma(
                 self.raw.as_ptr(),
