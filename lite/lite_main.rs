@@ -27,7 +27,7 @@ mod sync;
 mod uarg;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
-#[path = "../uapi/src/abi.rs"]
+#[path = "../uapi/src/abi/mod.rs"]
 // Formatted with user space, not here.
 #[rustfmt::skip]
 mod uapi;

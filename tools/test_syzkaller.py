@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Keeps the syzkaller description tools/syzkaller/lite.txt honest (run by `make
-test`): every LITE_IOC_* command of uapi/src/abi.rs has an ioctl$ entry whose
-argument direction and struct match the command's _IOC encoding, and every
+test`): every LITE_IOC_* command of the ABI (uapi/src/abi/) has an ioctl$ entry
+whose argument direction and struct match the command's _IOC encoding, and every
 described struct has the fields of its Rust struct (named by the `# abi: Name`
 comment above it), in order, with the same sizes and the same total size.
 
 It also checks tools/syzkaller/lite.txt.const, the constant values syz-extract
 would find for lite.txt on amd64; after an ABI change rewrite it with
 `python3 tools/test_syzkaller.py --write-const`.
-No syzkaller is needed: abi.rs and lite.txt are parsed with a few regexes."""
+No syzkaller is needed: the ABI and lite.txt are parsed with a few regexes; the
+ABI is read as one text, abi/mod.rs then the modules it declares, in that order."""
 
 import os
 import re
@@ -16,7 +17,7 @@ import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ABI = os.path.join(ROOT, "uapi", "src", "abi.rs")
+ABI = os.path.join(ROOT, "uapi", "src", "abi")
 HEADER = os.path.join(ROOT, "uapi", "include", "lite_uapi.h")
 DESC = os.path.join(ROOT, "tools", "syzkaller", "lite.txt")
 CONST = os.path.join(ROOT, "tools", "syzkaller", "lite.txt.const")
@@ -34,6 +35,17 @@ def read(path):
         return f.read()
 
 
+def read_abi():
+    """The ABI's source: abi/mod.rs, then each module it declares (`mod x;`), which
+    must be every other file of abi/."""
+    root = read(os.path.join(ABI, "mod.rs"))
+    mods = re.findall(r"^mod (\w+);$", root, re.M)
+    files = sorted(f for f in os.listdir(ABI) if f.endswith(".rs"))
+    if files != sorted(["mod.rs"] + [f"{m}.rs" for m in mods]):
+        raise ValueError(f"{ABI}: files {files}, but mod.rs declares {mods}")
+    return "\n".join([root] + [read(os.path.join(ABI, f"{m}.rs")) for m in mods])
+
+
 def rust_int(expr):
     expr = expr.strip().replace("_", "")
     if expr == "u32::MAX":
@@ -45,7 +57,7 @@ def rust_int(expr):
 
 
 def parse_abi(text):
-    """(consts, ioctls, structs) of abi.rs: ioctls maps LITE_IOC_X to (kind, nr,
+    """(consts, ioctls, structs) of the ABI: ioctls maps LITE_IOC_X to (kind, nr,
     type or None, value); structs maps a name to its [(field, type)]."""
     consts = {m[1]: rust_int(m[2]) for m in re.finditer(r"pub const (\w+): u(?:32|64) = ([^;]+);", text)}
     ioctls = {}
@@ -124,7 +136,7 @@ def parse_desc(text):
 
 
 class Layout:
-    """Sizes and alignments (amd64) of abi.rs types and of lite.txt types."""
+    """Sizes and alignments (amd64) of the ABI's types and of lite.txt types."""
 
     INTS = {"int8": 1, "int16": 2, "int32": 4, "int64": 8, "intptr": 8}
     RUST_INTS = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
@@ -180,7 +192,7 @@ class Layout:
 
 
 def load():
-    consts, ioctls, rust_structs = parse_abi(read(ABI))
+    consts, ioctls, rust_structs = parse_abi(read_abi())
     resources, aliases, syz_structs, calls = parse_desc(read(DESC))
     layout = Layout(consts, rust_structs, resources, aliases, syz_structs)
     return consts, ioctls, rust_structs, syz_structs, calls, layout
@@ -193,7 +205,7 @@ def used_consts(text):
 
 
 def expected_const_file():
-    consts = parse_abi(read(ABI))[0]
+    consts = parse_abi(read_abi())[0]
     values = dict(KERNEL_CONSTS)
     values.update(consts)
     names = used_consts(read(DESC)) + [n for n in KERNEL_CONSTS if n.startswith("__NR_")]
@@ -209,7 +221,7 @@ class SyzkallerDescription(unittest.TestCase):
 
     def test_abi_parsed(self):
         # Every LITE_IOC_* but the magic byte carries its `_IOC` comment.
-        names = set(re.findall(r"pub const (LITE_IOC_\w+):", read(ABI))) - {"LITE_IOC_MAGIC"}
+        names = set(re.findall(r"pub const (LITE_IOC_\w+):", read_abi())) - {"LITE_IOC_MAGIC"}
         self.assertEqual(names, set(self.ioctls))
         self.assertGreaterEqual(len(self.ioctls), 40)
 

@@ -32,9 +32,10 @@ mod rpc {
     #[allow(unused_imports)]
     pub(crate) mod ring;
 }
-// The ABI, which classes.rs takes its constants from.
-#[allow(unreachable_pub, dead_code)]
-#[path = "../../uapi/src/abi.rs"]
+// The ABI, which classes.rs takes its constants from (so the re-exports of the
+// other services' files go unused here).
+#[allow(unreachable_pub, dead_code, unused_imports)]
+#[path = "../../uapi/src/abi/mod.rs"]
 // Formatted with user space, not here.
 #[rustfmt::skip]
 mod uapi;

@@ -1,6 +1,6 @@
 //! `lmr-hostile`: the LMR ioctls (atomics included), raw, against unknown and foreign handles, bad
 //! ranges, sizes, buffers, names, permission bits and nodes, missing permissions
-//! and freed LMRs; each must fail with the errno the ABI documents (uapi/src/abi.rs).
+//! and freed LMRs; each must fail with the errno the ABI documents (uapi/src/abi/mod.rs).
 //!
 //! Assumptions beyond the ABI text: node 15 (or the highest id that is neither this
 //! node nor a peer) is absent, and its bit at malloc gives EHOSTDOWN or ENOENT (the
