@@ -3,6 +3,8 @@
 //! `truncate`): element removal, byte truncation and a FIFO. Generic; no LITE state.
 
 use crate::compat::{kvec_pop, kvec_truncate};
+use kernel::alloc::flags::__GFP_NOWARN;
+use kernel::alloc::Flags;
 use kernel::prelude::*;
 
 /// Removes and returns element `index`, moving the last element into its place.
@@ -34,6 +36,15 @@ pub(crate) fn retain<T>(vec: &mut KVec<T>, keep: impl Fn(&T) -> bool) {
     }
 }
 
+/// Allocation flags for a vector whose length a user or a peer chose (bytes of a
+/// call, pages or extents of a region): one block of up to several MiB. On a
+/// node whose memory is fragmented it fails and the call returns ENOMEM; without
+/// `__GFP_NOWARN` the allocator would also log a warning and a stack trace, which
+/// any user could repeat into the kernel log.
+pub(crate) fn caller_sized() -> Flags {
+    GFP_KERNEL | __GFP_NOWARN
+}
+
 /// Shortens a byte vector (bytes need no drop).
 pub(crate) fn truncate(bytes: &mut KVec<u8>, len: usize) {
     kvec_truncate(bytes, len);
@@ -54,11 +65,7 @@ impl<T> Fifo<T> {
     }
 
     /// Appends `item`; hands it back when there is no memory.
-    pub(crate) fn push(
-        &mut self,
-        item: T,
-        flags: kernel::alloc::Flags,
-    ) -> core::result::Result<(), T> {
+    pub(crate) fn push(&mut self, item: T, flags: Flags) -> core::result::Result<(), T> {
         if self.items.reserve(1, flags).is_err() {
             return Err(item);
         }

@@ -3,6 +3,7 @@
 //! memory allocated at its holders (or the caller's buffer pinned), registered here.
 
 use crate::errno::EHOSTDOWN;
+use crate::kvec::caller_sized;
 use crate::net::verbs::{DmaBuf, PAGE_SIZE};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::Peer;
@@ -294,8 +295,8 @@ impl Lite {
         let dev = self.device()?;
         let head = buf % PAGE_SIZE;
         let count = (head + len).div_ceil(PAGE_SIZE);
-        let mut chunks = KVec::with_capacity(count, GFP_KERNEL)?;
-        let mut extents = KVec::with_capacity(count, GFP_KERNEL)?;
+        let mut chunks = KVec::with_capacity(count, caller_sized())?;
+        let mut extents = KVec::with_capacity(count, caller_sized())?;
         let mut start = 0;
         for i in 0..count {
             let page = DmaBuf::pin_user_page(&dev, buf - head + i * PAGE_SIZE)?;

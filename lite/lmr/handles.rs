@@ -3,7 +3,7 @@
 //! LT_map (a lookup at the master), LT_grant, LT_free, LT_unmap, and release.
 
 use crate::errno::EIDRM;
-use crate::kvec::swap_remove;
+use crate::kvec::{caller_sized, swap_remove};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::node::Lite;
 use crate::uapi::*;
@@ -134,7 +134,7 @@ impl Lite {
                 Err(e) if e == EACCES => return Err(EACCES),
                 Err(_) => continue,
             };
-            let mut extents = KVec::with_capacity(found.extents as usize, GFP_KERNEL)?;
+            let mut extents = KVec::with_capacity(found.extents as usize, caller_sized())?;
             let mut start = 0u64;
             while extents.len() < found.extents as usize {
                 let first = extents.len() as u32;

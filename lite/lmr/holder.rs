@@ -5,6 +5,7 @@
 
 use crate::compat::cursor_lower_bound_mut;
 use crate::errno::{EHOSTDOWN, EIDRM};
+use crate::kvec::caller_sized;
 use crate::net::verbs::DmaBuf;
 use crate::net::wire::{self, MsgKind};
 use crate::node::Lite;
@@ -80,7 +81,7 @@ impl Lite {
         // by all CPUs at once; what that leaves (a tail, or chunks memory was short
         // of) is allocated one by one below.
         let whole = ((want / CHUNK_MAX) as usize).min(max_extents);
-        let mut ready = KVec::with_capacity(whole, GFP_KERNEL)?;
+        let mut ready = KVec::with_capacity(whole, caller_sized())?;
         {
             let mut mem = self.lmr.mem.lock();
             while ready.len() < whole {

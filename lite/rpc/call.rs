@@ -9,6 +9,7 @@ use super::server::Request;
 use super::{now_ns, INLINE_MAX, QUEUE_MAX};
 use crate::compat::user_slice;
 use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
+use crate::kvec::caller_sized;
 use crate::lmr::layout;
 use crate::net::verbs::{DmaBuf, UserPages, WriteImm};
 use crate::net::wire;
@@ -214,7 +215,7 @@ impl Lite {
     ) -> Result<u64> {
         let server = self.rpc.server(id).ok_or_else(ECONNREFUSED)?;
         let charge = LocalCharge::new(sender.file, input.len())?;
-        let mut payload = KVec::from_elem(0u8, input.len(), GFP_KERNEL)?;
+        let mut payload = KVec::from_elem(0u8, input.len(), caller_sized())?;
         match input {
             Input::User { addr, len } => user_slice(addr, len).reader().read_slice(&mut payload)?,
             Input::Kernel(bytes) => payload.copy_from_slice(bytes),

@@ -8,10 +8,10 @@ use super::file::FileRpc;
 use super::ring::MAX_MSG;
 use crate::compat::now_ns;
 use crate::errno::EMSGSIZE;
+use crate::kvec::caller_sized;
 use crate::net::verbs::DmaBuf;
 use crate::node::Lite;
 use crate::uapi::*;
-use kernel::alloc::flags::__GFP_NOWARN;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -60,9 +60,7 @@ impl Lite {
             return Err(EMSGSIZE());
         }
         let waiter = FileRpc::new()?;
-        // Up to 4 MiB in one block at a user's request: when memory is fragmented
-        // the call fails with ENOMEM, without the allocator's warning.
-        let input = KVec::from_elem(0x5Au8, req.request_len as usize, GFP_KERNEL | __GFP_NOWARN)?;
+        let input = KVec::from_elem(0x5Au8, req.request_len as usize, caller_sized())?;
         let dev = self.device()?;
         // No reply buffer for a capacity of 0: the call expects an empty reply.
         let reply = match req.reply_capacity {

@@ -3,6 +3,7 @@
 
 use super::{Device, DMA_FROM_DEVICE, DMA_TO_DEVICE, PAGE_SIZE};
 use crate::ffi;
+use crate::kvec::caller_sized;
 use core::ffi::c_void;
 use kernel::error::to_result;
 use kernel::prelude::*;
@@ -53,11 +54,11 @@ impl UserPages {
         } else {
             (head + len).div_ceil(PAGE_SIZE)
         };
-        let mut pages = KVec::from_elem(core::ptr::null_mut(), count, GFP_KERNEL)?;
+        let mut pages = KVec::from_elem(core::ptr::null_mut(), count, caller_sized())?;
         let mut this = UserPages {
             dev: dev.clone(),
-            pages: KVec::with_capacity(count, GFP_KERNEL)?,
-            dma: KVec::with_capacity(count, GFP_KERNEL)?,
+            pages: KVec::with_capacity(count, caller_sized())?,
+            dma: KVec::with_capacity(count, caller_sized())?,
             head,
             len,
             device_writes,
