@@ -16,6 +16,11 @@ use std::time::{Duration, Instant};
 /// A session that brings nothing for this long ends and the agent connects again,
 /// until the manager's welcome says how long its own patience is.
 const DEFAULT_SILENCE: Duration = Duration::from_secs(12);
+/// A gap this long between the manager's messages (it heartbeats twice a second),
+/// or a peer listing this slow, is logged: when the manager declares this node
+/// down for silence, the log then says whether the whole node was late or its
+/// kernel held the agent up.
+const STALL_REPORT: Duration = Duration::from_secs(2);
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -214,7 +219,13 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) => return Err("the manager closed the connection".into()),
-            Ok(_) => heard = Instant::now(),
+            Ok(_) => {
+                let gap = heard.elapsed();
+                if gap > STALL_REPORT {
+                    eprintln!("agent: {:.1} s since the manager's last message", gap.as_secs_f64());
+                }
+                heard = Instant::now();
+            }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
                 if heard.elapsed() > silence {
                     return Err(format!("no word from the manager for {} s", silence.as_secs()));
@@ -242,7 +253,11 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
             ToAgent::Conn { from, from_epoch, to_epoch, info } => s.on_conn(from, from_epoch, to_epoch, &info)?,
             ToAgent::Heartbeat => {
                 s.send(&ToManager::Heartbeat)?;
+                let listing = Instant::now();
                 s.report_failed_links()?;
+                if listing.elapsed() > STALL_REPORT {
+                    eprintln!("agent: listing the kernel's peers took {:.1} s", listing.elapsed().as_secs_f64());
+                }
             }
         }
     }
