@@ -53,7 +53,9 @@ class Churn:
             cmd = self.kv(f"bench --keys {KV_BENCH_KEYS} --prefix b- --ops 100000 --threads 2 --read-pct 70 "
                           f"--seed {self.rng.randrange(1 << 30)}")
         else:
-            rid = 200 + self.round % 100
+            # Its own id: a round may have two RPC victims, on the same node.
+            rid = 200 + self.rpc_victims % 100
+            self.rpc_victims += 1
             server = Background(self.c, other, tag + "s", f"lite-selftest rpc-serve {rid} --threads 2")
             server.wait_for("ready")
             cmd = f"lite-selftest rpc-call {other} {rid} --count 100000 --threads 2 --size 2000 --reply 2000"

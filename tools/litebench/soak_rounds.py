@@ -35,6 +35,7 @@ class Soak(KvStore, Workloads, Churn, Checks, Report):
         self.ops, self.volume, self.faults, self.corrupt = Counter(), Counter(), Counter(), Counter()
         self.failures, self.skipped = [], []
         self.round = self.rounds_done = 0
+        self.rpc_victims = 0
         self.nodes = [0, 1, 2]
         self.kv_versions = {g: 0 for g in range(KV_GROUPS)}
         self.kv_singles = {}

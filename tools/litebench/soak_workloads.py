@@ -7,6 +7,13 @@ from vcluster import Background
 from litebench.soak_common import OP_TIMEOUT, Lost, check, last_json, summary
 from litebench.soak_kv import KV_BENCH_KEYS, KV_GROUPS, KV_SINGLES
 
+# How long the log's writers and cleaner wait without progress before they fail.
+# Each waits on a chain of the others' operations, and on a 1 % lossy wire one
+# operation alone may take up to its deadline (30 s and more, see README
+# Reliability): lite-log's 30 s default failed once in a 30-minute soak (a 4 KiB
+# ring held behind the lossy wire committed nothing for 28 s, with no error).
+LOG_STALL_S = 120
+
 
 class Workloads:
     """Workloads, a part of `Soak`: generators that start their processes, yield, then check."""
@@ -25,10 +32,11 @@ class Workloads:
                     for i, n in enumerate(writers)]
             total = sum(count * 2 for _, count, _, _ in runs)
             cleaner_node = self.pick(1, nodes)[0]
-            cleaner = self.c.exec_async(cleaner_node, f"lite-log clean {name} --expect {total} --json",
+            cleaner = self.c.exec_async(cleaner_node, f"lite-log clean {name} --expect {total} "
+                                                      f"--stall-s {LOG_STALL_S} --json",
                                         timeout=OP_TIMEOUT)
             jobs = [(n, self.c.exec_async(n, f"lite-log append {name} --count {count} --size {size} --threads 2 "
-                                             f"--writer {w} --json", timeout=OP_TIMEOUT))
+                                             f"--writer {w} --stall-s {LOG_STALL_S} --json", timeout=OP_TIMEOUT))
                     for n, count, size, w in runs]
             yield
             commits = 0

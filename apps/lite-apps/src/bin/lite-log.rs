@@ -68,6 +68,9 @@ enum Command {
         /// Writer id of the first thread (the others follow); ids must be unique in the log.
         #[arg(long, default_value_t = 0)]
         writer: u64,
+        /// Fail when the log stays full for this long (no cleaner, or a stalled one).
+        #[arg(long, default_value_t = 30)]
+        stall_s: u64,
         #[arg(long)]
         json: bool,
     },
@@ -111,8 +114,9 @@ fn main() -> ExitCode {
     };
     let result = match cli.command {
         Command::Create { name, capacity, holder } => create(&lite, &name, capacity, holder),
-        Command::Append { name, count, size, threads, writer, json } => {
-            append(&lite, &name, &AppendArgs { count, size, threads, writer, json })
+        Command::Append { name, count, size, threads, writer, stall_s, json } => {
+            let stall = Duration::from_secs(stall_s);
+            append(&lite, &name, &AppendArgs { count, size, threads, writer, stall, json })
         }
         Command::Clean { name, expect, stall_s, json } => clean(&lite, &name, expect, Duration::from_secs(stall_s), json),
         Command::Replay { name, verbose, json } => replay(&lite, &name, verbose, json),
@@ -316,6 +320,7 @@ struct AppendArgs {
     size: u64,
     threads: u32,
     writer: u64,
+    stall: Duration,
     json: bool,
 }
 
@@ -335,7 +340,7 @@ fn append(lite: &Lite, name: &str, a: &AppendArgs) -> Result<(), String> {
                 let mut mine = Vec::with_capacity(a.count as usize);
                 for seq in 0..a.count {
                     let began = Instant::now();
-                    if let Err(e) = log.append(&payload(writer, seq, size), Duration::from_secs(30)) {
+                    if let Err(e) = log.append(&payload(writer, seq, size), a.stall) {
                         first_error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(e);
                         break;
                     }
