@@ -251,6 +251,9 @@ def main():
     ap.add_argument("--out", default=str(OUT_DIR),
                     help="where qos-REGIME.json and the plots go (default build/bench)")
     ap.add_argument("--link-mbps", type=int, help="link rate SW-Pri assumes (default: the one it finds)")
+    ap.add_argument("--chunk-kib", type=int, default=DEFAULT_CHUNK_KIB,
+                    help="paced chunk size SW-Pri uses in the modes, 1 to 32 KiB (default: sized to the link and "
+                         "scaled by what the pacer delivers)")
     ap.add_argument("--modes", default=None,
                     help=f"comma-separated modes to run (default {','.join(MODES)}; ratios need none; "
                          f"with --hostile {','.join(HOSTILE_MODES)})")
@@ -302,6 +305,8 @@ def main():
         ap.error("--frontier and --frontier-chunks take whole numbers, such as 1,4,16")
     if any(r < 1 for r in rates):
         ap.error("--frontier: rates of at least 1 MB/s")
+    if args.chunk_kib != DEFAULT_CHUNK_KIB and not 1 <= args.chunk_kib <= 32:
+        ap.error("--chunk-kib: 1 to 32 KiB")
     if any(not 1 <= k <= 32 for k in chunks) or (rates and not chunks):
         ap.error("--frontier-chunks: sizes of 1 to 32 KiB")
     frontier = [(kib, mb_s) for kib in chunks for mb_s in rates]
@@ -383,7 +388,7 @@ def main():
                 s = run_pass(f"sw-pri at {point}", "sw-pri", bulk_op)
                 if s is not None:
                     results["frontier"].setdefault(point, {})[bulk_op] = s
-        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0} --chunk-kib {DEFAULT_CHUNK_KIB}")
+        c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps or 0} --chunk-kib {args.chunk_kib}")
         c.exec(SENDER, f"lite-admin target --us {target_us}")
         c.exec(SENDER, "lite-admin mode sw-pri")
     except CommandFailed as e:

@@ -137,6 +137,9 @@ def prepare(c, runner, args, latency_ops, results):
     if args.link_mbps:
         c.exec(SENDER, f"lite-admin weights --link-mbps {args.link_mbps}")
         results["config"]["link_mbps"] = args.link_mbps
+    if args.chunk_kib:
+        c.exec(SENDER, f"lite-admin weights --chunk-kib {args.chunk_kib}")
+        results["config"]["chunk_kib"] = args.chunk_kib
     results["config"]["target99_us"] = target_us
     print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
     return target_us
