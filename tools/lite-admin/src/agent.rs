@@ -255,8 +255,9 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
                 s.send(&ToManager::Heartbeat)?;
                 let listing = Instant::now();
                 s.report_failed_links()?;
-                if listing.elapsed() > STALL_REPORT {
-                    eprintln!("agent: listing the kernel's peers took {:.1} s", listing.elapsed().as_secs_f64());
+                let took = listing.elapsed();
+                if took > STALL_REPORT {
+                    eprintln!("agent: listing the kernel's peers took {:.1} s", took.as_secs_f64());
                 }
             }
         }
