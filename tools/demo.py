@@ -22,7 +22,8 @@ import signal
 import sys
 import time
 
-from vcluster import KERNELS, Background, Cluster, REPO
+from vcluster import Background, Cluster, REPO
+from vguest import KERNELS
 
 APPS = ["log", "kv", "mr", "graph"]
 # liblite calls, for counting the lines of LITE API code in each application.

@@ -15,7 +15,8 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vcluster import KERNELS, Cluster, CommandFailed, REPO  # noqa: E402
+from vcluster import Cluster, CommandFailed, REPO  # noqa: E402
+from vguest import KERNELS  # noqa: E402
 import vwire  # noqa: E402
 # TESTS, the suites and what soak.py uses as vmtest.NAME (the setup steps, TestFailed,
 # print_console_tails).
