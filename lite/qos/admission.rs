@@ -222,7 +222,8 @@ impl Ticket<'_> {
                             class.paced_chunks += 1;
                             class.paced_ns += waited;
                         }
-                        st_ref.scale.admitted(bytes, waited);
+                        let rate = st_ref.bucket.rate();
+                        st_ref.scale.admitted(bytes, waited, rate);
                         if st_ref.scale.judge(st_ref.bucket.rate(), now) {
                             let chunk = st_ref.chunk();
                             st_ref.bucket.set_chunk(chunk, now);

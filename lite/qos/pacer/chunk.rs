@@ -39,6 +39,8 @@ pub(crate) struct ChunkScale {
     /// Paced bytes let through since `from_ns`, and the time their flows waited.
     bytes: u64,
     waited_ns: u64,
+    /// The lowest rate the bucket had when they went (`u64::MAX`: none went).
+    lowest_rate: u64,
 }
 
 pub(crate) const MAX_CHUNK_SCALE: u64 = 8;
@@ -54,6 +56,7 @@ impl ChunkScale {
             from_ns: now_ns,
             bytes: 0,
             waited_ns: 0,
+            lowest_rate: u64::MAX,
         }
     }
 
@@ -61,16 +64,20 @@ impl ChunkScale {
         self.scale
     }
 
-    /// A paced chunk of `bytes` went after waiting `waited_ns` for its turn and tokens.
-    pub(crate) fn admitted(&mut self, bytes: u64, waited_ns: u64) {
+    /// A paced chunk of `bytes` went after waiting `waited_ns` for its turn and
+    /// tokens, from a bucket filled at `rate`.
+    pub(crate) fn admitted(&mut self, bytes: u64, waited_ns: u64, rate: u64) {
         self.bytes = self.bytes.saturating_add(bytes);
         self.waited_ns = self.waited_ns.saturating_add(waited_ns);
+        self.lowest_rate = self.lowest_rate.min(rate);
     }
 
-    /// Judges the last interval against the bucket's `rate`, once an interval has
-    /// passed: chunks double while the flows waited (they were backlogged, in sum
-    /// at least half the time) and still got less than 90 % of the rate; they halve
-    /// after `GOOD_BEFORE_SHRINK` intervals that got 95 %. True when the scale changed.
+    /// Judges the last interval against the lowest rate the bucket had in it (AIMD
+    /// may have raised `rate`, its rate now, since: the flows lag a rise, and that
+    /// lag is no reason for larger chunks), once an interval has passed: chunks
+    /// double while the flows waited (they were backlogged, in sum at least half
+    /// the time) and still got less than 90 % of the rate; they halve after
+    /// `GOOD_BEFORE_SHRINK` intervals that got 95 %. True when the scale changed.
     pub(crate) fn judge(&mut self, rate: u64, now_ns: u64) -> bool {
         let elapsed = now_ns.saturating_sub(self.from_ns);
         if elapsed < SCALE_INTERVAL_NS {
@@ -78,7 +85,9 @@ impl ChunkScale {
         }
         let achieved = per_second(self.bytes, elapsed);
         let backlogged = self.waited_ns >= elapsed / 2;
+        let rate = rate.min(self.lowest_rate);
         (self.from_ns, self.bytes, self.waited_ns) = (now_ns, 0, 0);
+        self.lowest_rate = u64::MAX;
         if rate == 0 {
             return false;
         }
@@ -128,8 +137,8 @@ mod tests {
         let second = 1_000_000_000;
         let mut now = 0;
         let mut interval = |c: &mut ChunkScale, delivered: u64, waited: u64| {
-            c.admitted(delivered / 2, waited / 2);
-            c.admitted(delivered - delivered / 2, waited - waited / 2);
+            c.admitted(delivered / 2, waited / 2, rate);
+            c.admitted(delivered - delivered / 2, waited - waited / 2, rate);
             now += second;
             c.judge(rate, now)
         };
@@ -151,10 +160,24 @@ mod tests {
         assert_eq!(c.scale(), MAX_CHUNK_SCALE / 2);
         // Within an interval nothing is judged; unlimited is never judged short.
         let mut d = ChunkScale::new(0);
-        d.admitted(1, second);
+        d.admitted(1, second, rate);
         assert!(!d.judge(rate, second / 4));
         assert!(!d.judge(0, second));
         assert_eq!(d.scale(), 1);
+    }
+
+    #[test]
+    fn a_rise_of_the_rate_the_flows_still_lag_does_not_grow_chunks() {
+        let second = 1_000_000_000;
+        let mut c = ChunkScale::new(0);
+        // 2 MB/s all interval, delivered at 1.9, then AIMD raised it to 3: no growth.
+        c.admitted(1_900_000, second, 2_000_000);
+        assert!(!c.judge(3_000_000, second));
+        assert_eq!(c.scale(), 1);
+        // Short of the interval's lowest rate as well: growth.
+        c.admitted(1_000_000, second, 2_000_000);
+        assert!(c.judge(3_000_000, 2 * second));
+        assert_eq!(c.scale(), 2);
     }
 
     #[test]

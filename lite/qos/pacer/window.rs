@@ -4,8 +4,8 @@
 //!
 //! Paced bytes in flight sit in the bottleneck's queue in front of the latency
 //! class whenever SafeUtil exceeds what the link passes, so the window is small:
-//! what SafeUtil carries in `WINDOW_NS` (about two emulated round trips), and two
-//! chunks at the least (one in flight while the next is admitted). It bounds the
+//! what SafeUtil carries in `WINDOW_NS` (about two emulated round trips) in whole
+//! chunks, and two chunks at the least (one in flight while the next is admitted). It bounds the
 //! node's paced work requests together, not one transfer's: each transfer may post
 //! at least a chunk, so per-transfer shares alone let 32 bulk processes keep 32
 //! chunks (1 MiB, 280 ms of a 3.6 MB/s wire) at the bottleneck.
@@ -19,9 +19,15 @@ use super::bytes_in;
 pub(crate) const WINDOW_NS: u64 = 10_000_000;
 
 /// Paced bytes the node may have in flight at SafeUtil `rate` with `chunk`-byte
-/// work requests.
+/// work requests: what SafeUtil carries in `WINDOW_NS`, rounded up to whole chunks
+/// (rounded down, two 16 KiB chunks carried 2.6 of a 3.3 MB/s SafeUtil through a
+/// 4 MiB/s wire), and two chunks at the least.
 pub(crate) fn paced_window(rate: u64, chunk: u64) -> u64 {
-    bytes_in(rate, WINDOW_NS).max(chunk.saturating_mul(2))
+    let chunk = chunk.max(1);
+    bytes_in(rate, WINDOW_NS)
+        .div_ceil(chunk)
+        .max(2)
+        .saturating_mul(chunk)
 }
 
 /// Paced work requests the node may have in flight, whichever transfers they
@@ -31,9 +37,15 @@ pub(crate) fn paced_places(window: u64, chunk: u64) -> u32 {
 }
 
 /// Bytes one of `flows` paced transfers may have in flight: its share of the
-/// window, and at least one chunk (its work requests are no smaller).
+/// window rounded up to whole chunks (its work requests are no smaller), so that
+/// together they can fill the places: two transfers rounded down to one 16 KiB
+/// chunk each left the third of three places empty. The device bounds the sum.
 pub(crate) fn transfer_share(window: u64, flows: u64, chunk: u64) -> u64 {
-    (window / flows.max(1)).max(chunk)
+    let chunk = chunk.max(1);
+    (window / flows.max(1))
+        .div_ceil(chunk)
+        .max(1)
+        .saturating_mul(chunk)
 }
 
 #[cfg(test)]
@@ -51,15 +63,26 @@ mod tests {
         // 32 transfers: each may post its chunk, but the node holds two at a time.
         assert_eq!(transfer_share(window, 32, 32 * KIB), 32 * KIB);
         assert_eq!(transfer_share(window, 2, 32 * KIB), 32 * KIB);
+        assert_eq!(transfer_share(window, 1, 32 * KIB), 64 * KIB);
     }
 
     #[test]
     fn a_fast_link_gets_what_safe_util_carries() {
-        // 1 GB/s carries 10 MB in 10 ms: 305 chunks of 32 KiB, shared by 4 transfers.
+        // 1 GB/s carries 10 MB in 10 ms: 306 chunks of 32 KiB; 4 transfers may take 77 each.
         let window = paced_window(1_000_000_000, 32 * KIB);
-        assert_eq!(window, 10_000_000);
-        assert_eq!(paced_places(window, 32 * KIB), 305);
-        assert_eq!(transfer_share(window, 4, 32 * KIB), 2_500_000);
+        assert_eq!(window, 306 * 32 * KIB);
+        assert_eq!(paced_places(window, 32 * KIB), 306);
+        assert_eq!(transfer_share(window, 4, 32 * KIB), 77 * 32 * KIB);
+    }
+
+    #[test]
+    fn the_window_rounds_up_to_whole_chunks() {
+        // 3.3 MB/s carries 33 KB in 10 ms: three chunks of 16 KiB, not two.
+        let window = paced_window(3_300_000, 16 * KIB);
+        assert_eq!(window, 48 * KIB);
+        assert_eq!(paced_places(window, 16 * KIB), 3);
+        // Two transfers may take two each, so together they fill the three places.
+        assert_eq!(transfer_share(window, 2, 16 * KIB), 32 * KIB);
     }
 
     #[test]
