@@ -232,25 +232,47 @@ impl Lite {
     /// A peer whose one QP is connected to itself: atomics on memory this node holds
     /// go through it, because RNIC atomics are atomic only against each other
     /// (IB_ATOMIC_HCA), not against the CPU's. Created at first use, again after
-    /// a failure.
+    /// a failure, without the membership lock: every peer lookup and listing takes
+    /// that, and a QP's set-up and a failed peer's shutdown can take seconds.
     pub(crate) fn loopback(&self) -> Result<Arc<Peer>> {
-        let mut st = self.state.lock();
-        let (id, epoch) = st
-            .node
-            .as_ref()
-            .map(|n| (n.id, n.epoch))
-            .ok_or_else(ENOTCONN)?;
-        if let Some(peer) = &st.loopback {
-            if peer.ensure_connected().is_ok() {
-                return Ok(peer.clone());
+        let (id, epoch, dev) = {
+            let st = self.state.lock();
+            let (id, epoch) = st
+                .node
+                .as_ref()
+                .map(|n| (n.id, n.epoch))
+                .ok_or_else(ENOTCONN)?;
+            if let Some(peer) = &st.loopback {
+                if peer.ensure_connected().is_ok() {
+                    return Ok(peer.clone());
+                }
             }
-        }
-        let dev = st.devices.first().ok_or(ENODEV)?.clone();
+            (id, epoch, st.devices.first().ok_or(ENODEV)?.clone())
+        };
         let peer = Peer::new(&dev, id, epoch, 1, self.qos.clone())?;
         peer.connect(&peer.local_info())?;
-        st.drop_loopback();
-        st.loopback = Some(peer.clone());
-        Ok(peer)
+        let (chosen, unused) = {
+            let mut st = self.state.lock();
+            let same_node = st.node.as_ref().map(|n| (n.id, n.epoch)) == Some((id, epoch));
+            let same_device = st.devices.first().is_some_and(|d| Arc::ptr_eq(d, &dev));
+            if !same_node || !same_device {
+                // The node left, or its device went, meanwhile.
+                drop(st);
+                peer.shutdown();
+                return Err(ENOTCONN());
+            }
+            match &st.loopback {
+                // Another caller replaced a failed one meanwhile.
+                Some(current) if current.ensure_connected().is_ok() => {
+                    (current.clone(), Some(peer))
+                }
+                _ => (peer.clone(), st.loopback.replace(peer)),
+            }
+        };
+        if let Some(unused) = unused {
+            unused.shutdown();
+        }
+        Ok(chosen)
     }
 
     /// The RDMA device LMR memory lives on.
