@@ -224,7 +224,7 @@ impl Ticket<'_> {
                         }
                         let rate = st_ref.bucket.rate();
                         st_ref.scale.admitted(bytes, waited, rate);
-                        if st_ref.scale.judge(st_ref.bucket.rate(), now) {
+                        if st_ref.scale.judge(rate, now) {
                             let chunk = st_ref.chunk();
                             st_ref.bucket.set_chunk(chunk, now);
                         }

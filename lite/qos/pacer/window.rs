@@ -5,8 +5,8 @@
 //! Paced bytes in flight sit in the bottleneck's queue in front of the latency
 //! class whenever SafeUtil exceeds what the link passes, so the window is small:
 //! what SafeUtil carries in `WINDOW_NS` (about two emulated round trips) in whole
-//! chunks, and two chunks at the least (one in flight while the next is admitted). It bounds the
-//! node's paced work requests together, not one transfer's: each transfer may post
+//! chunks, and two chunks at the least (one in flight while the next is admitted).
+//! It bounds the node's paced work requests together, not one transfer's: each transfer may post
 //! at least a chunk, so per-transfer shares alone let 32 bulk processes keep 32
 //! chunks (1 MiB, 280 ms of a 3.6 MB/s wire) at the bottleneck.
 
@@ -23,11 +23,13 @@ pub(crate) const WINDOW_NS: u64 = 10_000_000;
 /// (rounded down, two 16 KiB chunks carried 2.6 of a 3.3 MB/s SafeUtil through a
 /// 4 MiB/s wire), and two chunks at the least.
 pub(crate) fn paced_window(rate: u64, chunk: u64) -> u64 {
+    whole_chunks(bytes_in(rate, WINDOW_NS), chunk, 2)
+}
+
+/// `bytes` rounded up to whole `chunk`s, and `at_least` of them.
+fn whole_chunks(bytes: u64, chunk: u64, at_least: u64) -> u64 {
     let chunk = chunk.max(1);
-    bytes_in(rate, WINDOW_NS)
-        .div_ceil(chunk)
-        .max(2)
-        .saturating_mul(chunk)
+    bytes.div_ceil(chunk).max(at_least).saturating_mul(chunk)
 }
 
 /// Paced work requests the node may have in flight, whichever transfers they
@@ -41,11 +43,7 @@ pub(crate) fn paced_places(window: u64, chunk: u64) -> u32 {
 /// together they can fill the places: two transfers rounded down to one 16 KiB
 /// chunk each left the third of three places empty. The device bounds the sum.
 pub(crate) fn transfer_share(window: u64, flows: u64, chunk: u64) -> u64 {
-    let chunk = chunk.max(1);
-    (window / flows.max(1))
-        .div_ceil(chunk)
-        .max(1)
-        .saturating_mul(chunk)
+    whole_chunks(window / flows.max(1), chunk, 1)
 }
 
 #[cfg(test)]
