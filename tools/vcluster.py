@@ -51,6 +51,11 @@ SPLAT = re.compile(
     r"INFO: task .* blocked|rcu_sched detected stall|rcu: INFO:|unreferenced object|Call Trace:")
 
 
+# How long the manager waits for an agent's heartbeat before it declares the node
+# down, unless told otherwise.
+DEAD_AFTER_MS = 8000
+
+
 def log(msg):
     print(f"vcluster: {msg}", file=sys.stderr, flush=True)
 
@@ -480,7 +485,7 @@ class Cluster:
     def load_module(self, n, args=""):
         self.exec(n, f"insmod /lite/lite.ko {args}")
 
-    def start_manager(self, n=0, dead_after_ms=8000):
+    def start_manager(self, n=0, dead_after_ms=DEAD_AFTER_MS):
         self.exec(n, f"lite-admin manager --heartbeat-ms 500 --dead-after-ms {dead_after_ms} "
                      f">/run/lite/manager.log 2>&1 &")
 
