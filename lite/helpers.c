@@ -160,6 +160,7 @@ static int lite_add_one(struct ib_device *ibdev)
 	dev->ibdev = ibdev;
 	dev->port = port;
 	init_waitqueue_head(&dev->paced_room);
+	spin_lock_init(&dev->paced_lock);
 	dev->pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(dev->pd)) {
 		err = PTR_ERR(dev->pd);

@@ -118,6 +118,16 @@ void lite_op_free(struct lite_op *op);
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns);
 void lite_paced_leave(struct lite_dev *dev);
 unsigned int lite_paced_inflight(const struct lite_dev *dev);
+/* A device's places over time, summed since it was added (ns, and WRs). */
+struct lite_paced_stat {
+	/* Places held: the integral over time of the paced WRs in flight. */
+	unsigned long long held_ns;
+	/* Tasks' time waiting for a place. */
+	unsigned long long wait_ns;
+	/* Places given back: paced WRs completed or never posted. */
+	unsigned long long wrs;
+};
+void lite_paced_stat(struct lite_dev *dev, struct lite_paced_stat *stat);
 /* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer;
  * `paced`: NULL, or the device one of whose places (lite_paced_enter()) the WR holds. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,

@@ -6,8 +6,9 @@
 use crate::ffi;
 use crate::kvec::swap_remove;
 use crate::lmr::LmrNode;
+use crate::net::verbs::{Device, PacedStat};
 use crate::net::wire::{self, ImmKind, SLOTS};
-use crate::net::{verbs::Device, Peer, State};
+use crate::net::{Peer, State};
 use crate::qos::Qos;
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::sync::LockNode;
@@ -89,10 +90,13 @@ impl Lite {
         Ok(())
     }
 
-    /// Paced work requests in flight from this node's devices.
-    pub(crate) fn paced_in_flight(&self) -> u32 {
+    /// Paced work requests in flight from this node's devices, and their places
+    /// over time.
+    pub(crate) fn paced_stat(&self) -> PacedStat {
         let st = self.state.lock();
-        st.devices.iter().map(|dev| dev.paced_in_flight()).sum()
+        st.devices
+            .iter()
+            .fold(PacedStat::default(), |sum, dev| sum + dev.paced_stat())
     }
 
     /// Shuts down every peer reached through `dev`; they show as down until rejoined.

@@ -286,22 +286,34 @@ static long lite_timeout_jiffies(u64 timeout_ns)
 	return min_t(u64, nsecs_to_jiffies64(timeout_ns), MAX_SCHEDULE_TIMEOUT - 1) + 1;
 }
 
+/* Adds the places held since the last change to their integral; under paced_lock. */
+static void lite_paced_account(struct lite_dev *dev, u64 now)
+{
+	dev->paced_held_ns += (u64)atomic_read(&dev->paced) * (now - dev->paced_since_ns);
+	dev->paced_since_ns = now;
+}
+
 /* Takes a place among `dev`'s paced WRs in flight if fewer than `most` are. */
 static bool lite_paced_try(struct lite_dev *dev, int most)
 {
-	int old = atomic_read(&dev->paced);
+	unsigned long flags;
+	bool taken = false;
 
-	do {
-		if (old >= most)
-			return false;
-	} while (!atomic_try_cmpxchg(&dev->paced, &old, old + 1));
-	return true;
+	spin_lock_irqsave(&dev->paced_lock, flags);
+	if (atomic_read(&dev->paced) < most) {
+		lite_paced_account(dev, ktime_get_ns());
+		atomic_inc(&dev->paced);
+		taken = true;
+	}
+	spin_unlock_irqrestore(&dev->paced_lock, flags);
+	return taken;
 }
 
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns)
 {
 	int most = min(limit, (unsigned int)INT_MAX);
 	long left = lite_timeout_jiffies(timeout_ns);
+	u64 start = 0;
 	DEFINE_WAIT(wait);
 	int err = 0;
 
@@ -318,9 +330,13 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 			err = -ETIMEDOUT;
 			break;
 		}
+		if (!start)
+			start = ktime_get_ns();
 		left = schedule_timeout(left);
 	}
 	finish_wait(&dev->paced_room, &wait);
+	if (start)
+		atomic64_add(ktime_get_ns() - start, &dev->paced_wait_ns);
 	/* A wake-up this task took and did not use, or room left over, is the next one's. */
 	if (err || atomic_read(&dev->paced) < most)
 		wake_up(&dev->paced_room);
@@ -329,13 +345,31 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 
 void lite_paced_leave(struct lite_dev *dev)
 {
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->paced_lock, flags);
+	lite_paced_account(dev, ktime_get_ns());
 	atomic_dec(&dev->paced);
+	dev->paced_wrs++;
+	spin_unlock_irqrestore(&dev->paced_lock, flags);
 	wake_up(&dev->paced_room);
 }
 
 unsigned int lite_paced_inflight(const struct lite_dev *dev)
 {
 	return atomic_read(&dev->paced);
+}
+
+void lite_paced_stat(struct lite_dev *dev, struct lite_paced_stat *stat)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->paced_lock, flags);
+	lite_paced_account(dev, ktime_get_ns());
+	stat->held_ns = dev->paced_held_ns;
+	stat->wrs = dev->paced_wrs;
+	spin_unlock_irqrestore(&dev->paced_lock, flags);
+	stat->wait_ns = atomic64_read(&dev->paced_wait_ns);
 }
 
 /* Completions taken from the CQ per poll while a waiter busy-polls. */

@@ -20,6 +20,16 @@ struct lite_dev {
 	/* Paced work requests in flight from this port, and the tasks waiting for room. */
 	atomic_t paced;
 	wait_queue_head_t paced_room;
+	/*
+	 * Under paced_lock: places held over time (ns, the integral of `paced` up to
+	 * paced_since_ns) and places given back; their ratio is a place's mean hold.
+	 */
+	spinlock_t paced_lock;
+	u64 paced_since_ns;
+	u64 paced_held_ns;
+	u64 paced_wrs;
+	/* Time tasks waited for a place, summed. */
+	atomic64_t paced_wait_ns;
 };
 
 struct lite_qp {

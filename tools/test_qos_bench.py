@@ -451,6 +451,21 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual((beside["ops"], beside["user_ns"], beside["in_network_ns"]), (40, mean, 2 * MB))
         self.assertEqual(beside["outside_ns"], max(0, mean - 2 * MB - 101_000))
         self.assertIn("write 16 B", q.phase_table({"sw-pri": {"read": s}}))
+        self.assertNotIn("pacing", s, "nothing was offered: no pacing figures")
+
+    def test_a_pass_keeps_how_much_of_safe_util_pacing_delivered(self):
+        c = FakeCluster()
+        alone, both, bulk, stats = q.Runner(c, 100).mode("sw-pri", 2, "write")
+        pacing = {"offered_bytes_per_s": 3.0e6, "paced_bytes_per_s": 2.4e6, "delivered_ratio": 0.8,
+                  "paced_wrs": 100, "token_wait_ns": 2 * MB, "place_wait_ns": 3 * MB, "place_hold_ns": 9 * MB,
+                  "places_in_use": 1.9}
+        beside = {**stats["beside"], "safe_util": 3_000_000, "link_rate": 3_600_000, "found_rate": 3_600_000,
+                  "chunk_bytes": 16384, "decreases": 1, "increases": 2, "pacing": pacing}
+        s = q.summarize_mode(alone, both, bulk, {"alone": stats["alone"], "beside": beside})
+        self.assertEqual(s["pacing"], pacing)
+        note = q.pacing_note(beside)
+        self.assertIn("paced 2.40 of 3.00 MB/s offered (80%)", note)
+        self.assertIn("place 3.0 ms, held 9.0 ms, 1.9 places in use", note)
 
     def test_a_pass_runs_the_chosen_latency_flows_only(self):
         c = FakeCluster()

@@ -16,7 +16,7 @@ pub use error::{Error, Result, ERRNO_MESSAGES};
 pub use lite_uapi as uapi;
 pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
 pub use qos::{
-    Class, ClassRule, ClassSource, ClassStat, Phases, QosChange, QosMode, QosSettings, QosStat, RuleTarget,
+    Class, ClassRule, ClassSource, ClassStat, Pacing, Phases, QosChange, QosMode, QosSettings, QosStat, RuleTarget,
 };
 pub use rpc::{Incoming, ReplyToken, RpcStat};
 pub use size::parse_size;

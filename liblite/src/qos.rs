@@ -254,6 +254,29 @@ pub struct QosStat {
     /// Paced work requests in flight from the node, and the most it allows.
     pub paced_in_flight: u32,
     pub paced_places: u32,
+    /// Pacing's totals since the module loaded.
+    pub pacing: Pacing,
+}
+
+/// SW-Pri's pacing, summed since the module loaded: the difference of two
+/// snapshots says whether pacing delivered the SafeUtil it was given between
+/// them, and what held it back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pacing {
+    /// Bytes SafeUtil offered the paced classes (its rate over time).
+    pub offered_bytes: u64,
+    /// Bytes of paced work requests let through.
+    pub paced_bytes: u64,
+    /// Time paced work requests waited for tokens or their turn, summed.
+    pub token_wait: Duration,
+    /// Time paced work requests waited for a place among the node's paced work
+    /// requests in flight, summed.
+    pub place_wait: Duration,
+    /// Places held over time: its growth over an interval, divided by the
+    /// interval, is the mean number of places in use.
+    pub place_held: Duration,
+    /// Places given back: paced work requests completed (or never posted).
+    pub place_wrs: u64,
 }
 
 /// Time one-sided operations spent in each phase in the kernel, summed: the
@@ -417,6 +440,14 @@ impl Lite {
             }),
             paced_in_flight: arg.paced_in_flight,
             paced_places: arg.paced_places,
+            pacing: Pacing {
+                offered_bytes: arg.pacing.offered_bytes,
+                paced_bytes: arg.pacing.paced_bytes,
+                token_wait: Duration::from_nanos(arg.pacing.token_wait_ns),
+                place_wait: Duration::from_nanos(arg.pacing.place_wait_ns),
+                place_held: Duration::from_nanos(arg.pacing.place_held_ns),
+                place_wrs: arg.pacing.place_wrs,
+            },
         })
     }
 }

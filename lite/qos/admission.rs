@@ -181,6 +181,9 @@ impl Ticket<'_> {
             let now = now_ns();
             st.control(now);
             if !st.pacing(now) {
+                if waited_from.is_some() {
+                    st.classes[self.class as usize].queued -= 1;
+                }
                 self.leave_flow(&mut st);
                 self.places = None;
                 self.inflight = st.unpaced_budget(self.class);
@@ -222,6 +225,7 @@ impl Ticket<'_> {
                             class.paced_chunks += 1;
                             class.paced_ns += waited;
                         }
+                        st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(bytes);
                         let rate = st_ref.bucket.rate();
                         st_ref.scale.admitted(bytes, waited, rate);
                         if st_ref.scale.judge(rate, now) {

@@ -45,7 +45,7 @@ pub(crate) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
             write_out(arg, &req)?;
             write_out(arg, &lite.qos.choose(file, req.class)?)
         }
-        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.paced_in_flight())),
+        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.paced_stat())),
         _ => Err(ENOTTY),
     }
 }

@@ -126,6 +126,7 @@ impl Qos {
             last_probe_ns: 0,
             decreases: 0,
             increases: 0,
+            paced_bytes: 0,
         };
         let qos = Arc::pin_init(
             pin_init!(Qos {

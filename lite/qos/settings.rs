@@ -7,6 +7,7 @@ use super::pacer;
 use super::state::{Choice, Who};
 use super::{now_ns, Qos};
 use crate::kvec::{remove_at, retain};
+use crate::net::verbs::PacedStat;
 use crate::uapi::*;
 use kernel::prelude::*;
 
@@ -182,8 +183,8 @@ impl Qos {
         retain(&mut st.choices, |c| c.file != file);
     }
 
-    /// The statistics, with `paced_in_flight` (the devices count those) filled in.
-    pub(crate) fn stat(&self, paced_in_flight: u32) -> LiteQosStat {
+    /// The statistics, with the places (the devices count those) filled in.
+    pub(crate) fn stat(&self, places: PacedStat) -> LiteQosStat {
         let now = now_ns();
         let mut guard = self.state.lock();
         let st = &mut *guard;
@@ -201,8 +202,19 @@ impl Qos {
             increases: st.increases,
             classes: [LiteClassStat::default(); 3],
             latency_phases: st.latency_phases,
-            paced_in_flight,
+            paced_in_flight: places.in_flight,
             paced_places: st.paced_places(),
+            pacing: LitePacing {
+                offered_bytes: st.bucket.offered(now),
+                paced_bytes: st.paced_bytes,
+                token_wait_ns: st
+                    .classes
+                    .iter()
+                    .fold(0, |sum: u64, c| sum.wrapping_add(c.paced_ns)),
+                place_wait_ns: places.wait_ns,
+                place_held_ns: places.held_ns,
+                place_wrs: places.wrs,
+            },
         };
         for (i, c) in st.classes.iter().enumerate() {
             let w = &mut *st.windows;

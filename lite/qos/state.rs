@@ -131,6 +131,8 @@ pub(crate) struct QosState {
     pub(crate) last_probe_ns: u64,
     pub(crate) decreases: u64,
     pub(crate) increases: u64,
+    /// Bytes of paced work requests let through since load.
+    pub(crate) paced_bytes: u64,
 }
 
 impl QosState {

@@ -67,7 +67,9 @@ def summarize_mode(alone, both, bulks, stats=None):
     alone = by_op(alone)
     phases = {op: {"alone": phases_of(op, alone[op], (stats or {}).get("alone")),
                    "beside_bulk": phases_of(op, both[op], (stats or {}).get("beside"))} for op in latency}
+    pacing = ((stats or {}).get("beside") or {}).get("pacing")
     return {
+        **({"pacing": pacing} if pacing and pacing.get("delivered_ratio") is not None else {}),
         "phases": {op: p for op, p in phases.items() if None not in p.values()},
         "latency": latency,
         "p99_ratio": max(f["p99_ratio"] for f in latency.values()),
@@ -196,6 +198,11 @@ def pacing_note(stats):
     if not stats or stats.get("mode") != "sw-pri" or stats.get("safe_util") is None:
         return ""
     found = stats.get("found_rate")
+    p = stats.get("pacing") or {}
+    paced = (f"; paced {p['paced_bytes_per_s'] / 1e6:.2f} of {p['offered_bytes_per_s'] / 1e6:.2f} MB/s offered "
+             f"({p['delivered_ratio']:.0%}), per chunk: tokens {p['token_wait_ns'] / 1e6:.1f} ms, "
+             f"place {p['place_wait_ns'] / 1e6:.1f} ms, held {p['place_hold_ns'] / 1e6:.1f} ms, "
+             f"{p['places_in_use']:.1f} places in use") if p.get("delivered_ratio") is not None else ""
     return (f"; SafeUtil {stats['safe_util'] / 1e6:.2f} of {stats['link_rate'] / 1e6:.2f} MB/s "
             f"(found {found / 1e6 if found else 0:.2f}), {stats.get('chunk_bytes', 0) / 1024:g} KiB chunks, "
-            f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load")
+            f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load{paced}")

@@ -482,6 +482,6 @@
 /*
  `_IOR('L', 39, LiteQosStat)`
  */
-#define LITE_IOC_QOS_STAT 2168474663
+#define LITE_IOC_QOS_STAT 2171620391
 
 #endif  /* LITE_UAPI_H */

@@ -99,9 +99,16 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteClassRule>(), 4 + 4 + 8);
     assert_eq!(size_of::<LiteClassStat>(), 4 * 8 + 4 + 4 + 2 * 8);
     assert_eq!(size_of::<LitePhases>(), 4 * 8);
+    assert_eq!(size_of::<LitePacing>(), 6 * 8);
     assert_eq!(
         size_of::<LiteQosStat>(),
-        4 + 4 + 9 * 8 + 3 * size_of::<LiteClassStat>() + 2 * size_of::<LitePhases>() + 4 + 4
+        4 + 4
+            + 9 * 8
+            + 3 * size_of::<LiteClassStat>()
+            + 2 * size_of::<LitePhases>()
+            + 4
+            + 4
+            + size_of::<LitePacing>()
     );
     assert_eq!(size_of::<LiteRegister>(), 8 + 8 + 4 + 4 + 64 + 8);
     assert_eq!(align_of::<LitePeerStatus>(), 8);

@@ -28,9 +28,51 @@ impl Device {
     }
 
     /// Paced work requests in flight from this device.
-    pub(crate) fn paced_in_flight(&self) -> u32 {
+    fn paced_in_flight(&self) -> u32 {
         // SAFETY: `self.raw` is valid for the life of `self`.
         unsafe { crate::ffi::lite_paced_inflight(self.raw.as_ptr()) }
+    }
+
+    /// This device's places over time since it was added.
+    pub(crate) fn paced_stat(&self) -> PacedStat {
+        let mut stat = crate::ffi::lite_paced_stat {
+            held_ns: 0,
+            wait_ns: 0,
+            wrs: 0,
+        };
+        // SAFETY: `self.raw` is valid for the life of `self`; the helper writes `stat`.
+        unsafe { crate::ffi::lite_paced_stat(self.raw.as_ptr(), &mut stat) };
+        PacedStat {
+            in_flight: self.paced_in_flight(),
+            held_ns: stat.held_ns,
+            wait_ns: stat.wait_ns,
+            wrs: stat.wrs,
+        }
+    }
+}
+
+/// Paced work requests in flight, and their places over time, summed (ns, WRs).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct PacedStat {
+    pub(crate) in_flight: u32,
+    /// Places held: the integral over time of the work requests in flight.
+    pub(crate) held_ns: u64,
+    /// Tasks' time waiting for a place.
+    pub(crate) wait_ns: u64,
+    /// Places given back.
+    pub(crate) wrs: u64,
+}
+
+impl core::ops::Add for PacedStat {
+    type Output = PacedStat;
+
+    fn add(self, other: PacedStat) -> PacedStat {
+        PacedStat {
+            in_flight: self.in_flight.saturating_add(other.in_flight),
+            held_ns: self.held_ns.wrapping_add(other.held_ns),
+            wait_ns: self.wait_ns.wrapping_add(other.wait_ns),
+            wrs: self.wrs.wrapping_add(other.wrs),
+        }
     }
 }
 

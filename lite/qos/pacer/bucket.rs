@@ -2,7 +2,7 @@
 //! The token bucket that lets bulk bytes and operations through at SafeUtil.
 
 use super::chunk::{BUDGET_PACKETS, PACKET_BYTES};
-use super::NS_PER_S;
+use super::{bytes_in, NS_PER_S};
 
 /// A token is this many bytes and carries `TOKEN_OPS` operations (Justitia: 1 800
 /// ops per 5 KB token for throughput flows).
@@ -27,6 +27,8 @@ pub(crate) struct TokenBucket {
     /// 1/NS_PER_S), so that no time is lost to rounding however often they run.
     byte_rest: u64,
     op_rest: u64,
+    /// Bytes the rate offered over time, banked or not.
+    offered: u64,
 }
 
 impl TokenBucket {
@@ -40,6 +42,7 @@ impl TokenBucket {
             at_ns: now_ns,
             byte_rest: 0,
             op_rest: 0,
+            offered: 0,
         };
         b.set_rate(rate, now_ns);
         b
@@ -47,6 +50,13 @@ impl TokenBucket {
 
     pub(crate) fn rate(&self) -> u64 {
         self.rate
+    }
+
+    /// Bytes the rate offered up to `now_ns` since the bucket was made, whether or
+    /// not anyone took them: what pacing should deliver to backlogged flows.
+    pub(crate) fn offered(&mut self, now_ns: u64) -> u64 {
+        self.refill(now_ns);
+        self.offered
     }
 
     /// Bytes banked at `now_ns` (0 while unlimited).
@@ -100,6 +110,7 @@ impl TokenBucket {
         if self.rate == 0 {
             return;
         }
+        self.offered = self.offered.saturating_add(bytes_in(self.rate, elapsed));
         Self::earn(
             &mut self.bytes,
             &mut self.byte_rest,
@@ -267,6 +278,28 @@ mod tests {
             achieved <= 1.01 * rate as f64,
             "{achieved:.0} B/s of {rate}"
         );
+    }
+
+    #[test]
+    fn the_offered_bytes_follow_the_rate_in_force() {
+        // 1 MB/s for 1.5 s in uneven steps, unlimited for 1 s, then 1 TB/s for 10 min.
+        let mut b = TokenBucket::new(1_000_000, 0);
+        let mut now = 0;
+        for step in [1, 999_999, 7_000_001, 492_000_000, 1_000_000_000] {
+            now += step;
+            b.offered(now);
+        }
+        assert!(
+            b.offered(now).abs_diff(1_500_000) <= 5,
+            "{}",
+            b.offered(now)
+        );
+        b.set_rate(0, now);
+        now += 1_000_000_000;
+        assert!(b.offered(now).abs_diff(1_500_000) <= 5);
+        b.set_rate(MAX_RATE, now);
+        let want = 1_500_000 + MAX_RATE * 600;
+        assert!(b.offered(now + 600_000_000_000).abs_diff(want) <= 5);
     }
 
     #[test]

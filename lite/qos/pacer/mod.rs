@@ -55,7 +55,9 @@ pub(crate) fn per_second(bytes: u64, ns: u64) -> u64 {
     (bytes.saturating_mul(1000) / (ns / 1_000_000).max(1)).min(MAX_RATE)
 }
 
-/// The bytes `rate` carries in `ns` (whole milliseconds).
+/// The bytes `rate` carries in `ns`. Whole milliseconds and the rest apart keep
+/// both products in 64 bits; each loses under a byte.
 pub(crate) fn bytes_in(rate: u64, ns: u64) -> u64 {
-    rate.min(MAX_RATE) * (ns / 1_000_000) / 1000
+    let rate = rate.min(MAX_RATE);
+    (rate.saturating_mul(ns / 1_000_000) / 1000).saturating_add(rate * (ns % 1_000_000) / NS_PER_S)
 }

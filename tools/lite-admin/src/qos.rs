@@ -2,7 +2,7 @@
 //! `stats` and `top`.
 
 use crate::stats::human;
-use lite::{Class, ClassRule, Lite, Phases, QosChange, QosMode, QosStat, RuleTarget};
+use lite::{Class, ClassRule, Lite, Pacing, Phases, QosChange, QosMode, QosStat, RuleTarget};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -215,6 +215,41 @@ struct StatsJson {
     latency_phases: Vec<PhasesJson>,
     paced_in_flight: u32,
     paced_places: u32,
+    pacing: PacingJson,
+}
+
+/// Pacing over the interval: what SafeUtil offered, what went, and per paced work
+/// request its waits and how long it held its place.
+#[derive(Serialize)]
+struct PacingJson {
+    offered_bytes_per_s: f64,
+    paced_bytes_per_s: f64,
+    /// Paced over offered; None when nothing was offered (no pacing).
+    delivered_ratio: Option<f64>,
+    paced_wrs: u64,
+    token_wait_ns: u64,
+    place_wait_ns: u64,
+    place_hold_ns: u64,
+    places_in_use: f64,
+}
+
+/// Pacing between two totals, `secs` apart.
+fn pacing_json(before: &Pacing, now: &Pacing, secs: f64) -> PacingJson {
+    let offered = now.offered_bytes.wrapping_sub(before.offered_bytes);
+    let paced = now.paced_bytes.wrapping_sub(before.paced_bytes);
+    let wrs = now.place_wrs.wrapping_sub(before.place_wrs);
+    let held = now.place_held.saturating_sub(before.place_held);
+    let per_wr = |now: Duration, before: Duration| (now.saturating_sub(before).as_nanos() / u128::from(wrs.max(1))) as u64;
+    PacingJson {
+        offered_bytes_per_s: offered as f64 / secs,
+        paced_bytes_per_s: paced as f64 / secs,
+        delivered_ratio: (offered > 0).then(|| paced as f64 / offered as f64),
+        paced_wrs: wrs,
+        token_wait_ns: per_wr(now.token_wait, before.token_wait),
+        place_wait_ns: per_wr(now.place_wait, before.place_wait),
+        place_hold_ns: per_wr(now.place_held, before.place_held),
+        places_in_use: held.as_secs_f64() / secs,
+    }
 }
 
 /// The means of each phase between two totals.
@@ -277,6 +312,7 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
             .collect(),
         paced_in_flight: now.paced_in_flight,
         paced_places: now.paced_places,
+        pacing: pacing_json(before.map_or(&Pacing::default(), |b| &b.pacing), &now.pacing, secs),
     }
 }
 
@@ -312,6 +348,19 @@ fn print_stats(s: &StatsJson) {
             c.active,
             c.queued,
             human(c.paced_ns)
+        );
+    }
+    let p = &s.pacing;
+    if let Some(ratio) = p.delivered_ratio {
+        println!(
+            "paced {} of {} offered ({:.0} %); per paced work request: tokens {}, place {}, held {} ({:.1} places in use)",
+            rate(p.paced_bytes_per_s as u64),
+            rate(p.offered_bytes_per_s as u64),
+            ratio * 100.0,
+            human(p.token_wait_ns),
+            human(p.place_wait_ns),
+            human(p.place_hold_ns),
+            p.places_in_use
         );
     }
     for p in s.latency_phases.iter().filter(|p| p.ops > 0) {

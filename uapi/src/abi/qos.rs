@@ -173,6 +173,29 @@ pub struct LiteQosStat {
     /// node's paced window in chunks, whichever transfers they belong to.
     pub paced_in_flight: u32,
     pub paced_places: u32,
+    /// Whether pacing delivers the SafeUtil it is given, and what holds it back.
+    pub pacing: LitePacing,
+}
+
+/// SW-Pri's pacing since the module loaded: differences of two snapshots give the
+/// rates and means between them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LitePacing {
+    /// Bytes SafeUtil offered the paced classes while pacing (its rate over time).
+    pub offered_bytes: u64,
+    /// Bytes of paced work requests let through.
+    pub paced_bytes: u64,
+    /// Time paced work requests waited for tokens or their turn, summed (ns).
+    pub token_wait_ns: u64,
+    /// Time paced work requests waited for a place among the node's paced work
+    /// requests in flight, summed (ns).
+    pub place_wait_ns: u64,
+    /// Places held, summed over time (ns): its growth over an interval is the mean
+    /// number of places in use times the interval.
+    pub place_held_ns: u64,
+    /// Places given back: paced work requests completed (or never posted).
+    pub place_wrs: u64,
 }
 
 /// The time one-sided operations spent in each phase, summed (ns): differences of
@@ -204,4 +227,4 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x8140_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x8170_4C27;
