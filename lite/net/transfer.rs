@@ -186,7 +186,8 @@ impl Peer {
     ) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
         let turn = now_ns();
-        let limit = match ticket.admit(bytes)? {
+        let places = || (self.dev.key(), self.dev.paced_stat());
+        let limit = match ticket.admit(bytes, places)? {
             Admit::Go(limit) => limit,
             Admit::ProbeFirst(limit) => {
                 // A failed probe only means no sample: the transfer's own error tells.

@@ -50,7 +50,7 @@ use crate::ffi;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
-use pacer::{Aimd, ChunkScale, DeliveryRate, TokenBucket, Wf2q};
+use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, Wf2q};
 use state::{ClassCounters, QosState, Who, Windows};
 
 /// Latency traffic counts as active for this long after its last operation.
@@ -108,6 +108,7 @@ impl Qos {
             link_rate: 0,
             chunk_bytes: LITE_QOS_CHUNK_AUTO,
             scale: ChunkScale::new(now),
+            hold: PlaceHold::new(),
             delivery: DeliveryRate::new(now),
             rules: KVec::new(),
             choices: KVec::new(),

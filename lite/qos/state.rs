@@ -5,7 +5,7 @@
 
 use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
 use super::pacer::{
-    self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, TokenBucket, Wf2q, WINDOW,
+    self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, PlaceHold, TokenBucket, Wf2q, WINDOW,
 };
 use super::{
     ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
@@ -111,6 +111,8 @@ pub(crate) struct QosState {
     /// `scale` to what this node's tasks can hand out.
     pub(crate) chunk_bytes: u32,
     pub(crate) scale: ChunkScale,
+    /// How long paced work requests hold their places, which the window covers.
+    pub(crate) hold: PlaceHold,
     pub(crate) delivery: DeliveryRate,
     pub(crate) rules: KVec<Rule>,
     pub(crate) choices: KVec<Choice>,
@@ -203,7 +205,8 @@ impl QosState {
     }
 
     fn paced_window(&self) -> u64 {
-        pacer::paced_window(self.bucket.rate(), self.chunk())
+        let chunk = self.chunk();
+        pacer::paced_window(self.bucket.rate(), chunk, self.hold.hold_ns(chunk))
     }
 
     /// Bytes one transfer of `class` that is not paced may have in flight: in SW-Pri

@@ -33,6 +33,11 @@ impl Device {
         unsafe { crate::ffi::lite_paced_inflight(self.raw.as_ptr()) }
     }
 
+    /// A key that tells this device from the node's others while it exists.
+    pub(crate) fn key(&self) -> usize {
+        self.raw.as_ptr() as usize
+    }
+
     /// This device's places over time since it was added.
     pub(crate) fn paced_stat(&self) -> PacedStat {
         let mut stat = crate::ffi::lite_paced_stat {

@@ -20,8 +20,11 @@
 //!   traffic exists (work conserving).
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
 //!   rate at which its transfers' bytes were acknowledged over whole intervals.
+//! - `PlaceHold` (hold.rs): how long a paced work request holds its place, from
+//!   post to completion, the least of the recent means.
 //! - `paced_window`, `paced_places`, `transfer_share` (window.rs): the paced bytes
-//!   and work requests the node may have in flight, and one transfer's share.
+//!   and work requests the node may have in flight (what SafeUtil carries in a
+//!   hold), and one transfer's share.
 //! - `ChunkScale` (chunk.rs): chunks grow (to 8x) while backlogged flows get less
 //!   than 90 % of SafeUtil: each chunk is a hand-off between the flows' tasks, and
 //!   where those wake slowly (emulated vCPUs) small chunks cannot carry the rate.
@@ -34,6 +37,7 @@
 mod aimd;
 mod bucket;
 mod chunk;
+mod hold;
 mod link_rate;
 #[cfg(test)]
 mod sim;
@@ -43,6 +47,7 @@ mod window;
 pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
+pub(crate) use hold::PlaceHold;
 pub(crate) use link_rate::DeliveryRate;
 pub(crate) use wf2q::{Flow, Wf2q};
 pub(crate) use window::{paced_places, paced_window, transfer_share};

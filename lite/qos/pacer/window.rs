@@ -4,26 +4,35 @@
 //!
 //! Paced bytes in flight sit in the bottleneck's queue in front of the latency
 //! class whenever SafeUtil exceeds what the link passes, so the window is small:
-//! what SafeUtil carries in `WINDOW_NS` (about two emulated round trips) in whole
+//! what SafeUtil carries while a paced work request holds its place (post to
+//! completion, `PlaceHold`), a quarter more for the tasks' late wakeups, in whole
 //! chunks, and two chunks at the least (one in flight while the next is admitted).
+//! Less cannot deliver SafeUtil (Little's law): a fixed 10 ms window held two
+//! transfers to one 16 KiB chunk each, which took 13 ms to complete on the
+//! emulated cluster, and they got 88 % of SafeUtil.
 //! It bounds the node's paced work requests together, not one transfer's: each transfer may post
 //! at least a chunk, so per-transfer shares alone let 32 bulk processes keep 32
 //! chunks (1 MiB, 280 ms of a 3.6 MB/s wire) at the bottleneck.
 
 use super::bytes_in;
 
-/// Paced bytes in flight per node: what SafeUtil carries in this time. Less leaves
-/// the wire idle between chunks; more is queue when SafeUtil overshoots the link
-/// (twice the latency class's median round trip instead raised its p50 beside bulk
-/// from 12 to 21 ms and bulk did not gain).
+/// The window's time until a hold was measured (about two emulated round trips).
 pub(crate) const WINDOW_NS: u64 = 10_000_000;
+/// The window's time at most, however long the holds: a window is queue at the
+/// bottleneck whenever SafeUtil overshoots the link (twice the latency class's
+/// median round trip raised its p50 beside bulk from 12 to 21 ms).
+const MAX_WINDOW_NS: u64 = 4 * WINDOW_NS;
 
 /// Paced bytes the node may have in flight at SafeUtil `rate` with `chunk`-byte
-/// work requests: what SafeUtil carries in `WINDOW_NS`, rounded up to whole chunks
+/// work requests that each hold their place for `hold_ns` (None: not measured
+/// yet): what SafeUtil carries in 5/4 of a hold, rounded up to whole chunks
 /// (rounded down, two 16 KiB chunks carried 2.6 of a 3.3 MB/s SafeUtil through a
 /// 4 MiB/s wire), and two chunks at the least.
-pub(crate) fn paced_window(rate: u64, chunk: u64) -> u64 {
-    whole_chunks(bytes_in(rate, WINDOW_NS), chunk, 2)
+pub(crate) fn paced_window(rate: u64, chunk: u64, hold_ns: Option<u64>) -> u64 {
+    let ns = hold_ns.map_or(WINDOW_NS, |hold| {
+        (hold.saturating_mul(5) / 4).min(MAX_WINDOW_NS)
+    });
+    whole_chunks(bytes_in(rate, ns), chunk, 2)
 }
 
 /// `bytes` rounded up to whole `chunk`s, and `at_least` of them.
@@ -48,6 +57,7 @@ pub(crate) fn transfer_share(window: u64, flows: u64, chunk: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::MAX_RATE;
     use super::*;
 
     const KIB: u64 = 1 << 10;
@@ -55,7 +65,7 @@ mod tests {
     #[test]
     fn a_slow_link_gets_two_chunks_whatever_the_flows() {
         // 3.5 MB/s carries 35 KB in 10 ms: the two-chunk floor decides.
-        let window = paced_window(3_500_000, 32 * KIB);
+        let window = paced_window(3_500_000, 32 * KIB, None);
         assert_eq!(window, 64 * KIB);
         assert_eq!(paced_places(window, 32 * KIB), 2);
         // 32 transfers: each may post its chunk, but the node holds two at a time.
@@ -67,7 +77,7 @@ mod tests {
     #[test]
     fn a_fast_link_gets_what_safe_util_carries() {
         // 1 GB/s carries 10 MB in 10 ms: 306 chunks of 32 KiB; 4 transfers may take 77 each.
-        let window = paced_window(1_000_000_000, 32 * KIB);
+        let window = paced_window(1_000_000_000, 32 * KIB, None);
         assert_eq!(window, 306 * 32 * KIB);
         assert_eq!(paced_places(window, 32 * KIB), 306);
         assert_eq!(transfer_share(window, 4, 32 * KIB), 77 * 32 * KIB);
@@ -76,7 +86,7 @@ mod tests {
     #[test]
     fn the_window_rounds_up_to_whole_chunks() {
         // 3.3 MB/s carries 33 KB in 10 ms: three chunks of 16 KiB, not two.
-        let window = paced_window(3_300_000, 16 * KIB);
+        let window = paced_window(3_300_000, 16 * KIB, None);
         assert_eq!(window, 48 * KIB);
         assert_eq!(paced_places(window, 16 * KIB), 3);
         // Two transfers may take two each, so together they fill the three places.
@@ -84,9 +94,27 @@ mod tests {
     }
 
     #[test]
+    fn the_window_covers_what_safe_util_carries_in_a_hold() {
+        const MS: u64 = 1_000_000;
+        // 2.4 MB/s, 16 KiB chunks held 13 ms: 39 KB, three chunks (ten ms: two).
+        let window = paced_window(2_400_000, 16 * KIB, Some(13 * MS));
+        assert_eq!(paced_places(window, 16 * KIB), 3);
+        assert_eq!(transfer_share(window, 2, 16 * KIB), 32 * KIB);
+        // A real RNIC: 5 GB/s, 32 KiB chunks held 20 us, 125 KB: four chunks.
+        assert_eq!(
+            paced_window(5_000_000_000, 32 * KIB, Some(20_000)),
+            4 * 32 * KIB
+        );
+        // Holds of a second are capped at 40 ms: 160 KB at 4 MB/s.
+        let capped = paced_window(4_000_000, 16 * KIB, Some(1000 * MS));
+        assert_eq!(capped, 10 * 16 * KIB);
+        assert_eq!(paced_window(u64::MAX, 1, Some(u64::MAX)), MAX_RATE / 25);
+    }
+
+    #[test]
     fn degenerate_settings_still_let_one_request_go() {
         assert_eq!(paced_places(0, 0), 1);
-        assert_eq!(paced_places(paced_window(0, 1), 1), 2);
+        assert_eq!(paced_places(paced_window(0, 1, None), 1), 2);
         assert_eq!(transfer_share(0, 0, 4 * KIB), 4 * KIB);
         assert_eq!(paced_places(u64::MAX, 1), u32::MAX);
     }
