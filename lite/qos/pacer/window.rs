@@ -4,12 +4,14 @@
 //!
 //! Paced bytes in flight sit in the bottleneck's queue in front of the latency
 //! class whenever SafeUtil exceeds what the link passes, so the window is small:
-//! what SafeUtil carries while a paced work request holds its place (post to
-//! completion, `PlaceHold`), a quarter more for the tasks' late wakeups, in whole
-//! chunks, and two chunks at the least (one in flight while the next is admitted).
-//! Less cannot deliver SafeUtil (Little's law): a fixed 10 ms window held two
-//! transfers to one 16 KiB chunk each, which took 13 ms to complete on the
-//! emulated cluster, and they got 88 % of SafeUtil.
+//! what SafeUtil carries in two holds of a place by a paced work request (post to
+//! completion, `PlaceHold`), in whole chunks, and two chunks at the least (one in
+//! flight while the next is admitted). One hold is the least that can deliver
+//! SafeUtil (Little's law), and the second covers the tasks' late wakeups, as BBR
+//! keeps twice the bandwidth-delay product in flight while it paces: a fixed 10 ms
+//! window held two transfers to one 16 KiB chunk each, which took 13 ms to
+//! complete on the emulated cluster, and they got 88 % of SafeUtil; 5/4 of a hold,
+//! 91-92 %; two holds, 98-99 %.
 //! It bounds the node's paced work requests together, not one transfer's: each transfer may post
 //! at least a chunk, so per-transfer shares alone let 32 bulk processes keep 32
 //! chunks (1 MiB, 280 ms of a 3.6 MB/s wire) at the bottleneck.
@@ -25,13 +27,11 @@ const MAX_WINDOW_NS: u64 = 4 * WINDOW_NS;
 
 /// Paced bytes the node may have in flight at SafeUtil `rate` with `chunk`-byte
 /// work requests that each hold their place for `hold_ns` (None: not measured
-/// yet): what SafeUtil carries in 5/4 of a hold, rounded up to whole chunks
+/// yet): what SafeUtil carries in two holds, rounded up to whole chunks
 /// (rounded down, two 16 KiB chunks carried 2.6 of a 3.3 MB/s SafeUtil through a
 /// 4 MiB/s wire), and two chunks at the least.
 pub(crate) fn paced_window(rate: u64, chunk: u64, hold_ns: Option<u64>) -> u64 {
-    let ns = hold_ns.map_or(WINDOW_NS, |hold| {
-        (hold.saturating_mul(5) / 4).min(MAX_WINDOW_NS)
-    });
+    let ns = hold_ns.map_or(WINDOW_NS, |hold| hold.saturating_mul(2).min(MAX_WINDOW_NS));
     whole_chunks(bytes_in(rate, ns), chunk, 2)
 }
 
@@ -96,14 +96,14 @@ mod tests {
     #[test]
     fn the_window_covers_what_safe_util_carries_in_a_hold() {
         const MS: u64 = 1_000_000;
-        // 2.4 MB/s, 16 KiB chunks held 13 ms: 39 KB, three chunks (ten ms: two).
+        // 2.4 MB/s, 16 KiB chunks held 13 ms: 62.4 KB, four chunks (ten ms: two).
         let window = paced_window(2_400_000, 16 * KIB, Some(13 * MS));
-        assert_eq!(paced_places(window, 16 * KIB), 3);
+        assert_eq!(paced_places(window, 16 * KIB), 4);
         assert_eq!(transfer_share(window, 2, 16 * KIB), 32 * KIB);
-        // A real RNIC: 5 GB/s, 32 KiB chunks held 20 us, 125 KB: four chunks.
+        // A real RNIC: 5 GB/s, 32 KiB chunks held 20 us, 200 KB: seven chunks.
         assert_eq!(
             paced_window(5_000_000_000, 32 * KIB, Some(20_000)),
-            4 * 32 * KIB
+            7 * 32 * KIB
         );
         // Holds of a second are capped at 40 ms: 160 KB at 4 MB/s.
         let capped = paced_window(4_000_000, 16 * KIB, Some(1000 * MS));
