@@ -118,8 +118,8 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # in none and then in sw-pri mode, which must find the link itself. Generous
     # bounds (one run on emulated guests, see the README for the measured medians):
     # sw-pri keeps the latency class's median beside bulk under half of none's (one
-    # run measures 0.23-0.33), its p99 ratio under 0.9 of none's (0.25-0.66), and
-    # bulk more than a third of none's rate (0.54-0.64; its floor, the bulk classes'
+    # run measures 0.23-0.33), its p99 ratio under 0.9 of none's (0.25-0.75), and
+    # bulk more than a third of none's rate (0.54-1.01; its floor, the bulk classes'
     # weight share, is 1/9).
     runner = qos_bench.Runner(c, timeout=600)
     c.exec(0, f"lite-admin target --us {60_000}")
