@@ -20,7 +20,7 @@ const DEFAULT_SILENCE: Duration = Duration::from_secs(12);
 /// or a peer listing this slow, is logged: when the manager declares this node
 /// down for silence, the log then says whether the whole node was late or its
 /// kernel held the agent up.
-const STALL_REPORT: Duration = Duration::from_secs(2);
+pub(crate) const STALL_REPORT: Duration = Duration::from_secs(2);
 
 static STOP: AtomicBool = AtomicBool::new(false);
 

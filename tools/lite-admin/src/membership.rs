@@ -204,6 +204,15 @@ impl Registry {
         }
     }
 
+    /// The manager itself did not run for `stall` until `now` (its process or its
+    /// machine was descheduled): the heartbeats of that time may be sitting unread
+    /// in its sockets, so that silence is not held against the nodes.
+    pub fn excuse(&mut self, stall: Duration, now: Instant) {
+        for e in self.nodes.values_mut().filter(|e| e.member.up) {
+            e.last_seen = (e.last_seen + stall).min(now);
+        }
+    }
+
     /// Up nodes not heard from for `dead_after`: to be declared down.
     pub fn expired(&self, dead_after: Duration, now: Instant) -> Vec<Known> {
         self.nodes
@@ -243,6 +252,27 @@ mod tests {
         assert_eq!(r.admit(None, None, "b", now), Ok((1, 2)));
         assert!(r.mark_down(0, 1));
         assert_eq!(r.admit(None, None, "c", now), Ok((0, 3)), "a freed id is reused with a new epoch");
+    }
+
+    #[test]
+    fn a_stalled_manager_does_not_hold_its_own_silence_against_the_nodes() {
+        let mut r = Registry::new(4);
+        let start = t0();
+        r.admit(None, None, "a", start).unwrap();
+        r.admit(None, None, "b", start).unwrap();
+        let dead_after = Duration::from_secs(8);
+        // Node 1 was last heard 1 s in; then the manager did not run for 9 s.
+        r.seen(1, 2, start + Duration::from_secs(1));
+        let now = start + Duration::from_secs(10);
+        assert_eq!(r.expired(dead_after, now).len(), 2);
+        r.excuse(Duration::from_secs(9), now);
+        assert!(r.expired(dead_after, now).is_empty());
+        // The excuse never dates a node's last message past now, and a node silent
+        // for dead_after after the stall is still declared down.
+        assert_eq!(r.expired(dead_after, now + Duration::from_secs(9)).len(), 2);
+        r.excuse(Duration::from_secs(3600), now);
+        assert!(r.expired(dead_after, now + Duration::from_secs(8)).is_empty());
+        assert_eq!(r.expired(dead_after, now + Duration::from_secs(9)).len(), 2);
     }
 
     #[test]
