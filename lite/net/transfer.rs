@@ -186,8 +186,7 @@ impl Peer {
     ) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
         let turn = now_ns();
-        let places = || (self.dev.key(), self.dev.paced_stat());
-        let limit = match ticket.admit(bytes, places)? {
+        let limit = match ticket.admit(bytes, &self.dev)? {
             Admit::Go(limit) => limit,
             Admit::ProbeFirst(limit) => {
                 // A failed probe only means no sample: the transfer's own error tells.

@@ -8,7 +8,7 @@ use super::state::{Phases, QosState, Who};
 use super::{fatal_signal, now_ns, Qos, PROBE_BELOW_SAMPLES, PROBE_NS, TURN_WAIT_MS};
 use crate::ffi;
 use crate::kvec::swap_remove;
-use crate::net::verbs::PacedStat;
+use crate::net::verbs::Device;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::time::msecs_to_jiffies;
@@ -169,13 +169,9 @@ impl Ticket<'_> {
 
     /// Waits until a work request of `bytes` may go (at once for the latency class,
     /// and whenever pacing is off). EINTR when the task is killed meanwhile.
-    /// `places` tells, when it goes paced, which device it goes through (a key)
-    /// and that device's places over time, which size the paced window.
-    pub(crate) fn admit(
-        &mut self,
-        bytes: usize,
-        places: impl FnOnce() -> (usize, PacedStat),
-    ) -> Result<Admit> {
+    /// `dev` is the device it goes through, whose places over time size the paced
+    /// window.
+    pub(crate) fn admit(&mut self, bytes: usize, dev: &Device) -> Result<Admit> {
         self.bytes += bytes as u64;
         let bytes = bytes as u64;
         if self.class == LITE_CLASS_LATENCY {
@@ -233,11 +229,11 @@ impl Ticket<'_> {
                             class.paced_ns += waited;
                         }
                         st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(bytes);
-                        let (device, stat) = places();
                         let chunk = st_ref.chunk();
-                        st_ref
-                            .hold
-                            .sample(device, chunk, stat.held_ns, stat.wrs, now);
+                        st_ref.hold.sample(dev.key(), chunk, now, || {
+                            let places = dev.paced_stat();
+                            (places.held_ns, places.wrs)
+                        });
                         let rate = st_ref.bucket.rate();
                         st_ref.scale.admitted(bytes, waited, rate);
                         if st_ref.scale.judge(rate, now) {

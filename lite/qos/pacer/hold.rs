@@ -45,18 +45,24 @@ impl PlaceHold {
         self.recent.iter().copied().filter(|&h| h > 0).min()
     }
 
-    /// Device `device`'s totals at `now_ns`: places held over time (`held_ns`) and
-    /// given back (`wrs`), with `chunk`-byte paced work requests. Another device's
-    /// totals, or another chunk size, start afresh: their differences mean nothing.
+    /// A `chunk`-byte paced work request goes through device `device` at `now_ns`;
+    /// `totals` reads that device's places held over time (ns) and given back, which
+    /// only the start and the end of an interval need (every paced work request
+    /// comes here). Another device's totals, or another chunk size, start afresh:
+    /// their differences mean nothing.
     pub(crate) fn sample(
         &mut self,
         device: usize,
         chunk: u64,
-        held_ns: u64,
-        wrs: u64,
         now_ns: u64,
+        totals: impl FnOnce() -> (u64, u64),
     ) {
-        if device != self.device || chunk != self.chunk || wrs < self.wrs {
+        let restart = device != self.device || chunk != self.chunk;
+        if !restart && now_ns.saturating_sub(self.from_ns) < HOLD_INTERVAL_NS {
+            return;
+        }
+        let (held_ns, wrs) = totals();
+        if restart || wrs < self.wrs {
             if chunk != self.chunk {
                 self.recent = [0; HOLD_INTERVALS];
             }
@@ -65,7 +71,7 @@ impl PlaceHold {
             return;
         }
         let done = wrs - self.wrs;
-        if now_ns.saturating_sub(self.from_ns) < HOLD_INTERVAL_NS || done < HOLD_MIN_WRS {
+        if done < HOLD_MIN_WRS {
             return;
         }
         self.recent[self.next] = held_ns.wrapping_sub(self.held_ns) / done;
@@ -88,7 +94,7 @@ mod tests {
             *now += HOLD_INTERVAL_NS;
             *held += 20 * hold;
             *wrs += 20;
-            h.sample(1, chunk, *held, *wrs, *now);
+            h.sample(1, chunk, *now, || (*held, *wrs));
         }
     }
 
@@ -96,7 +102,7 @@ mod tests {
     fn the_hold_is_the_least_recent_mean_and_a_queue_does_not_raise_it() {
         let mut h = PlaceHold::new();
         let mut at = (0, 0, 0);
-        h.sample(1, 16 * KIB, 0, 0, 0);
+        h.sample(1, 16 * KIB, 0, || (0, 0));
         assert_eq!(h.hold_ns(16 * KIB), None);
         run(&mut h, 16 * KIB, 13 * MS, 3, &mut at);
         assert_eq!(h.hold_ns(16 * KIB), Some(13 * MS));
@@ -114,12 +120,12 @@ mod tests {
     #[test]
     fn intervals_need_time_and_work_requests() {
         let mut h = PlaceHold::new();
-        h.sample(1, 16 * KIB, 0, 0, 0);
+        h.sample(1, 16 * KIB, 0, || (0, 0));
         // Plenty of work requests, too soon; then late, too few.
-        h.sample(1, 16 * KIB, 100 * MS, 10, HOLD_INTERVAL_NS / 2);
-        h.sample(1, 16 * KIB, 100 * MS, 3, HOLD_INTERVAL_NS);
+        h.sample(1, 16 * KIB, HOLD_INTERVAL_NS / 2, || (100 * MS, 10));
+        h.sample(1, 16 * KIB, HOLD_INTERVAL_NS, || (100 * MS, 3));
         assert_eq!(h.hold_ns(16 * KIB), None);
-        h.sample(1, 16 * KIB, 120 * MS, 12, HOLD_INTERVAL_NS);
+        h.sample(1, 16 * KIB, HOLD_INTERVAL_NS, || (120 * MS, 12));
         assert_eq!(h.hold_ns(16 * KIB), Some(10 * MS));
     }
 
@@ -127,18 +133,20 @@ mod tests {
     fn another_chunk_size_or_device_starts_afresh() {
         let mut h = PlaceHold::new();
         let mut at = (0, 0, 0);
-        h.sample(1, 16 * KIB, 0, 0, 0);
+        h.sample(1, 16 * KIB, 0, || (0, 0));
         run(&mut h, 16 * KIB, 13 * MS, 2, &mut at);
         // 32 KiB work requests take longer: what 16 KiB ones took says nothing.
         assert_eq!(h.hold_ns(32 * KIB), None);
-        h.sample(1, 32 * KIB, at.1, at.2, at.0);
+        h.sample(1, 32 * KIB, at.0, || (at.1, at.2));
         assert_eq!(h.hold_ns(16 * KIB), None);
         run(&mut h, 32 * KIB, 18 * MS, 1, &mut at);
         assert_eq!(h.hold_ns(32 * KIB), Some(18 * MS));
         // Another device's totals are not differences of these.
-        h.sample(2, 32 * KIB, 5, 1, at.0 + HOLD_INTERVAL_NS);
+        h.sample(2, 32 * KIB, at.0 + HOLD_INTERVAL_NS, || (5, 1));
         assert_eq!(h.hold_ns(32 * KIB), Some(18 * MS));
-        h.sample(2, 32 * KIB, 5 + 40 * MS, 5, at.0 + 2 * HOLD_INTERVAL_NS);
+        h.sample(2, 32 * KIB, at.0 + 2 * HOLD_INTERVAL_NS, || {
+            (5 + 40 * MS, 5)
+        });
         assert_eq!(h.hold_ns(32 * KIB), Some(10 * MS));
     }
 }
