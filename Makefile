@@ -5,6 +5,8 @@
 #                         KERNEL=debian: Debian's stock kernel (tools/kernel/debian.sh)
 #   NODES=N               virtual cluster size (default 3)
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
+#   SMP=N                 cluster: vCPUs per guest (default 2; 1 keeps a bottleneck's wire the
+#                         bottleneck, see README "Two regimes")
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
 #                         with BINDGEN=bindgen and KMAKE='LLVM=1' as that kernel needs
 
@@ -75,7 +77,7 @@ headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
 
 cluster: guest
-	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK))
+	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK)) $(if $(SMP),--smp $(SMP))
 
 cluster-down:
 	tools/vcluster.py down

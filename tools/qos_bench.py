@@ -105,7 +105,7 @@ from litebench.qos_flows import (  # noqa: F401
     latency_flow, op_bytes, parse_ops, rpc_server)
 from litebench.qos_summary import (  # noqa: F401
     PHASES, TARGETS, add_ratios, latency_beside, latency_label, median, median_summary, pacing_note, pass_line,
-    per_bulk, phase_table, phases_of, summarize_mode, table)
+    per_bulk, phase_table, phases_of, summarize_mode, table, wire_note, wire_queue_table)
 from litebench.qos_plots import (  # noqa: F401
     BANDWIDTH_WINDOW_S, BULK_COLOR, FRONTIER_COLOR, LATENCY_COLORS, MODE_COLOR, frontier_points, latency_color,
     timeline_columns, timeline_legend, windowed_mb_s, write_plots)
@@ -124,6 +124,15 @@ REGIMES = ["link", "cpu"]
 # release guests move ~10 MB/s of 1 MiB writes on the plain segment), is what bulk
 # traffic waits for.
 DEFAULT_LINK_RATE = "4M"
+# vCPUs per guest. Behind the wire, one: two per guest put six TCG vCPU threads
+# beside the three guests' I/O threads on the host's two cores, and the emulated
+# NICs then sent in bursts milliseconds apart (a chunk held its place 13-16 ms
+# post to completion, against 6 ms with one; the latency class's p99 alone was
+# 23-28 ms, against 7-8 ms), so the wire's queue saw near-random arrivals that no
+# sender-side pacing smooths. The cpu regime keeps two: its contended resource is
+# those cores.
+LINK_SMP = 1
+CPU_SMP = 2
 # The largest Target99 the module takes (10 s): AIMD never halves below it.
 UNREACHABLE_TARGET_US = 10_000_000
 
@@ -142,7 +151,7 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
     started = time.time()
     wires = {HOLDER: (wire_rate, vwire.DEFAULT_QUEUE)} if args.regime == "link" else {}
     target = TARGETS["p99_ratio"][1]
-    results = {"config": {"kernel": args.kernel, "regime": args.regime,
+    results = {"config": {"kernel": args.kernel, "regime": args.regime, "smp": args.smp,
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER, "modes": modes,
@@ -165,7 +174,7 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
 
     order = [(mode, a) for a in HOSTILE_ORDER if a in attacks for mode in modes]
     try:
-        c.up(nodes=NODES, variant=args.kernel, mem=1536, wires=wires)
+        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
@@ -245,6 +254,9 @@ def main():
                     help="link: the holder behind a rate-limited wire (default); cpu: the plain segment")
     ap.add_argument("--link-rate", default=DEFAULT_LINK_RATE, metavar="RATE",
                     help=f"the link regime's wire, bytes/s (K, M: powers of 1024; default {DEFAULT_LINK_RATE})")
+    ap.add_argument("--smp", type=int,
+                    help="vCPUs per guest (default: 1 in the link regime, so that the wire and not the host's "
+                         "two cores is the bottleneck; 2 in the cpu regime)")
     ap.add_argument("--runs", type=int, default=1, help="runs of every mode, order rotated (default 1)")
     ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
     ap.add_argument("--target-us", type=int, help="Target99 (default: 1.5 x the largest p99 of the latency flows alone)")
@@ -294,6 +306,10 @@ def main():
         args.frontier = ",".join(map(str, FRONTIER_MB_S)) if args.regime == "cpu" else ""
     if args.runs < 1:
         ap.error("--runs: at least 1")
+    if args.smp is None:
+        args.smp = LINK_SMP if args.regime == "link" else CPU_SMP
+    if args.smp < 1:
+        ap.error("--smp: at least 1")
     try:
         wire_rate = vwire.parse_bytes(args.link_rate)
     except ValueError as e:
@@ -330,7 +346,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
     started = time.time()
     wires = {HOLDER: (wire_rate, vwire.DEFAULT_QUEUE)} if args.regime == "link" else {}
-    results = {"config": {"kernel": args.kernel, "regime": args.regime, "runs": args.runs,
+    results = {"config": {"kernel": args.kernel, "regime": args.regime, "smp": args.smp, "runs": args.runs,
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
@@ -343,7 +359,7 @@ def main():
                           "interval_ms": INTERVAL_MS},
                "modes": {}, "flows": {}, "frontier": {}, "errors": []}
     try:
-        c.up(nodes=NODES, variant=args.kernel, mem=1536, wires=wires)
+        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
@@ -359,6 +375,7 @@ def main():
                 return None
             results["flows"].setdefault(name, {})[bulk_op] = {"latency_alone": alone, "latency": both,
                                                               "bulk": bulk, "pacing": stats["beside"],
+                                                              "wire_queue": stats["wire_queue"],
                                                               "kernel_alone": stats["alone"]}
             s = summarize_mode(alone, both, bulk, stats)
             print(f"      {pass_line(s)}{pacing_note(stats['beside'])}", flush=True)
@@ -418,6 +435,11 @@ def main():
             print("\nwhere the latency class's time went, alone -> beside bulk (means, ms; `before post`, "
                   "`in the network` and `wakeup` measured in the sender's kernel):")
             print(phases)
+        queues = wire_queue_table(results["modes"])
+        if queues:
+            print("\nthe holder's wire queue beside bulk, as a latency packet finds it (ms on the wire; "
+                  "sampled every ms from the switch's socket, tools/litebench/wire_queue.py):")
+            print(queues)
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
             print(f"sw-pri targets, bulk {bulk_op}: " + ", ".join(
                 f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: {'met' if v else 'missed' if v is not None else 'no data'}"

@@ -6,6 +6,7 @@ import io
 import json
 import re
 import shlex
+import struct
 import sys
 import tempfile
 import unittest
@@ -13,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 import qos_bench as q
+from litebench import wire_queue
 from vcluster import CommandFailed, Result
 
 
@@ -295,6 +297,7 @@ class FakeCluster:
 
     def __init__(self, fail_op=None):
         self.commands, self.fail_op, self.clock = [], fail_op, 1_000_000
+        self.meta = {}
 
     def exec(self, n, script, timeout=120, check=True):
         self.commands.append((n, script))
@@ -435,7 +438,7 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(list(alone), ["write", "rpc", "read"])
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
-        self.assertEqual(stats, {"alone": STATS, "beside": STATS})
+        self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}}, "no wire: no queue samples")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
         self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
@@ -655,6 +658,51 @@ class MainTest(unittest.TestCase):
         self.assertEqual(res["errors"][-1]["step"], "stopped")
         self.assertIn("stopped (signal 15)", out)
         self.assertIn("against 2 of 2 attacks", out)
+
+
+def diag_message(inode, peer=None, wqueue=0):
+    """One sock_diag answer for a unix socket, as the kernel writes it."""
+    body = struct.pack("=BBBBIII", 1, 2, 7, 0, inode, 0, 0)
+    if peer is not None:
+        body += struct.pack("=HHI", 8, wire_queue.UNIX_DIAG_PEER, peer)
+    body += struct.pack("=HHII", 12, wire_queue.UNIX_DIAG_RQLEN, 1082, wqueue)
+    return struct.pack("=IHHII", 16 + len(body), 20, 2, 1, 0) + body
+
+
+class WireQueueTest(unittest.TestCase):
+    def test_the_dump_names_each_socket_s_peer_and_send_queue(self):
+        data = diag_message(10, peer=99, wqueue=4608) + diag_message(11) + struct.pack("=IHHIIi", 20, 3, 2, 1, 0, 0)
+        sockets, done = wire_queue.parse_dump(data)
+        self.assertTrue(done)
+        self.assertEqual(sockets, {10: (99, 4608), 11: (None, 0)})
+        self.assertEqual(wire_queue.parse_dump(diag_message(12, 5))[1], False, "more to come")
+
+    def test_a_netlink_error_is_an_oserror(self):
+        with self.assertRaises(OSError):
+            wire_queue.parse_dump(struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -13) + bytes(16))
+
+    def test_the_queue_is_bytes_and_time_on_the_wire(self):
+        # Two full frames queued half the time: one frame's wire time on average.
+        s = wire_queue.summarize([0, 2 * wire_queue.FRAME_TRUESIZE] * 50, rate=1_082_000)
+        self.assertEqual(s["samples"], 100)
+        self.assertEqual(s["bytes"]["mean"], wire_queue.FRAME_BYTES)
+        self.assertEqual((s["ms"]["mean"], s["ms"]["p50"], s["ms"]["p99"]), (1.0, 2.0, 2.0))
+        self.assertIsNone(wire_queue.summarize([], 1))
+
+    def test_no_wire_no_sampler(self):
+        self.assertEqual(wire_queue.start(FakeCluster(), q.HOLDER, 1), {})
+        c = FakeCluster()
+        c.meta = {"wires": {str(q.HOLDER): {"rate": 0, "queue": 1}}}
+        self.assertEqual(wire_queue.start(c, q.HOLDER, 1), {}, "a wire without a rate queues nothing")
+
+    def test_the_tables_show_the_queue_a_pass_found(self):
+        queue = {"to_node": {"ms": {"mean": 1.5, "p99": 6.25}}, "from_node": {"ms": {"mean": 0.0, "p99": 0.1}}}
+        table = q.wire_queue_table({"sw-pri": {"write": {"wire_queue": queue}}, "none": {"write": {}}})
+        self.assertIn("to the holder: mean", table)
+        self.assertRegex(table.splitlines()[1], r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10")
+        self.assertEqual(len(table.splitlines()), 2, "a pass without samples has no row")
+        self.assertEqual(q.wire_queue_table({"none": {"write": {}}}), "")
+        self.assertIn("wire queue to the holder 1.50 ms mean, 6.25 p99", q.wire_note(queue))
 
 
 if __name__ == "__main__":

@@ -525,6 +525,7 @@ def main():
     up.add_argument("--nodes", type=int, default=int(os.environ.get("NODES", 3)))
     up.add_argument("--kernel", default=os.environ.get("KERNEL", "release"), choices=KERNELS)
     up.add_argument("--mem", type=int, default=1536, help="MiB per guest")
+    up.add_argument("--smp", type=int, default=int(os.environ.get("SMP", 2)), help="vCPUs per guest (default 2)")
     up.add_argument("--lifetime", type=int, default=4 * 3600, help="seconds before the guests are killed")
     up.add_argument("--join", action="store_true", help="load lite.ko, start the manager on node 0 and join all")
     up.add_argument("--bottleneck", action="append", default=[], metavar="NODE:RATE[:QUEUE]",
@@ -559,7 +560,10 @@ def main():
             wires.update({n: (rate, queue) for n, rate, queue in map(vwire.parse_bottleneck, args.bottleneck)})
         except ValueError as e:
             ap.error(str(e))
-        c.up(args.nodes, args.kernel, mem=args.mem, lifetime=args.lifetime, cache_guest=False, wires=wires)
+        if args.smp < 1:
+            ap.error("--smp: at least 1")
+        c.up(args.nodes, args.kernel, mem=args.mem, smp=args.smp, lifetime=args.lifetime, cache_guest=False,
+             wires=wires)
         if args.join:
             c.join(range(args.nodes), timeout=60)
             log("all nodes joined")
@@ -596,8 +600,10 @@ def main():
 
         nodes = {n: {"alive": c.alive(n), "wire": wire(n)} for n in c.meta.get("nodes", [])}
         if args.json:
-            print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "nodes": nodes}, indent=1))
+            print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "smp": c.meta.get("smp"),
+                              "nodes": nodes}, indent=1))
         else:
+            print(f"{c.meta.get('variant')} kernel, {c.meta.get('smp')} vCPU(s) per guest")
             for n, st in nodes.items():
                 wire = st["wire"]
                 shown = ("  ".join(f"{k} {v}" for k, v in wire.items()) if wire else "direct on the segment")

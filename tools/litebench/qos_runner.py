@@ -6,6 +6,8 @@ import time
 
 from vcluster import CommandFailed
 
+from litebench import wire_queue
+
 from litebench.qos_flows import (BULK_FLOWS, HOLDER, LATENCY_OPS, RPC_ID, SENDER, bulk_flow, last_json,
                                  latency_flow, rpc_server)
 from litebench.qos_hostile import (HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_SETUP_S, hostile_ready_script,
@@ -69,8 +71,9 @@ class Runner:
     def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
-        beside bulk, [bulk flow], {"alone": stats, "beside": stats}: the kernel's
-        statistics over each latency phase, SW-Pri's state at its end.)"""
+        beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue}:
+        the kernel's statistics over each latency phase, SW-Pri's state at its end, and
+        the holder's wire queue beside bulk (wire_queue.py; {} on the plain segment).)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone_jobs = self.latency_flows(latency_ops, seconds)
         alone_stats = self.phase_stats(seconds)
@@ -80,11 +83,13 @@ class Runner:
         time.sleep(seconds)
         both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
         both_stats = self.phase_stats(seconds)
+        queue = wire_queue.start(self.c, HOLDER, seconds - 2 * STATS_MARGIN_S, delay=STATS_MARGIN_S)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})
         both = {op: flows[("latency", op)] for op in latency_ops}
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
-        stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out)}
+        stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out),
+                 "wire_queue": wire_queue.finish(queue)}
         return alone, both, bulk, stats
 
     def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):
