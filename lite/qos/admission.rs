@@ -316,12 +316,7 @@ impl Drop for Ticket<'_> {
             st.classes[class].active -= 1;
             st.classes[class].bytes = st.classes[class].bytes.wrapping_add(self.bytes);
             st.classes[class].ops = st.classes[class].ops.wrapping_add(1);
-            let ns = now.saturating_sub(self.start_ns);
-            st.windows.stats[class].add(ns);
-            if self.class == LITE_CLASS_LATENCY {
-                st.windows.control.add(ns);
-                st.last_latency_ns = now;
-            }
+            st.sample(self.class, now.saturating_sub(self.start_ns), now);
             if let Some((kind, phases)) = &self.phases {
                 phases.add_to(&mut st.latency_phases[*kind]);
             }

@@ -149,11 +149,18 @@ impl Qos {
         (class, st.route(class, now_ns(), nr_qps, spread).0)
     }
 
-    /// Accounts an RPC call or message of the current task (its class, no latency).
-    pub(crate) fn account_current(&self, bytes: u64) {
+    /// The current task's class.
+    pub(crate) fn current_class(&self) -> u32 {
         let who = Who::current();
-        let class = self.state.lock().class_of(&who).0;
-        self.account(class, bytes, None);
+        self.state.lock().class_of(&who).0
+    }
+
+    /// An RPC call of `class` was answered `ns` after it was made: a latency sample
+    /// like a transfer's, so that AIMD sees what bulk traffic costs a call's round
+    /// trip (the server's node, the way back), which no transfer of this node times.
+    pub(crate) fn call_returned(&self, class: u32, ns: u64) {
+        let mut st = self.state.lock();
+        st.sample(class, ns, now_ns());
     }
 
     /// Accounts an operation that is not a paced transfer (atomics, RPC messages).
@@ -165,12 +172,8 @@ impl Qos {
         st.classes[class].bytes = st.classes[class].bytes.wrapping_add(bytes);
         st.classes[class].ops = st.classes[class].ops.wrapping_add(1);
         if let Some(ns) = latency_ns {
-            st.windows.stats[class].add(ns);
-            if class == LITE_CLASS_LATENCY as usize {
-                st.windows.control.add(ns);
-            }
-        }
-        if class == LITE_CLASS_LATENCY as usize {
+            st.sample(class as u32, ns, now);
+        } else if class == LITE_CLASS_LATENCY as usize {
             st.last_latency_ns = now;
         }
         st.delivered(bytes, now);

@@ -284,6 +284,17 @@ impl QosState {
             .set_rate(if p99.is_some() { after } else { 0 }, now);
     }
 
+    /// An operation of `class` took `ns`, ending at `now`: a sample of its latency
+    /// statistics, and of AIMD's window when it is the latency class's.
+    pub(crate) fn sample(&mut self, class: u32, ns: u64, now: u64) {
+        let class = class.min(LITE_NR_CLASSES - 1);
+        self.windows.stats[class as usize].add(ns);
+        if class == LITE_CLASS_LATENCY {
+            self.windows.control.add(ns);
+            self.last_latency_ns = now;
+        }
+    }
+
     /// `bytes` were acknowledged: a faster link found changes the ceiling and chunks.
     pub(crate) fn delivered(&mut self, bytes: u64, now: u64) {
         if self.delivery.delivered(bytes, now) && self.link_rate == 0 {

@@ -21,10 +21,15 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 impl Lite {
-    /// LT_RPC / LT_send: posts a call (or message) to `id` at `node`. A call
-    /// completes later in `file`'s shared-page slot; a message returns once it is
-    /// in the server's ring.
-    pub(crate) fn rpc_call(&self, file: &Arc<FileRpc>, req: &LiteRpcCall) -> Result<u64> {
+    /// LT_RPC / LT_send: posts a call (or message) to `id` at `node` for a caller
+    /// of `class`. A call completes later in `file`'s shared-page slot; a message
+    /// returns once it is in the server's ring.
+    pub(crate) fn rpc_call(
+        &self,
+        file: &Arc<FileRpc>,
+        req: &LiteRpcCall,
+        class: u32,
+    ) -> Result<u64> {
         let oneway = req.flags == LITE_RPC_ONEWAY;
         if (req.flags != 0 && !oneway) || req.reserved != 0 || req.id == 0 {
             return Err(EINVAL);
@@ -56,6 +61,7 @@ impl Lite {
         let sender = Sender {
             file,
             slot: (!oneway).then_some(req.slot as usize),
+            class: Some(class),
         };
         self.post_call(req.node, req.id, input, output, sender, req.timeout_ms)
     }
@@ -71,12 +77,14 @@ impl Lite {
         timeout_ms: u32,
     ) -> Result<u64> {
         let dev = self.device()?;
-        let deadline = now_ns() + u64::from(timeout_ms) * 1_000_000;
+        let started = now_ns();
+        let deadline = started + u64::from(timeout_ms) * 1_000_000;
         let me = self.me()?;
         if node == me {
             return self.local_call(me, id, input, output, sender, deadline);
         }
         let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
+        let timed = sender.class.map(|class| (class, started));
         let peer = self.peer(node)?;
         let out = match output {
             OutputSpec::None => Output::None,
@@ -147,6 +155,7 @@ impl Lite {
                         binding: binding.clone(),
                         _output: out.take().unwrap_or(Output::None),
                         _stage: stage.clone(),
+                        timed,
                     };
                     Some(KBox::new(call, GFP_KERNEL).map_err(|e| fail(e.into()))?)
                 }
@@ -345,6 +354,9 @@ struct Record<'a> {
 pub(crate) struct Sender<'a> {
     pub(crate) file: &'a Arc<FileRpc>,
     pub(crate) slot: Option<usize>,
+    /// A user's call: its class, whose latency statistics get its round trip
+    /// (`None`: the kernel's own).
+    pub(crate) class: Option<u32>,
 }
 
 /// A request's input.

@@ -125,6 +125,8 @@ pub(crate) struct Call {
     pub(crate) _output: Output,
     /// The posted header (and payload): the RNIC reads it until the request lands.
     pub(crate) _stage: Arc<DmaBuf>,
+    /// A user's call: its class and when it was made, for its round trip.
+    pub(crate) timed: Option<(u32, u64)>,
 }
 
 enum CallSlot {

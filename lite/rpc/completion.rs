@@ -6,7 +6,7 @@ use super::client::end_call;
 use super::error_of;
 use super::ring::FLAG_ONEWAY;
 use super::server::{answer, Request};
-use super::QUEUE_MAX;
+use super::{now_ns, QUEUE_MAX};
 use crate::errno::{ECONNREFUSED, EOVERFLOW};
 use crate::net::wire;
 use crate::net::Peer;
@@ -72,7 +72,13 @@ impl Lite {
             call.binding.head_reported(done.head);
         }
         let result = match done.status {
-            0 => Ok(done.len),
+            0 => {
+                if let Some((class, started)) = call.timed {
+                    self.qos
+                        .call_returned(class, now_ns().saturating_sub(started));
+                }
+                Ok(done.len)
+            }
             status if error_of(status) == EOVERFLOW() => {
                 call.binding.put_user();
                 call.waiter

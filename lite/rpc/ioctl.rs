@@ -32,8 +32,9 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
             let mut req: LiteRpcCall = read_in(arg)?;
             // A call cannot be taken back once sent (its slot shows it until its deadline).
             write_out(arg, &req)?;
-            req.seq = lite.rpc_call(rpc, &req)?;
-            lite.qos.account_current(req.input_len);
+            let class = lite.qos.current_class();
+            req.seq = lite.rpc_call(rpc, &req, class)?;
+            lite.qos.account(class, req.input_len, None);
             write_out(arg, &req)
         }
         LITE_IOC_WAIT => {

@@ -36,6 +36,7 @@ impl Lite {
             Sender {
                 file: waiter,
                 slot: Some(0),
+                class: None,
             },
             timeout_ms,
         )?;
