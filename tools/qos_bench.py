@@ -105,14 +105,14 @@ from litebench.qos_flows import (  # noqa: F401
     latency_flow, op_bytes, parse_ops, rpc_server)
 from litebench.qos_summary import (  # noqa: F401
     PHASES, TARGETS, add_ratios, latency_beside, latency_label, median, median_summary, pacing_note, pass_line,
-    per_bulk, phase_table, phases_of, summarize_mode, table, wire_note, wire_queue_table)
+    per_bulk, phase_table, phases_of, summarize_mode, holder_note, holder_table, table)
 from litebench.qos_plots import (  # noqa: F401
     BANDWIDTH_WINDOW_S, BULK_COLOR, FRONTIER_COLOR, LATENCY_COLORS, MODE_COLOR, frontier_points, latency_color,
     timeline_columns, timeline_legend, windowed_mb_s, write_plots)
 from litebench.qos_hostile import (  # noqa: F401
     HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_MODES, HOSTILE_ORDER, HOSTILE_SETUP_S, hostile_command, hostile_label,
     hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile, tenant_note)
-from litebench.qos_runner import STATS_MARGIN_S, Runner, prepare, target99_us  # noqa: F401
+from litebench.qos_runner import STATS_MARGIN_S, Runner, cpu_busy, prepare, target99_us  # noqa: F401
 
 OUT_DIR = REPO / "build" / "bench"
 FRONTIER_MB_S = [1, 4, 16]
@@ -376,6 +376,7 @@ def main():
             results["flows"].setdefault(name, {})[bulk_op] = {"latency_alone": alone, "latency": both,
                                                               "bulk": bulk, "pacing": stats["beside"],
                                                               "wire_queue": stats["wire_queue"],
+                                                              "holder_cpu": stats["holder_cpu"],
                                                               "kernel_alone": stats["alone"]}
             s = summarize_mode(alone, both, bulk, stats)
             print(f"      {pass_line(s)}{pacing_note(stats['beside'])}", flush=True)
@@ -435,11 +436,11 @@ def main():
             print("\nwhere the latency class's time went, alone -> beside bulk (means, ms; `before post`, "
                   "`in the network` and `wakeup` measured in the sender's kernel):")
             print(phases)
-        queues = wire_queue_table(results["modes"])
-        if queues:
-            print("\nthe holder's wire queue beside bulk, as a latency packet finds it (ms on the wire; "
-                  "sampled every ms from the switch's socket, tools/litebench/wire_queue.py):")
-            print(queues)
+        holder = holder_table(results["modes"])
+        if holder:
+            print("\nthe holder beside bulk: its wire's queue as a latency packet finds it (ms on the wire, "
+                  "sampled every ms from the switch's socket: tools/litebench/wire_queue.py), and its CPU:")
+            print(holder)
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
             print(f"sw-pri targets, bulk {bulk_op}: " + ", ".join(
                 f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: {'met' if v else 'missed' if v is not None else 'no data'}"
@@ -447,6 +448,9 @@ def main():
     if results["frontier"]:
         print("\n== frontier: sw-pri with SafeUtil held at a rate and chunks of a size (no AIMD) ==")
         print(table(results["frontier"], first="SafeUtil, chunk"))
+        holder = holder_table(results["frontier"])
+        if holder:
+            print(f"\nthe holder beside bulk:\n{holder}")
         met = [f"{p} (bulk {b})" for p, passes in results["frontier"].items() for b, s in passes.items()
                if all(s["met"].values())]
         print(f"settings meeting both targets: {'; '.join(met) if met else 'none'}")

@@ -309,6 +309,10 @@ class FakeCluster:
             job = mock.Mock()
             job.wait.return_value = Result(0, json.dumps(STATS) + "\n")
             return job
+        if "/proc/stat" in script:
+            job = mock.Mock()
+            job.wait.return_value = Result(0, PROC_STAT)
+            return job
         args = shlex.split(script)
         if args[0] == "sh":
             args = shlex.split(args[2].split("&& { ", 1)[1].split(";", 1)[0])
@@ -323,6 +327,9 @@ class FakeCluster:
         return job
 
 
+# The holder's /proc/stat around a phase: 1000 ticks, of which 600 idle, 200 softirq.
+PROC_STAT = "cpu  100 0 200 1000 0 0 0 0 0 0\ncpu  200 0 300 1600 0 0 200 0 0 0\n"
+HOLDER_CPU = {"busy": 0.4, "softirq": 0.2, "irq": 0.0, "system": 0.1, "user": 0.1}
 # `lite-admin stats --json` over a phase: the kernel's phase means of LT_writes only.
 STATS = {"mode": "sw-pri", "latency_phases": [
     {"op": "write", "ops": 40, "before_post_ns": 1_000, "in_network_ns": 2 * MB, "wakeup_ns": 100_000},
@@ -438,12 +445,14 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(list(alone), ["write", "rpc", "read"])
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
-        self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}}, "no wire: no queue samples")
+        self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}, "holder_cpu": HOLDER_CPU},
+                         "no wire: no queue samples")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
-                 "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
+                 "cpu" if "/proc/stat" in s else "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
         self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
-                         + ["latency"] * 3 + ["stats"])
-        self.assertTrue(all(n == q.SENDER for n, _ in c.commands))
+                         + ["latency"] * 3 + ["stats", "cpu"])
+        self.assertTrue(all(n == (q.HOLDER if kind == "cpu" else q.SENDER)
+                            for (n, _), kind in zip(c.commands, kinds)))
         self.assertIn("--seconds 6 ", [s for _, s in c.commands if "--class bulk" in s][0], "3 phases of bulk")
         self.assertIn("--interval-ms 1000", [s for _, s in c.commands if "stats" in s][0], "the phase less margins")
         s = q.summarize_mode(alone, both, bulk, stats)
@@ -695,14 +704,23 @@ class WireQueueTest(unittest.TestCase):
         c.meta = {"wires": {str(q.HOLDER): {"rate": 0, "queue": 1}}}
         self.assertEqual(wire_queue.start(c, q.HOLDER, 1), {}, "a wire without a rate queues nothing")
 
-    def test_the_tables_show_the_queue_a_pass_found(self):
+    def test_the_tables_show_the_queue_and_the_cpu_a_pass_found(self):
         queue = {"to_node": {"ms": {"mean": 1.5, "p99": 6.25}}, "from_node": {"ms": {"mean": 0.0, "p99": 0.1}}}
-        table = q.wire_queue_table({"sw-pri": {"write": {"wire_queue": queue}}, "none": {"write": {}}})
-        self.assertIn("to the holder: mean", table)
-        self.assertRegex(table.splitlines()[1], r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10")
-        self.assertEqual(len(table.splitlines()), 2, "a pass without samples has no row")
-        self.assertEqual(q.wire_queue_table({"none": {"write": {}}}), "")
-        self.assertIn("wire queue to the holder 1.50 ms mean, 6.25 p99", q.wire_note(queue))
+        table = q.holder_table({"sw-pri": {"write": {"wire_queue": queue, "holder_cpu": HOLDER_CPU}},
+                                "none": {"write": {}}, "hw-sep": {"read": {"holder_cpu": HOLDER_CPU}}})
+        self.assertIn("queue to the holder: mean", table)
+        self.assertRegex(table.splitlines()[1], r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10\s+40%\s+20%")
+        self.assertRegex(table.splitlines()[2], r"hw-sep\s+1 MiB read\s+-\s+-\s+-\s+-\s+40%", "the cpu regime")
+        self.assertEqual(len(table.splitlines()), 3, "a pass without either has no row")
+        self.assertEqual(q.holder_table({"none": {"write": {}}}), "")
+        note = q.holder_note(queue, HOLDER_CPU)
+        self.assertIn("wire queue to the holder 1.50 ms mean, 6.25 p99", note)
+        self.assertIn("holder CPU 40% busy (20% softirq)", note)
+
+    def test_the_holder_s_cpu_is_read_from_two_proc_stat_lines(self):
+        self.assertEqual(q.cpu_busy("noise\n" + PROC_STAT), HOLDER_CPU)
+        self.assertIsNone(q.cpu_busy("cpu  1 2 3 4 5 6 7 8\n"), "one line is no interval")
+        self.assertIsNone(q.cpu_busy("cpu  1 2 3 4 5 6 7 8\ncpu  1 2 3 4 5 6 7 8\n"), "no time passed")
 
 
 if __name__ == "__main__":

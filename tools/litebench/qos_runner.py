@@ -17,6 +17,25 @@ from litebench.qos_hostile import (HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_SETUP_
 STATS_MARGIN_S = 0.5
 
 
+def cpu_busy(text):
+    """The share of time a node's CPUs were busy between the first two `cpu` lines of
+    /proc/stat in `text`: {"busy", "softirq", "irq", "system", "user"}, or None."""
+    lines = [line.split()[1:] for line in text.splitlines() if line.startswith("cpu ")]
+    if len(lines) < 2:
+        return None
+    try:
+        a, b = ([int(x) for x in line[:8]] for line in lines[:2])
+    except ValueError:
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    total = sum(d)
+    if len(d) < 8 or total <= 0:
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = d
+    return {"busy": 1 - (idle + iowait) / total, "softirq": softirq / total, "irq": irq / total,
+            "system": system / total, "user": (user + nice) / total}
+
+
 def target99_us(alone_flows, stats):
     """1.5 x the latency class's p99 alone as SW-Pri sees it (`lite-admin stats`),
     else as the slowest flow saw it."""
@@ -59,6 +78,13 @@ class Runner:
         return self.c.exec_async(SENDER, f"sleep {STATS_MARGIN_S}; lite-admin stats --json --interval-ms {interval_ms}",
                                  timeout=self.timeout)
 
+    def holder_cpu(self, seconds):
+        """The holder's /proc/stat around a phase of `seconds` that starts now, less its
+        margins (a job; `cpu_busy` reads it)."""
+        interval = max(0.1, seconds - 2 * STATS_MARGIN_S)
+        return self.c.exec_async(HOLDER, f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {interval}; "
+                                         f"head -1 /proc/stat", timeout=self.timeout)
+
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
         return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
@@ -71,9 +97,10 @@ class Runner:
     def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
-        beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue}:
-        the kernel's statistics over each latency phase, SW-Pri's state at its end, and
-        the holder's wire queue beside bulk (wire_queue.py; {} on the plain segment).)"""
+        beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue,
+        "holder_cpu": busy}: the kernel's statistics over each latency phase, SW-Pri's
+        state at its end, and beside bulk the holder's wire queue (wire_queue.py; {} on
+        the plain segment) and how busy its CPU was (`cpu_busy`).)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone_jobs = self.latency_flows(latency_ops, seconds)
         alone_stats = self.phase_stats(seconds)
@@ -84,12 +111,13 @@ class Runner:
         both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
         both_stats = self.phase_stats(seconds)
         queue = wire_queue.start(self.c, HOLDER, seconds - 2 * STATS_MARGIN_S, delay=STATS_MARGIN_S)
+        holder_cpu = self.holder_cpu(seconds)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})
         both = {op: flows[("latency", op)] for op in latency_ops}
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
         stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out),
-                 "wire_queue": wire_queue.finish(queue)}
+                 "wire_queue": wire_queue.finish(queue), "holder_cpu": cpu_busy(holder_cpu.wait().out)}
         return alone, both, bulk, stats
 
     def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):

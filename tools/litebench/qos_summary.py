@@ -54,8 +54,9 @@ def summarize_mode(alone, both, bulks, stats=None):
     and after the latency flows). Bulk counts as beside latency from the first
     latency flow's start to the last one's end. With the kernel's statistics of the
     two latency phases (`stats`: {"alone": ..., "beside": ...}), `phases` says where
-    each one-sided latency flow's time went in each; with the wire's queue beside
-    bulk (`stats["wire_queue"]`, wire_queue.py), `wire_queue` is what it was.)"""
+    each one-sided latency flow's time went in each; `wire_queue` and `holder_cpu`
+    are the holder's wire queue (wire_queue.py) and CPU (qos_runner.cpu_busy) beside
+    bulk, where measured.)"""
     latency = latency_beside(alone, both, "beside_bulk", "bulk")
     both = by_op(both)
     lat_lo = min(both[op]["started_unix_ms"] for op in latency)
@@ -70,9 +71,11 @@ def summarize_mode(alone, both, bulks, stats=None):
                    "beside_bulk": phases_of(op, both[op], (stats or {}).get("beside"))} for op in latency}
     pacing = ((stats or {}).get("beside") or {}).get("pacing")
     queue = (stats or {}).get("wire_queue")
+    holder_cpu = (stats or {}).get("holder_cpu")
     return {
         **({"pacing": pacing} if pacing and pacing.get("delivered_ratio") is not None else {}),
         **({"wire_queue": queue} if queue else {}),
+        **({"holder_cpu": holder_cpu} if holder_cpu else {}),
         "phases": {op: p for op, p in phases.items() if None not in p.values()},
         "latency": latency,
         "p99_ratio": max(f["p99_ratio"] for f in latency.values()),
@@ -192,28 +195,34 @@ def phase_table(summary):
 WIRE_DIRECTIONS = {"to_node": "to the holder", "from_node": "from the holder"}
 
 
-def wire_queue_table(summary):
-    """The holder's wire queue beside bulk, as a packet arriving at random finds it
-    (ms of the wire): rows per mode and bulk operation; "" without samples."""
-    head = ["mode", "bulk"] + [f"{label}: {k}" for label in WIRE_DIRECTIONS.values() for k in ("mean", "p99")]
+def holder_table(summary):
+    """The holder beside bulk: its wire's queue as a packet arriving at random finds
+    it (ms of the wire) and how busy its CPU was; rows per mode and bulk operation;
+    "" without either."""
+    head = (["mode", "bulk"] + [f"queue {label}: {k}" for label in WIRE_DIRECTIONS.values() for k in ("mean", "p99")]
+            + ["holder CPU busy", "of it softirq"])
     rows = [head]
     for name, passes in summary.items():
         for bulk_op, s in passes.items():
-            q = s.get("wire_queue")
-            if q:
+            q, cpu = s.get("wire_queue") or {}, s.get("holder_cpu")
+            if q or cpu:
                 rows.append([name, f"1 MiB {bulk_op}"] + [
-                    f"{q[d]['ms'][k]:.2f}" if d in q else "-" for d in WIRE_DIRECTIONS for k in ("mean", "p99")])
+                    f"{q[d]['ms'][k]:.2f}" if d in q else "-" for d in WIRE_DIRECTIONS for k in ("mean", "p99")]
+                    + ([f"{cpu['busy']:.0%}", f"{cpu['softirq']:.0%}"] if cpu else ["-", "-"]))
     if len(rows) == 1:
         return ""
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
-def wire_note(queue):
-    """The wire's queue beside bulk in a line of progress ("" without samples)."""
+def holder_note(queue, cpu):
+    """The holder's wire queue and CPU beside bulk in a line of progress ("" without)."""
     parts = [f"{WIRE_DIRECTIONS[d]} {q['ms']['mean']:.2f} ms mean, {q['ms']['p99']:.2f} p99"
              for d, q in (queue or {}).items() if d in WIRE_DIRECTIONS]
-    return f"; wire queue {', '.join(parts)}" if parts else ""
+    note = f"; wire queue {', '.join(parts)}" if parts else ""
+    if cpu:
+        note += f"; holder CPU {cpu['busy']:.0%} busy ({cpu['softirq']:.0%} softirq)"
+    return note
 
 
 def pass_line(s):
@@ -221,7 +230,8 @@ def pass_line(s):
     lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_bulk']['p99_ns'] / 1e6:.2f} ms"
                     for op, f in s["latency"].items())
     return (f"latency p99 alone / beside bulk: {lat}; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
-            f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency{wire_note(s.get('wire_queue'))}")
+            f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency"
+            f"{holder_note(s.get('wire_queue'), s.get('holder_cpu'))}")
 
 
 def pacing_note(stats):
