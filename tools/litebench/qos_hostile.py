@@ -5,7 +5,7 @@ flows' summary beside it, and the table of a row per attack and mode."""
 import shlex
 
 from litebench.qos_flows import BULK_SIZE, HOLDER, INTERVAL_MS, in_class, last_json
-from litebench.qos_summary import TARGETS, latency_beside, latency_label
+from litebench.qos_summary import TARGETS, aligned, latency_beside, latency_label
 
 # --hostile: the attacks of the hostile tenant, each a command started on SENDER in
 # class bulk, aimed at HOLDER, that runs SECONDS from when it is ready: at once, or
@@ -112,5 +112,4 @@ def hostile_table(rows):
                                                f"{f['beside_hostile']['p99_ns'] / 1e6:.2f} ms)")
         out.append([f"{r['attack']}: {r['label']}", r["mode"]] + cells
                    + [f"{s['p99_ratio']:.2f}", "met" if s["met"] else "missed", r.get("tenant", "")])
-    widths = [max(len(r[i]) for r in out) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in out)
+    return aligned(out)

@@ -17,6 +17,11 @@ from litebench.qos_hostile import (HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_SETUP_
 STATS_MARGIN_S = 0.5
 
 
+def measured_seconds(seconds):
+    """How much of a phase of `seconds` its statistics cover: all but its margins."""
+    return max(0.1, seconds - 2 * STATS_MARGIN_S)
+
+
 def cpu_busy(text):
     """The share of time a node's CPUs were busy between the first two `cpu` lines of
     /proc/stat in `text`: {"busy", "softirq", "irq", "system", "user"}, or None."""
@@ -74,16 +79,15 @@ class Runner:
         """`lite-admin stats --json` over a phase of `seconds` that starts now, less its
         margins (a job): SW-Pri's state at its end, and the means of the kernel's
         phases of the latency class's one-sided operations within it."""
-        interval_ms = max(100, int((seconds - 2 * STATS_MARGIN_S) * 1000))
+        interval_ms = int(measured_seconds(seconds) * 1000)
         return self.c.exec_async(SENDER, f"sleep {STATS_MARGIN_S}; lite-admin stats --json --interval-ms {interval_ms}",
                                  timeout=self.timeout)
 
     def holder_cpu(self, seconds):
         """The holder's /proc/stat around a phase of `seconds` that starts now, less its
         margins (a job; `cpu_busy` reads it)."""
-        interval = max(0.1, seconds - 2 * STATS_MARGIN_S)
-        return self.c.exec_async(HOLDER, f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {interval}; "
-                                         f"head -1 /proc/stat", timeout=self.timeout)
+        script = f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {measured_seconds(seconds)}; head -1 /proc/stat"
+        return self.c.exec_async(HOLDER, script, timeout=self.timeout)
 
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
@@ -110,7 +114,7 @@ class Runner:
         time.sleep(seconds)
         both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
         both_stats = self.phase_stats(seconds)
-        queue = wire_queue.start(self.c, HOLDER, seconds - 2 * STATS_MARGIN_S, delay=STATS_MARGIN_S)
+        queue = wire_queue.start(self.c, HOLDER, measured_seconds(seconds), delay=STATS_MARGIN_S)
         holder_cpu = self.holder_cpu(seconds)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})

@@ -148,6 +148,12 @@ def latency_label(op, f=None):
     return f"{op} {sizes}"
 
 
+def aligned(rows):
+    """`rows` (the first the head) as text in left-aligned columns."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
 def table(summary, first="mode"):
     """Rows per name (mode or frontier point), bulk operation and latency flow:
     `summary` is {name: {bulk_op: summary}}. The bulk columns are the pass's, on
@@ -169,8 +175,7 @@ def table(summary, first="mode"):
                              latency_label(op, f), ms(f["alone"]["p50_ns"]), ms(f["alone"]["p99_ns"]),
                              ms(f["beside_bulk"]["p50_ns"]), ms(f["beside_bulk"]["p99_ns"]),
                              f"{f['p99_ratio']:.2f}"] + lead)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return aligned(rows)
 
 
 def phase_table(summary):
@@ -187,8 +192,7 @@ def phase_table(summary):
                     for k in ("user_ns",) + PHASES + ("outside_ns",)])
     if len(rows) == 1:
         return ""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return aligned(rows)
 
 
 # The wire's directions as the tables name them.
@@ -211,8 +215,7 @@ def holder_table(summary):
                     + ([f"{cpu['busy']:.0%}", f"{cpu['softirq']:.0%}"] if cpu else ["-", "-"]))
     if len(rows) == 1:
         return ""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return aligned(rows)
 
 
 def holder_note(queue, cpu):

@@ -146,8 +146,8 @@ DIRECTIONS = {"to_node": "switch", "from_node": "port{node}"}
 
 def start(cluster, node, seconds, delay=0.0):
     """Starts sampling both directions of node `node`'s wire queue for `seconds`
-    from `delay` seconds on ({direction: Popen} for `finish`), or returns {} where it cannot: no rate-limited
-    wire, no root (nsenter), or the processes gone."""
+    from `delay` seconds on ({direction: Popen} for `finish`), or returns {} where
+    it cannot: no rate-limited wire, no root (nsenter), or the processes gone."""
     wire = cluster.meta.get("wires", {}).get(str(node))
     groups = cluster.meta.get("groups", {})
     if not wire or not wire.get("rate") or os.geteuid() != 0 or not shutil.which("nsenter"):
@@ -157,14 +157,17 @@ def start(cluster, node, seconds, delay=0.0):
         peers = socket_inodes(wirefilter) if wirefilter else set()
     except OSError:
         return {}
+    if not peers:
+        return {}
+    options = ["--seconds", str(seconds), "--delay", str(delay), "--rate", str(wire["rate"])]
+    options += [a for p in sorted(peers) for a in ("--peer", str(p))]
     samplers = {}
     for direction, group in DIRECTIONS.items():
         switch = group_member(groups.get(group.format(node=node), -1), "vde_switch")
-        if switch is None or not peers:
-            continue
-        argv = ["nsenter", f"--net=/proc/{switch}/ns/net", sys.executable, __file__, "--seconds", str(seconds),
-                "--delay", str(delay), "--rate", str(wire["rate"])] + [a for p in sorted(peers) for a in ("--peer", str(p))]
-        samplers[direction] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if switch is not None:
+            argv = ["nsenter", f"--net=/proc/{switch}/ns/net", sys.executable, __file__] + options
+            samplers[direction] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                   text=True)
     return samplers
 
 
