@@ -180,16 +180,18 @@ impl Peer {
     }
 
     /// Writes the completion record of the peer's call in call slot `slot` into its
-    /// mailbox, announcing it with an `RpcReply` immediate. The record is staged
-    /// in our outbox at the same offset: the peer reuses the slot only after it
-    /// read this record, so the staging is never overwritten while in flight.
-    pub(crate) fn post_done(&self, slot: usize, done: &RpcDone) -> Result {
-        if slot >= CALL_SLOTS {
+    /// mailbox, followed by `inline` (a reply of at most `REPLY_INLINE_MAX` bytes),
+    /// announcing it with an `RpcReply` immediate. Both are staged in our outbox at
+    /// the same offset: the peer reuses the slot only after it read this record, so
+    /// the staging is never overwritten while in flight.
+    pub(crate) fn post_done(&self, slot: usize, done: &RpcDone, inline: &[u8]) -> Result {
+        if slot >= CALL_SLOTS || inline.len() > wire::REPLY_INLINE_MAX {
             return Err(EINVAL);
         }
         let offset = wire::done_offset(slot);
         let imm = wire::encode_imm(ImmKind::RpcReply, slot as u32).ok_or(EINVAL)?;
-        self.post_from_outbox(slot, offset, &[&done.encode()], RpcDone::LEN, imm)
+        let len = RpcDone::LEN + inline.len();
+        self.post_from_outbox(slot, offset, &[&done.encode(), inline], len, imm)
     }
 
     /// The completion record in our RPC call slot `slot`.
@@ -205,6 +207,19 @@ impl Peer {
             .read(wire::done_offset(slot), &mut raw)
             .ok()?;
         Some(RpcDone::decode(&raw))
+    }
+
+    /// The reply that followed the completion record in call slot `slot`: the
+    /// first `out.len()` bytes (at most `REPLY_INLINE_MAX`).
+    pub(crate) fn read_inline_reply(&self, slot: usize, out: &mut [u8]) -> Result {
+        if slot >= CALL_SLOTS || out.len() > wire::REPLY_INLINE_MAX {
+            return Err(EINVAL);
+        }
+        let link = self.link.lock();
+        let mailbox = link.mailbox.as_ref().ok_or_else(EHOSTDOWN)?;
+        mailbox
+            .inbox
+            .read(wire::done_offset(slot) + RpcDone::LEN, out)
     }
 
     /// Posts a write-with-immediate of `data` (to an address the peer published,

@@ -153,7 +153,7 @@ impl Lite {
                         waiter: file.clone(),
                         user_slot: *user_slot,
                         binding: binding.clone(),
-                        _output: out.take().unwrap_or(Output::None),
+                        output: out.take().unwrap_or(Output::None),
                         _stage: stage.clone(),
                         timed,
                     };
@@ -164,7 +164,7 @@ impl Lite {
             match binding.reserve(&peer, record, deadline) {
                 Ok(at) => break (binding, at, call),
                 Err(e) if e == EAGAIN => {
-                    out = call.map(|c| KBox::into_inner(c)._output);
+                    out = call.map(|c| KBox::into_inner(c).output);
                     continue;
                 }
                 Err(e) => return Err(fail(e)),

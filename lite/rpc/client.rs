@@ -121,8 +121,9 @@ pub(crate) struct Call {
     pub(crate) waiter: Arc<FileRpc>,
     pub(crate) user_slot: usize,
     pub(crate) binding: Arc<ClientBinding>,
-    /// Kept mapped until the reply: the RNIC writes it.
-    pub(crate) _output: Output,
+    /// Kept mapped until the reply: the RNIC writes it, or the reply came inline
+    /// and is copied into it.
+    pub(crate) output: Output,
     /// The posted header (and payload): the RNIC reads it until the request lands.
     pub(crate) _stage: Arc<DmaBuf>,
     /// A user's call: its class and when it was made, for its round trip.
@@ -345,6 +346,21 @@ impl RpcPeer {
             .count() as u32;
         let bindings = self.bindings.lock().iter().filter(|b| !b.is_dead()).count() as u32;
         (calls, bindings)
+    }
+}
+
+impl Output {
+    /// Copies a reply that came inline (with its completion record) into the
+    /// caller's buffer; EIO when it does not fit, as no honest server sends.
+    pub(crate) fn fill(&mut self, reply: &[u8]) -> Result {
+        if reply.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Output::None => Err(EIO),
+            Output::User(pages) => pages.fill(reply).map_err(|_| EIO),
+            Output::Kernel(buf) => buf.write_bytes(0, reply).map_err(|_| EIO),
+        }
     }
 }
 

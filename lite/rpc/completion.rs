@@ -2,7 +2,7 @@
 //! Completion context: a record landed in one of our rings, the completion
 //! record of one of our calls landed, or a server reported its ring's head.
 
-use super::client::end_call;
+use super::client::{end_call, Output};
 use super::error_of;
 use super::ring::FLAG_ONEWAY;
 use super::server::{answer, Request};
@@ -65,7 +65,7 @@ impl Lite {
         let Some(done) = peer.read_done(slot) else {
             return;
         };
-        let Some(call) = peer.services.rpc.take(slot, Some(done.seq)) else {
+        let Some(mut call) = peer.services.rpc.take(slot, Some(done.seq)) else {
             return;
         };
         if call.binding.index == done.binding {
@@ -77,7 +77,7 @@ impl Lite {
                     self.qos
                         .call_returned(class, now_ns().saturating_sub(started));
                 }
-                Ok(done.len)
+                take_inline_reply(peer, slot, &mut call.output, done.len).map(|()| done.len)
             }
             status if error_of(status) == EOVERFLOW() => {
                 call.binding.put_user();
@@ -97,4 +97,19 @@ impl Lite {
             binding.head_offset_reported(offset);
         }
     }
+}
+
+/// A successful reply of at most `REPLY_INLINE_MAX` bytes followed its record in
+/// the mailbox: it goes into the caller's buffer now. A larger one is there already.
+fn take_inline_reply(peer: &Peer, slot: usize, output: &mut Output, len: u64) -> Result {
+    let Some(len) = usize::try_from(len)
+        .ok()
+        .filter(|&len| len <= wire::REPLY_INLINE_MAX)
+    else {
+        return Ok(());
+    };
+    let mut reply = [0u8; wire::REPLY_INLINE_MAX];
+    let reply = &mut reply[..len];
+    peer.read_inline_reply(slot, reply)?;
+    output.fill(reply)
 }

@@ -14,9 +14,11 @@
 //! from the caller's pages, or staged when small), then the record header and the
 //! caller's output runs with a write-with-immediate naming (binding, offset). The
 //! server queues it; a server process receives it (payload copied to its buffer,
-//! the ring space consumed) and replies: RDMA WRITEs into the caller's output
-//! runs, then a write-with-immediate of a completion record into the caller's
-//! mailbox, which also reports how far the ring is consumed. Nothing waits for
+//! the ring space consumed) and replies with a write-with-immediate of a
+//! completion record into the caller's mailbox, which also reports how far the
+//! ring is consumed. A reply of up to `REPLY_INLINE_MAX` bytes rides in that
+//! record and the caller's kernel copies it out; a larger one is first written
+//! with RDMA WRITEs into the caller's output runs. Nothing waits for
 //! credit in completion context; a client without ring room waits (and asks the
 //! server for its head), so nothing is dropped or overwritten.
 //!

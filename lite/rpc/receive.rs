@@ -5,13 +5,15 @@
 use super::client::Output;
 use super::file::{FileRpc, LocalCaller, Owed};
 use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
-use super::server::{answer, Queue, Received, Request, Server, ServerBinding};
+use super::server::{
+    answer, answer_inline, post_answer, Queue, Received, Request, Server, ServerBinding,
+};
 use super::{jiffies_until, now_ns, status_of, wait_result, IDS_PER_FILE, IDS_PER_NODE};
 use crate::compat::user_slice;
 use crate::errno::{ECONNRESET, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::kvec::Fifo;
 use crate::net::verbs::UserPages;
-use crate::net::wire::{MsgKind, RpcDone, RpcUnbind};
+use crate::net::wire::{self, MsgKind, RpcUnbind};
 use crate::node::Lite;
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
@@ -334,52 +336,60 @@ impl Lite {
             } => (peer, binding, slot, seq, runs, capacity),
         };
         if len > capacity {
-            let done = RpcDone {
-                seq,
-                len,
-                status: status_of(EOVERFLOW()),
-                binding: binding.index as u32,
-                head: binding.head_for_reply(),
-            };
-            return peer.post_done(slot as usize, &done);
+            let overflow = status_of(EOVERFLOW());
+            return post_answer(&peer, &binding, slot, seq, overflow, len, &[]);
         }
-        if len > 0 {
-            let dev = match self.device() {
-                Ok(dev) => dev,
-                Err(e) => {
-                    let _ = answer(&peer, &binding, slot, seq, Err(e));
-                    return Err(e);
-                }
-            };
-            let pages = match UserPages::pin(&dev, buf, len as usize, false) {
-                Ok(pages) => pages,
-                Err(e) => {
-                    // The server may retry with a valid buffer.
-                    let owed = Owed::Remote {
-                        peer,
-                        binding,
-                        slot,
-                        seq,
-                        runs,
-                        capacity,
-                    };
-                    if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
-                        file.owed.lock().insert(node);
-                    }
-                    return Err(e);
-                }
-            };
-            let mut local = KVec::new();
-            let written = pages
-                .runs()
-                .try_for_each(|run| local.push(run, GFP_KERNEL))
-                .map_err(Error::from)
-                .and_then(|()| peer.write_pieces(ring::zip_runs(&local, &runs, len as usize)));
-            if let Err(e) = written {
-                // The caller must not wait for a reply that will not come.
+        if len as usize <= wire::REPLY_INLINE_MAX {
+            let mut reply = [0u8; wire::REPLY_INLINE_MAX];
+            let reply = &mut reply[..len as usize];
+            if let Err(e) = user_slice(buf, reply.len()).reader().read_slice(reply) {
+                // The server may retry with a valid buffer.
+                let owed = Owed::Remote {
+                    peer,
+                    binding,
+                    slot,
+                    seq,
+                    runs,
+                    capacity,
+                };
+                owe_again(file, token, owed);
+                return Err(e);
+            }
+            return answer_inline(&peer, &binding, slot, seq, reply);
+        }
+        let dev = match self.device() {
+            Ok(dev) => dev,
+            Err(e) => {
                 let _ = answer(&peer, &binding, slot, seq, Err(e));
                 return Err(e);
             }
+        };
+        let pages = match UserPages::pin(&dev, buf, len as usize, false) {
+            Ok(pages) => pages,
+            Err(e) => {
+                // The server may retry with a valid buffer.
+                let owed = Owed::Remote {
+                    peer,
+                    binding,
+                    slot,
+                    seq,
+                    runs,
+                    capacity,
+                };
+                owe_again(file, token, owed);
+                return Err(e);
+            }
+        };
+        let mut local = KVec::new();
+        let written = pages
+            .runs()
+            .try_for_each(|run| local.push(run, GFP_KERNEL))
+            .map_err(Error::from)
+            .and_then(|()| peer.write_pieces(ring::zip_runs(&local, &runs, len as usize)));
+        if let Err(e) = written {
+            // The caller must not wait for a reply that will not come.
+            let _ = answer(&peer, &binding, slot, seq, Err(e));
+            return Err(e);
         }
         answer(&peer, &binding, slot, seq, Ok(len))
     }
@@ -420,11 +430,16 @@ impl Lite {
                 Ok(())
             }
             Err(e) => {
-                if let Ok(node) = RBTreeNode::new(token, Owed::Local(caller), GFP_KERNEL) {
-                    file.owed.lock().insert(node);
-                }
+                owe_again(file, token, Owed::Local(caller));
                 Err(e)
             }
         }
+    }
+}
+
+/// Keeps a reply owed under `token` after a failure the server may retry past.
+fn owe_again(file: &FileRpc, token: u64, owed: Owed) {
+    if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
+        file.owed.lock().insert(node);
     }
 }

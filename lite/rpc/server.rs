@@ -195,8 +195,8 @@ pub(crate) struct Received {
     pub(crate) capacity: u64,
 }
 
-/// Sends the completion record of a call that gets no data (an error, or an
-/// empty reply) to the caller.
+/// Sends the completion record of a call to the caller: an error, or a reply of
+/// `len` bytes already written into its buffer.
 pub(crate) fn answer(
     req_peer: &Peer,
     binding: &ServerBinding,
@@ -208,6 +208,31 @@ pub(crate) fn answer(
         Ok(len) => (0, len),
         Err(e) => (status_of(e), 0),
     };
+    post_answer(req_peer, binding, slot, seq, status, len, &[])
+}
+
+/// Sends the completion record of a call with its reply (at most
+/// `REPLY_INLINE_MAX` bytes) in the same write-with-immediate.
+pub(crate) fn answer_inline(
+    req_peer: &Peer,
+    binding: &ServerBinding,
+    slot: u32,
+    seq: u64,
+    reply: &[u8],
+) -> Result {
+    post_answer(req_peer, binding, slot, seq, 0, reply.len() as u64, reply)
+}
+
+/// Sends a completion record with `status` and `len`, followed by `inline`.
+pub(crate) fn post_answer(
+    req_peer: &Peer,
+    binding: &ServerBinding,
+    slot: u32,
+    seq: u64,
+    status: u32,
+    len: u64,
+    inline: &[u8],
+) -> Result {
     let done = RpcDone {
         seq,
         len,
@@ -215,7 +240,7 @@ pub(crate) fn answer(
         binding: binding.index as u32,
         head: binding.head_for_reply(),
     };
-    req_peer.post_done(slot as usize, &done)
+    req_peer.post_done(slot as usize, &done, inline)
 }
 
 impl RpcNode {

@@ -122,6 +122,45 @@ impl UserPages {
         Ok(())
     }
 
+    /// Copies `data` into the start of the buffer from the CPU, in the device's
+    /// place: a reply that came inline. The pages are unmapped first, so that no
+    /// later unmap can discard the CPU's writes where DMA is not cache-coherent.
+    pub(crate) fn fill(&mut self, data: &[u8]) -> Result {
+        if data.len() > self.len {
+            return Err(EINVAL);
+        }
+        self.unmap();
+        let mut done = 0;
+        for (i, &page) in self.pages.iter().enumerate() {
+            if done >= data.len() {
+                break;
+            }
+            let skip = if i == 0 { self.head } else { 0 };
+            let take = (PAGE_SIZE - skip).min(data.len() - done);
+            // SAFETY: a pinned page has a kernel address (no highmem where we build).
+            let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
+            // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, and
+            // `done + take <= data.len()`; the page is user memory, never a Rust
+            // reference, so writing it raw races with nothing we own.
+            unsafe {
+                core::ptr::copy_nonoverlapping(data.as_ptr().add(done), base.add(skip), take)
+            };
+            done += take;
+        }
+        Ok(())
+    }
+
+    fn unmap(&mut self) {
+        let mapped = core::mem::replace(&mut self.dma, KVec::new());
+        for &dma in mapped.iter() {
+            // SAFETY: mapped in `pin` with the same direction, and unmapped only once
+            // (taken out of `self.dma`).
+            unsafe {
+                ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes))
+            };
+        }
+    }
+
     /// The buffer as runs of DMA-contiguous memory, in order.
     pub(crate) fn runs(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
         let mut index = 0;
@@ -146,12 +185,7 @@ impl UserPages {
 
 impl Drop for UserPages {
     fn drop(&mut self) {
-        for &dma in self.dma.iter() {
-            // SAFETY: mapped in `pin` with the same direction.
-            unsafe {
-                ffi::lite_dma_unmap_page(self.dev.raw.as_ptr(), dma, user_dir(self.device_writes))
-            };
-        }
+        self.unmap();
         // SAFETY: these pages were pinned in `pin` and no posted request uses them any more.
         unsafe {
             ffi::lite_unpin_user_pages(

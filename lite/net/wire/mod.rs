@@ -12,7 +12,8 @@
 //! a responder never waits for credit in completion context. Then `CALL_SLOTS`
 //! RPC completion records: the reply to a call in call slot `c` ends with a
 //! write-with-immediate of its [`RpcDone`] record into record `c` of the caller's
-//! mailbox (the reply's bytes went straight into the caller's buffer before it).
+//! mailbox, followed by the reply's bytes when they fit in the record's slot
+//! (larger replies went straight into the caller's buffer before it).
 //!
 //! RPC immediates: a request names the server's binding (ring) and the record's
 //! offset in it in `RECORD_ALIGN` units (see rpc/ring/); a head report names

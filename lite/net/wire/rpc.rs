@@ -29,7 +29,14 @@ pub(crate) struct RpcUnbind {
     pub(crate) id: u32,
 }
 
-/// An RPC completion record, written into the caller's mailbox after the reply.
+/// A successful reply of at most this many bytes follows its completion record
+/// in the same write-with-immediate; a larger one is written into the caller's
+/// buffer first. The server then waits for nothing, and the reply crosses the
+/// network once (a separate write's acknowledgement would cross it again).
+pub(crate) const REPLY_INLINE_MAX: usize = super::DONE_SIZE - RpcDone::LEN;
+
+/// An RPC completion record, written into the caller's mailbox after the reply
+/// (or with it, when it is at most `REPLY_INLINE_MAX` bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RpcDone {
     /// The call's sequence (stale records are ignored).

@@ -14,8 +14,9 @@ pub(crate) const HEADER_LEN: usize = 16;
 pub(crate) const BODY_MAX: usize = SLOT_SIZE - HEADER_LEN;
 /// RPCs one node may have in flight to another (LITE: 64).
 pub(crate) const CALL_SLOTS: usize = 64;
-/// Bytes of an RPC completion record slot.
-pub(crate) const DONE_SIZE: usize = 64;
+/// Bytes of an RPC completion record slot: the record, then a reply small
+/// enough to ride in it (`REPLY_INLINE_MAX`). One packet at a 1 KiB MTU.
+pub(crate) const DONE_SIZE: usize = 1024;
 /// Bytes of one mailbox (request and response slots, RPC completion records).
 pub(crate) const MAILBOX_SIZE: usize = 2 * SLOTS * SLOT_SIZE + CALL_SLOTS * DONE_SIZE;
 
@@ -83,7 +84,7 @@ impl Header {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{RpcDone, PAYLOAD_MAX};
+    use super::super::{RpcDone, PAYLOAD_MAX, REPLY_INLINE_MAX};
     use super::*;
 
     #[test]
@@ -120,7 +121,7 @@ mod tests {
     fn completion_records_follow_the_slots() {
         assert_eq!(done_offset(0), response_offset(SLOTS - 1) + SLOT_SIZE);
         assert_eq!(done_offset(CALL_SLOTS - 1) + DONE_SIZE, MAILBOX_SIZE);
-        assert!(RpcDone::LEN <= DONE_SIZE);
+        assert_eq!(RpcDone::LEN + REPLY_INLINE_MAX, DONE_SIZE);
     }
 
     #[test]
