@@ -181,17 +181,23 @@ impl Peer {
 
     /// Writes the completion record of the peer's call in call slot `slot` into its
     /// mailbox, followed by `inline` (a reply of at most `REPLY_INLINE_MAX` bytes),
-    /// announcing it with an `RpcReply` immediate. Both are staged in our outbox at
-    /// the same offset: the peer reuses the slot only after it read this record, so
-    /// the staging is never overwritten while in flight.
-    pub(crate) fn post_done(&self, slot: usize, done: &RpcDone, inline: &[u8]) -> Result {
+    /// announcing it with an `RpcReply` immediate, through QP `qp % K`. Both are
+    /// staged in our outbox at the same offset: the peer reuses the slot only after
+    /// it read this record, so the staging is never overwritten while in flight.
+    pub(crate) fn post_done(
+        &self,
+        slot: usize,
+        qp: usize,
+        done: &RpcDone,
+        inline: &[u8],
+    ) -> Result {
         if slot >= CALL_SLOTS || inline.len() > wire::REPLY_INLINE_MAX {
             return Err(EINVAL);
         }
         let offset = wire::done_offset(slot);
         let imm = wire::encode_imm(ImmKind::RpcReply, slot as u32).ok_or(EINVAL)?;
         let len = RpcDone::LEN + inline.len();
-        self.post_from_outbox(slot, offset, &[&done.encode(), inline], len, imm)
+        self.post_from_outbox(qp, offset, &[&done.encode(), inline], len, imm)
     }
 
     /// The completion record in our RPC call slot `slot`.

@@ -152,6 +152,16 @@ impl Peer {
     }
 
     /// What the peer needs to connect its QPs to ours and to write to our mailbox.
+    /// The QP an RPC request or reply goes on: `class`'s (the current task's when
+    /// `None`), as its transfers would use; `spread` rotates among them.
+    pub(crate) fn message_qp(&self, class: Option<u32>, spread: usize) -> usize {
+        let nr_qps = self.link.lock().qps.len().max(1);
+        match class {
+            Some(class) => self.qos.message_qp(class, nr_qps, spread),
+            None => self.qos.current_message_qp(nr_qps, spread),
+        }
+    }
+
     pub(crate) fn local_info(&self) -> LiteConnInfo {
         let link = self.link.lock();
         let mut info = LiteConnInfo {

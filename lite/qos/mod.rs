@@ -155,6 +155,21 @@ impl Qos {
         self.state.lock().class_of(&who).0
     }
 
+    /// The QP (of `nr_qps`; `spread` rotates) that an RPC request or reply of
+    /// `class` goes on, as the class's transfers would: the latency class's
+    /// messages must not wait behind paced chunks in QP 0's send queue.
+    pub(crate) fn message_qp(&self, class: u32, nr_qps: usize, spread: usize) -> usize {
+        self.state.lock().route(class, now_ns(), nr_qps, spread).0
+    }
+
+    /// `message_qp` for the current task's class.
+    pub(crate) fn current_message_qp(&self, nr_qps: usize, spread: usize) -> usize {
+        let who = Who::current();
+        let st = self.state.lock();
+        let class = st.class_of(&who).0;
+        st.route(class, now_ns(), nr_qps, spread).0
+    }
+
     /// An RPC call of `class` was answered `ns` after it was made: a latency sample
     /// like a transfer's, so that AIMD sees what bulk traffic costs a call's round
     /// trip (the server's node, the way back), which no transfer of this node times.

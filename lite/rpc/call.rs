@@ -190,8 +190,9 @@ impl Lite {
             offset,
             header: &header,
         };
+        let qp = peer.message_qp(sender.class, slot);
         let Some(call) = call else {
-            let posted = self.post_record(&peer, &record, slot, true);
+            let posted = self.post_record(&peer, &record, qp, true);
             binding.put_user();
             peer.services.rpc.unclaim(slot);
             return posted.map(|()| seq);
@@ -201,7 +202,7 @@ impl Lite {
             end_call(call, Err(EHOSTDOWN()));
             return Ok(seq);
         }
-        if let Err(e) = self.post_record(&peer, &record, slot, false) {
+        if let Err(e) = self.post_record(&peer, &record, qp, false) {
             // The record may not have landed: the ring has a hole, bind anew next time.
             binding.kill();
             if let Some(call) = peer.services.rpc.take(slot, Some(seq)) {
@@ -289,8 +290,9 @@ impl Lite {
 
     /// Writes a reserved record at its ring offset: the payload (zero-copy) first,
     /// then the staged part, whose first piece carries the immediate that
-    /// announces the record. `sync`: wait until the immediate's write landed.
-    fn post_record(&self, peer: &Peer, record: &Record<'_>, slot: usize, sync: bool) -> Result {
+    /// announces the record, on QP `qp`. `sync`: wait until the immediate's write
+    /// landed.
+    fn post_record(&self, peer: &Peer, record: &Record<'_>, qp: usize, sync: bool) -> Result {
         let &Record {
             binding,
             stage,
@@ -334,7 +336,7 @@ impl Lite {
             len: first.len as usize,
             remote_addr: first.addr,
         };
-        peer.post_write_imm(slot, wire::ImmKind::RpcRequest, imm, &data, sync)
+        peer.post_write_imm(qp, wire::ImmKind::RpcRequest, imm, &data, sync)
     }
 }
 

@@ -335,9 +335,10 @@ impl Lite {
                 capacity,
             } => (peer, binding, slot, seq, runs, capacity),
         };
+        let qp = peer.message_qp(None, slot as usize);
         if len > capacity {
             let overflow = status_of(EOVERFLOW());
-            return post_answer(&peer, &binding, slot, seq, overflow, len, &[]);
+            return post_answer(&peer, &binding, slot, qp, seq, overflow, len, &[]);
         }
         if len as usize <= wire::REPLY_INLINE_MAX {
             let mut reply = [0u8; wire::REPLY_INLINE_MAX];
@@ -355,7 +356,7 @@ impl Lite {
                 owe_again(file, token, owed);
                 return Err(e);
             }
-            return answer_inline(&peer, &binding, slot, seq, reply);
+            return answer_inline(&peer, &binding, slot, qp, seq, reply);
         }
         let dev = match self.device() {
             Ok(dev) => dev,

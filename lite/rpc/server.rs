@@ -208,26 +208,48 @@ pub(crate) fn answer(
         Ok(len) => (0, len),
         Err(e) => (status_of(e), 0),
     };
-    post_answer(req_peer, binding, slot, seq, status, len, &[])
+    post_answer(
+        req_peer,
+        binding,
+        slot,
+        slot as usize,
+        seq,
+        status,
+        len,
+        &[],
+    )
 }
 
 /// Sends the completion record of a call with its reply (at most
-/// `REPLY_INLINE_MAX` bytes) in the same write-with-immediate.
+/// `REPLY_INLINE_MAX` bytes) in the same write-with-immediate, on QP `qp`.
 pub(crate) fn answer_inline(
     req_peer: &Peer,
     binding: &ServerBinding,
     slot: u32,
+    qp: usize,
     seq: u64,
     reply: &[u8],
 ) -> Result {
-    post_answer(req_peer, binding, slot, seq, 0, reply.len() as u64, reply)
+    post_answer(
+        req_peer,
+        binding,
+        slot,
+        qp,
+        seq,
+        0,
+        reply.len() as u64,
+        reply,
+    )
 }
 
-/// Sends a completion record with `status` and `len`, followed by `inline`.
+/// Sends a completion record with `status` and `len`, followed by `inline`, on QP
+/// `qp`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn post_answer(
     req_peer: &Peer,
     binding: &ServerBinding,
     slot: u32,
+    qp: usize,
     seq: u64,
     status: u32,
     len: u64,
@@ -240,7 +262,7 @@ pub(crate) fn post_answer(
         binding: binding.index as u32,
         head: binding.head_for_reply(),
     };
-    req_peer.post_done(slot as usize, &done, inline)
+    req_peer.post_done(slot as usize, qp, &done, inline)
 }
 
 impl RpcNode {
