@@ -324,62 +324,56 @@ impl Lite {
             return Err(EMSGSIZE());
         }
         let owed = file.owed.lock().remove(&token).ok_or(EBADF)?;
-        let (peer, binding, slot, seq, runs, capacity) = match owed {
+        let capacity = match owed {
             Owed::Local(caller) => return self.reply_local(file, token, caller, buf, len),
-            Owed::Remote {
-                peer,
-                binding,
-                slot,
-                seq,
-                runs,
-                capacity,
-            } => (peer, binding, slot, seq, runs, capacity),
+            Owed::Remote { capacity, .. } => capacity,
+        };
+        // The server's buffer is read or pinned while the reply is still owed.
+        let mut staged = [0u8; wire::REPLY_INLINE_MAX];
+        let reply = if len > capacity {
+            Ok(Reply::Overflow)
+        } else if len as usize <= wire::REPLY_INLINE_MAX {
+            let bytes = &mut staged[..len as usize];
+            user_slice(buf, bytes.len())
+                .reader()
+                .read_slice(bytes)
+                .map(|()| Reply::Inline(bytes))
+        } else {
+            match self.device() {
+                Ok(dev) => UserPages::pin(&dev, buf, len as usize, false).map(Reply::Pages),
+                Err(e) => {
+                    owed.fail(e);
+                    return Err(e);
+                }
+            }
+        };
+        let reply = match reply {
+            Ok(reply) => reply,
+            Err(e) => {
+                // The server may retry with a valid buffer.
+                owe_again(file, token, owed);
+                return Err(e);
+            }
+        };
+        let Owed::Remote {
+            peer,
+            binding,
+            slot,
+            seq,
+            runs,
+            ..
+        } = owed
+        else {
+            return Err(EINVAL);
         };
         let qp = peer.message_qp(None, slot as usize);
-        if len > capacity {
-            let overflow = status_of(EOVERFLOW());
-            return post_answer(&peer, &binding, slot, qp, seq, overflow, len, &[]);
-        }
-        if len as usize <= wire::REPLY_INLINE_MAX {
-            let mut reply = [0u8; wire::REPLY_INLINE_MAX];
-            let reply = &mut reply[..len as usize];
-            if let Err(e) = user_slice(buf, reply.len()).reader().read_slice(reply) {
-                // The server may retry with a valid buffer.
-                let owed = Owed::Remote {
-                    peer,
-                    binding,
-                    slot,
-                    seq,
-                    runs,
-                    capacity,
-                };
-                owe_again(file, token, owed);
-                return Err(e);
+        let pages = match reply {
+            Reply::Overflow => {
+                let overflow = status_of(EOVERFLOW());
+                return post_answer(&peer, &binding, slot, qp, seq, overflow, len, &[]);
             }
-            return answer_inline(&peer, &binding, slot, qp, seq, reply);
-        }
-        let dev = match self.device() {
-            Ok(dev) => dev,
-            Err(e) => {
-                let _ = answer(&peer, &binding, slot, seq, Err(e));
-                return Err(e);
-            }
-        };
-        let pages = match UserPages::pin(&dev, buf, len as usize, false) {
-            Ok(pages) => pages,
-            Err(e) => {
-                // The server may retry with a valid buffer.
-                let owed = Owed::Remote {
-                    peer,
-                    binding,
-                    slot,
-                    seq,
-                    runs,
-                    capacity,
-                };
-                owe_again(file, token, owed);
-                return Err(e);
-            }
+            Reply::Inline(bytes) => return answer_inline(&peer, &binding, slot, qp, seq, bytes),
+            Reply::Pages(pages) => pages,
         };
         let mut local = KVec::new();
         let written = pages
@@ -443,4 +437,14 @@ fn owe_again(file: &FileRpc, token: u64, owed: Owed) {
     if let Ok(node) = RBTreeNode::new(token, owed, GFP_KERNEL) {
         file.owed.lock().insert(node);
     }
+}
+
+/// What a server's reply to a remote call becomes.
+enum Reply<'a> {
+    /// Larger than the caller's buffer: the call fails with EOVERFLOW and its size.
+    Overflow,
+    /// Small enough to ride in the completion record.
+    Inline(&'a [u8]),
+    /// Written from the server's pinned buffer first.
+    Pages(UserPages),
 }
