@@ -5,6 +5,7 @@ use super::{Device, DMA_FROM_DEVICE, DMA_TO_DEVICE, PAGE_SIZE};
 use crate::ffi;
 use crate::kvec::caller_sized;
 use core::ffi::c_void;
+use core::mem::MaybeUninit;
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -95,29 +96,35 @@ impl UserPages {
         Ok(this)
     }
 
-    /// Copies `len` bytes (at most the buffer's length) from user memory into the
-    /// pinned pages: a reply from a server process on this node.
-    pub(crate) fn copy_from_user(&self, reader: &mut UserSliceReader, len: usize) -> Result {
+    /// The first `len` bytes of the buffer (at most its length), one piece per page:
+    /// each piece's kernel address, its offset in the buffer and its length.
+    fn pieces(&self, len: usize) -> impl Iterator<Item = (*mut u8, usize, usize)> + '_ {
         let len = len.min(self.len);
         let mut done = 0;
-        for (i, &page) in self.pages.iter().enumerate() {
+        self.pages.iter().enumerate().map_while(move |(i, &page)| {
             if done >= len {
-                break;
+                return None;
             }
             let skip = if i == 0 { self.head } else { 0 };
             let take = (PAGE_SIZE - skip).min(len - done);
             // SAFETY: a pinned page has a kernel address (no highmem where we build).
             let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
-            // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, which only
-            // `read_raw` (a copy_from_user) writes through here.
-            let out = unsafe {
-                core::slice::from_raw_parts_mut(
-                    base.add(skip).cast::<core::mem::MaybeUninit<u8>>(),
-                    take,
-                )
-            };
-            reader.read_raw(out)?;
+            // SAFETY: `skip < PAGE_SIZE`, so the pointer stays inside the page.
+            let at = unsafe { base.add(skip) };
+            let piece = (at, done, take);
             done += take;
+            Some(piece)
+        })
+    }
+
+    /// Copies `len` bytes (at most the buffer's length) from user memory into the
+    /// pinned pages: a reply from a server process on this node.
+    pub(crate) fn copy_from_user(&self, reader: &mut UserSliceReader, len: usize) -> Result {
+        for (at, _, take) in self.pieces(len) {
+            // SAFETY: `at..at + take` is inside a pinned page, which only `read_raw` writes.
+            let out =
+                unsafe { core::slice::from_raw_parts_mut(at.cast::<MaybeUninit<u8>>(), take) };
+            reader.read_raw(out)?;
         }
         Ok(())
     }
@@ -130,22 +137,9 @@ impl UserPages {
             return Err(EINVAL);
         }
         self.unmap();
-        let mut done = 0;
-        for (i, &page) in self.pages.iter().enumerate() {
-            if done >= data.len() {
-                break;
-            }
-            let skip = if i == 0 { self.head } else { 0 };
-            let take = (PAGE_SIZE - skip).min(data.len() - done);
-            // SAFETY: a pinned page has a kernel address (no highmem where we build).
-            let base = unsafe { ffi::lite_page_address(page) }.cast::<u8>();
-            // SAFETY: `skip + take <= PAGE_SIZE`, inside the pinned page, and
-            // `done + take <= data.len()`; the page is user memory, never a Rust
-            // reference, so writing it raw races with nothing we own.
-            unsafe {
-                core::ptr::copy_nonoverlapping(data.as_ptr().add(done), base.add(skip), take)
-            };
-            done += take;
+        for (at, done, take) in self.pieces(data.len()) {
+            // SAFETY: `at..at + take` is in a pinned page; `done + take <= data.len()`.
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr().add(done), at, take) };
         }
         Ok(())
     }
