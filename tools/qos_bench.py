@@ -82,6 +82,9 @@ aimed at node 1, that
 For each attack (`--attacks`; d last) and mode (`--modes`, with --hostile sw-pri,none
 by default), one pass: the latency flows alone, then the tenant for 3 phases (once
 it is ready: d's LMRs all allocated) with the latency flows again in the middle one.
+First node 0 finds its link, as a node in service has: the two bulk writers run
+alone for a phase (`--fresh-node` leaves that out: then the first attack meets a
+node whose SW-Pri has not found its link's rate).
 The target (issue 20, point 6): in sw-pri, every latency flow's p99 beside the tenant
 <= 1.5 x its p99 alone. A row per attack and mode; the rows, the flows and what the
 tenant reported in qos-hostile.json (qos-hostile-cpu.json in the cpu regime),
@@ -179,6 +182,10 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
         prepare(c, runner, args, latency_ops, results)
+        results["config"]["fresh_node"] = args.fresh_node
+        if not args.fresh_node:
+            seconds = runner.find_link(args.seconds)
+            print(f"[0] node {SENDER} found its link: {BULK_FLOWS} bulk writers alone {seconds:g} s", flush=True)
         for i, (mode, attack) in enumerate(order, 1):
             label = hostile_label(attack, args.hostile_lmrs)
             print(f"[{i}/{len(order)}] mode {mode}, attack {attack} ({label}): {len(latency_ops)} latency flow(s) "
@@ -289,6 +296,9 @@ def main():
                     help="with --hostile, comma-separated attacks: a (8 B LT_write flood, 16 threads), b (1 MiB "
                          "LT_reads), c (failing calls), d (LMRs held), e (32 forked processes) "
                          f"(default {','.join(HOSTILE_ATTACKS)})")
+    ap.add_argument("--fresh-node", action="store_true",
+                    help="with --hostile, no bulk phase before the attacks: the first one meets a node that has "
+                         "not found its link's rate yet")
     ap.add_argument("--hostile-lmrs", type=int, default=HOSTILE_LMRS,
                     help=f"LMRs the tenant of attack d holds (default {HOSTILE_LMRS})")
     args = ap.parse_args()

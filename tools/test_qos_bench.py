@@ -640,10 +640,21 @@ class MainTest(unittest.TestCase):
         self.assertEqual(modes, ["none"] + ["sw-pri", "none"] * 5, "Target99 probe, then each attack in each mode")
         tenants = [s for _, s in c.commands if "bulk >/dev/null" in s]
         self.assertEqual(["lmr-many" in t for t in tenants], [False] * 8 + [True] * 2, "d last")
-        self.assertFalse(any("--class bulk" in s for _, s in c.commands), "no bulk passes")
+        bulk = [i for i, (_, s) in enumerate(c.commands) if "--class bulk" in s]
+        first_tenant = min(i for i, (_, s) in enumerate(c.commands) if "bulk >/dev/null" in s)
+        self.assertEqual(len(bulk), q.BULK_FLOWS, "no bulk passes: only the bulk writers that find the link")
+        self.assertLess(max(bulk), first_tenant, "the node finds its link before the first attack")
+        self.assertTrue(res["config"]["fresh_node"] is False)
         self.assertIn("a: 8 B LT_write flood, 16 threads", out)
         self.assertIn("sw-pri: p99 ratio <= 1.5 against 5 of 5 attacks", out)
         self.assertFalse((d / "qos-link.json").exists())
+
+    def test_a_fresh_node_meets_the_first_attack_without_finding_its_link(self):
+        rc, out, d, c = self.run_main("--seconds", "1", "--hostile", "--attacks", "a", "--fresh-node",
+                                      base=HostileFakeCluster)
+        self.assertEqual(rc, 0, out)
+        self.assertFalse(any("--class bulk" in s for _, s in c.commands), "no bulk writers")
+        self.assertTrue(json.loads((d / "qos-hostile.json").read_text())["config"]["fresh_node"])
 
     def test_without_hostile_nothing_hostile_runs(self):
         rc, out, d, c = self.run_main("--seconds", "1", "--latency-ops", "write", "--bulk-ops", "write")

@@ -220,6 +220,7 @@ impl Peer {
         };
         let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
         qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, place)?;
+        drop(link);
         ticket.posted();
         Ok(limit)
     }

@@ -43,6 +43,7 @@ impl Qos {
             last_post_ns: 0,
             phases: None,
             bytes: 0,
+            wrs: 0,
             acknowledged: 0,
             reported: 0,
         }
@@ -72,6 +73,10 @@ pub(crate) struct Ticket<'a> {
     /// A latency-class transfer's phases once it completed, and whether it read.
     phases: Option<(usize, Phases)>,
     bytes: u64,
+    /// Work requests posted; from the second on the transfer is backlogged, and
+    /// its acknowledged bytes are samples of the link's delivery rate (those of a
+    /// transfer that fits one work request are the application's rate).
+    wrs: u32,
     /// Bytes the transfer knows were acknowledged, and those of them reported to
     /// the link's delivery rate.
     acknowledged: u64,
@@ -135,6 +140,16 @@ impl Ticket<'_> {
     /// A work request of the transfer was posted just now.
     pub(crate) fn posted(&mut self) {
         self.last_post_ns = now_ns();
+        self.wrs = self.wrs.saturating_add(1);
+        if self.wrs == 2 {
+            // What was acknowledged before it was backlogged is not the link's rate.
+            self.reported = self.acknowledged;
+            self.qos
+                .state
+                .lock()
+                .delivery
+                .backlog_begins(self.last_post_ns);
+        }
     }
 
     /// The transfer completed, its last completion having run at `done_ns`, and its
@@ -158,8 +173,12 @@ impl Ticket<'_> {
         self.acknowledged = self.acknowledged.max(bytes);
     }
 
-    /// Hands what was acknowledged since the last report to the delivery rate.
+    /// Hands what was acknowledged since the last report to the delivery rate,
+    /// while the transfer is backlogged.
     fn report(&mut self, st: &mut QosState, now: u64) {
+        if self.wrs < 2 {
+            return;
+        }
         let fresh = self.acknowledged.saturating_sub(self.reported);
         self.reported = self.acknowledged;
         if fresh > 0 {
@@ -311,6 +330,9 @@ impl Drop for Ticket<'_> {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
             self.report(st, now);
+            if self.wrs >= 2 {
+                st.backlog_ends(now);
+            }
             self.leave_flow(st);
             let class = self.class as usize;
             st.classes[class].active -= 1;

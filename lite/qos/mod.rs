@@ -109,7 +109,7 @@ impl Qos {
             chunk_bytes: LITE_QOS_CHUNK_AUTO,
             scale: ChunkScale::new(now),
             hold: PlaceHold::new(),
-            delivery: DeliveryRate::new(now),
+            delivery: DeliveryRate::new(),
             rules: KVec::new(),
             choices: KVec::new(),
             classes: [ClassCounters::default(); 3],
@@ -191,7 +191,6 @@ impl Qos {
         } else if class == LITE_CLASS_LATENCY as usize {
             st.last_latency_ns = now;
         }
-        st.delivered(bytes, now);
         st.control(now);
     }
 

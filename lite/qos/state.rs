@@ -295,9 +295,17 @@ impl QosState {
         }
     }
 
-    /// `bytes` were acknowledged: a faster link found changes the ceiling and chunks.
+    /// `bytes` of a backlogged transfer were acknowledged: a faster link found
+    /// changes the ceiling and chunks.
     pub(crate) fn delivered(&mut self, bytes: u64, now: u64) {
         if self.delivery.delivered(bytes, now) && self.link_rate == 0 {
+            self.reconfigure(now);
+        }
+    }
+
+    /// A backlogged transfer ended (see `delivered`).
+    pub(crate) fn backlog_ends(&mut self, now: u64) {
+        if self.delivery.backlog_ends(now) && self.link_rate == 0 {
             self.reconfigure(now);
         }
     }

@@ -98,6 +98,15 @@ class Runner:
         """The RPC flow's server on HOLDER (until the cluster goes down)."""
         self.c.exec(HOLDER, rpc_server(), timeout=60)
 
+    def find_link(self, seconds):
+        """The bulk writers alone for `seconds` (at least two of SW-Pri's 2 s
+        delivery intervals, 5 s at least): SENDER's SW-Pri finds its link's rate.
+        Returns the seconds they ran."""
+        seconds = max(seconds, 5)
+        self.flows({i: (self.c.exec_async(SENDER, bulk_flow(seconds, "write"), timeout=self.timeout),
+                        "bulk flow write, finding the link") for i in range(BULK_FLOWS)})
+        return seconds
+
     def mode(self, mode, seconds, bulk_op="write", latency_ops=tuple(LATENCY_OPS)):
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
