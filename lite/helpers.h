@@ -33,7 +33,8 @@ int lite_fatal_signal_pending(void);
 const char *lite_dev_name(const struct lite_dev *dev);
 unsigned int lite_dev_port(const struct lite_dev *dev);
 /* Port state (IB_PORT_*) and active MTU (IB_MTU_*). */
-int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu);
+int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu,
+			unsigned int *speed, unsigned int *width);
 /* Copies the RoCE v2 IPv4-mapped GID and returns its index, or -errno if none yet. */
 int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16]);
 

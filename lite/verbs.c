@@ -31,7 +31,8 @@ unsigned int lite_dev_port(const struct lite_dev *dev)
 	return dev->port;
 }
 
-int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu)
+int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu,
+			unsigned int *speed, unsigned int *width)
 {
 	struct ib_port_attr attr;
 	int err = ib_query_port(dev->ibdev, dev->port, &attr);
@@ -40,6 +41,8 @@ int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int 
 		return err;
 	*state = attr.state;
 	*mtu = attr.active_mtu;
+	*speed = attr.active_speed;
+	*width = attr.active_width;
 	return 0;
 }
 

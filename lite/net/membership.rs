@@ -85,9 +85,9 @@ impl Lite {
         if let Some(dev) = st.devices.first() {
             info.device = *dev.name();
             info.port = dev.port();
-            if let Ok((state, mtu)) = dev.query_port() {
-                info.port_state = state;
-                info.active_mtu = mtu;
+            if let Ok(port) = dev.query_port() {
+                info.port_state = port.state;
+                info.active_mtu = port.mtu;
             }
             if let Ok((gid, _)) = dev.roce_gid() {
                 info.gid = gid;

@@ -108,10 +108,12 @@ impl Peer {
         nr_qps: u32,
         qos: Arc<Qos>,
     ) -> Result<Arc<Peer>> {
-        let (port_state, mtu) = dev.query_port()?;
-        if port_state != PORT_ACTIVE {
+        let port = dev.query_port()?;
+        if port.state != PORT_ACTIVE {
             return Err(ENETDOWN());
         }
+        qos.port_is(port.speed, port.width);
+        let mtu = port.mtu;
         let (gid, sgid_index) = dev.roce_gid()?;
         let mailbox = Mailbox {
             inbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,

@@ -69,7 +69,8 @@ const PROBE_BELOW_SAMPLES: usize = 4;
 const DEFAULT_TARGET_NS: u64 = 2_000_000;
 /// Default weights: latency, default, bulk.
 const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
-/// Until a link rate was found, SafeUtil is bounded by this one (bytes/s).
+/// Until a link rate was found, SafeUtil is bounded by the port's rate, or by
+/// this one (bytes/s) while no port's rate is known.
 const INITIAL_LINK_RATE: u64 = 100 << 20;
 /// In SW-Pri mode, bytes in flight per node while nothing is paced: what the link
 /// carries in this time. Work conserving (several emulated round trips; 30 ms cost
@@ -106,6 +107,7 @@ impl Qos {
             weights: DEFAULT_WEIGHTS,
             target_ns: DEFAULT_TARGET_NS,
             link_rate: 0,
+            port_rate: 0,
             chunk_bytes: LITE_QOS_CHUNK_AUTO,
             scale: ChunkScale::new(now),
             hold: PlaceHold::new(),
@@ -192,6 +194,19 @@ impl Qos {
             st.last_latency_ns = now;
         }
         st.control(now);
+    }
+
+    /// A port of this node signals at `speed` per lane (`IB_SPEED_*`) over `width`
+    /// (`IB_WIDTH_*`): the link's rate until one is found, the fastest port's.
+    pub(crate) fn port_is(&self, speed: u32, width: u32) {
+        let Some(rate) = pacer::port_rate(speed, width) else {
+            return;
+        };
+        let mut st = self.state.lock();
+        if rate > st.port_rate {
+            st.port_rate = rate;
+            st.reconfigure(now_ns());
+        }
     }
 
     /// A reference probe's round trip (ns).

@@ -107,6 +107,8 @@ pub(crate) struct QosState {
     pub(crate) target_ns: u64,
     /// Set by the operator; 0: the one `delivery` found.
     pub(crate) link_rate: u64,
+    /// The fastest port's signalling rate (0: none known), assumed until found.
+    pub(crate) port_rate: u64,
     /// Work request bytes of paced transfers; 0: sized to the link, and scaled by
     /// `scale` to what this node's tasks can hand out.
     pub(crate) chunk_bytes: u32,
@@ -164,14 +166,15 @@ impl QosState {
         (qp_for(self.mode, class, paced, nr_qps, spread), paced)
     }
 
-    /// The link's rate: set, found, or assumed until found.
+    /// The link's rate: set, found, or assumed until found (the port's).
     pub(crate) fn link(&self) -> u64 {
         if self.link_rate != 0 {
             self.link_rate
         } else {
-            match self.delivery.found() {
-                0 => INITIAL_LINK_RATE,
-                found => found,
+            match (self.delivery.found(), self.port_rate) {
+                (0, 0) => INITIAL_LINK_RATE,
+                (0, port) => port,
+                (found, _) => found,
             }
         }
     }

@@ -11,6 +11,18 @@ use kernel::prelude::*;
 /// `IB_PORT_ACTIVE`.
 pub(crate) const PORT_ACTIVE: u32 = 4;
 
+/// What `ib_query_port` says of a port.
+#[derive(Default)]
+pub(crate) struct PortAttr {
+    /// `IB_PORT_*`.
+    pub(crate) state: u32,
+    /// `IB_MTU_*`.
+    pub(crate) mtu: u32,
+    /// Signalling rate per lane (`IB_SPEED_*`) and lanes (`IB_WIDTH_*`).
+    pub(crate) speed: u32,
+    pub(crate) width: u32,
+}
+
 /// One RDMA device with its PD, global MR and CQs (owned by the C side, which
 /// creates them before `lite_rust_dev_added` and frees them after `lite_rust_dev_release`).
 pub(crate) struct Device {
@@ -50,12 +62,20 @@ impl Device {
         unsafe { ffi::lite_dev_port(self.raw.as_ptr()) }
     }
 
-    /// Port state (`IB_PORT_*`) and active MTU (`IB_MTU_*`).
-    pub(crate) fn query_port(&self) -> Result<(u32, u32)> {
-        let (mut state, mut mtu) = (0, 0);
-        // SAFETY: `self.raw` is valid; the out pointers are to locals.
-        to_result(unsafe { ffi::lite_dev_query_port(self.raw.as_ptr(), &mut state, &mut mtu) })?;
-        Ok((state, mtu))
+    /// The port's state, active MTU and signalling rate.
+    pub(crate) fn query_port(&self) -> Result<PortAttr> {
+        let mut a = PortAttr::default();
+        // SAFETY: `self.raw` is valid; the out pointers are to fields of a local.
+        to_result(unsafe {
+            ffi::lite_dev_query_port(
+                self.raw.as_ptr(),
+                &mut a.state,
+                &mut a.mtu,
+                &mut a.speed,
+                &mut a.width,
+            )
+        })?;
+        Ok(a)
     }
 
     /// The port's RoCE v2 IPv4-mapped GID and its index in the GID table.

@@ -28,6 +28,34 @@ pub(crate) struct DeliveryRate {
 
 pub(crate) const RATE_INTERVAL_NS: u64 = 2_000_000_000;
 
+/// The rate (bytes/s) a port signals at, from `ib_port_attr`'s `active_speed`
+/// (`IB_SPEED_*`, per lane) and `active_width` (`IB_WIDTH_*`); None for values
+/// this table does not know. What a node assumes until it finds its link: the
+/// bottleneck is often the port itself, and a guess below it held a paced node
+/// there (paced intervals never raise the found rate).
+pub(crate) fn port_rate(speed: u32, width: u32) -> Option<u64> {
+    let lane_mbit: u64 = match speed {
+        1 => 2_500,
+        2 => 5_000,
+        4 | 8 => 10_000,
+        16 => 14_000,
+        32 => 25_000,
+        64 => 50_000,
+        128 => 100_000,
+        256 => 200_000,
+        _ => return None,
+    };
+    let lanes: u64 = match width {
+        1 => 1,
+        16 => 2,
+        2 => 4,
+        4 => 8,
+        8 => 12,
+        _ => return None,
+    };
+    Some(lane_mbit * lanes * 1_000_000 / 8)
+}
+
 impl DeliveryRate {
     pub(crate) fn new() -> Self {
         DeliveryRate {
@@ -128,6 +156,18 @@ mod tests {
         // Paced at 2 MB/s: the link's rate stays what it was.
         transfer(&mut d, &mut now, 400, 2_000_000);
         assert_eq!(d.found() as f64, found);
+    }
+
+    #[test]
+    fn port_rates_are_lanes_times_their_speed() {
+        // Soft-RoCE on a NIC of unknown speed reports SDR 1X: 2.5 Gbit/s.
+        assert_eq!(port_rate(1, 1), Some(312_500_000));
+        // EDR 4X (100 Gbit/s), NDR 4X (400), HDR 2X (100).
+        assert_eq!(port_rate(32, 2), Some(12_500_000_000));
+        assert_eq!(port_rate(128, 2), Some(50_000_000_000));
+        assert_eq!(port_rate(64, 16), Some(12_500_000_000));
+        assert_eq!(port_rate(3, 1), None);
+        assert_eq!(port_rate(1, 3), None);
     }
 
     #[test]

@@ -48,7 +48,7 @@ pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
 pub(crate) use hold::PlaceHold;
-pub(crate) use link_rate::DeliveryRate;
+pub(crate) use link_rate::{port_rate, DeliveryRate};
 pub(crate) use wf2q::{Flow, Wf2q};
 pub(crate) use window::{paced_places, paced_window, transfer_share};
 
