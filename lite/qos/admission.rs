@@ -11,6 +11,7 @@ use crate::kvec::swap_remove;
 use crate::net::verbs::Device;
 use crate::uapi::*;
 use kernel::prelude::*;
+use kernel::sync::{new_condvar, Arc, CondVar};
 use kernel::time::msecs_to_jiffies;
 
 impl Qos {
@@ -206,9 +207,14 @@ impl Ticket<'_> {
                 if waited_from.is_some() {
                     st.classes[self.class as usize].queued -= 1;
                 }
-                self.leave_flow(&mut st);
+                // The flows still waiting learn that pacing ended one after another.
+                let next = self.leave_flow(&mut st);
                 self.places = None;
                 self.inflight = st.unpaced_budget(self.class);
+                drop(st);
+                if let Some(turn) = next {
+                    turn.notify_all();
+                }
                 // A work request larger than the window would be in flight alone, over it.
                 return Ok(Admit::Go(self.inflight.try_into().unwrap_or(usize::MAX)));
             }
@@ -219,13 +225,19 @@ impl Ticket<'_> {
                     let i = match st.used.iter().position(|used| !used) {
                         Some(i) => i,
                         None => {
-                            st.flows.push(Flow::new(weight), GFP_KERNEL)?;
-                            if let Err(e) = st.used.push(false, GFP_KERNEL) {
-                                let last = st.flows.len() - 1;
-                                swap_remove(&mut st.flows, last);
+                            let turn = Arc::pin_init(new_condvar!("lite:qos.turn"), GFP_KERNEL)?;
+                            st.turns.push(turn, GFP_KERNEL)?;
+                            let last = st.turns.len() - 1;
+                            if let Err(e) = st.flows.push(Flow::new(weight), GFP_KERNEL) {
+                                swap_remove(&mut st.turns, last);
                                 return Err(e.into());
                             }
-                            st.flows.len() - 1
+                            if let Err(e) = st.used.push(false, GFP_KERNEL) {
+                                swap_remove(&mut st.flows, last);
+                                swap_remove(&mut st.turns, last);
+                                return Err(e.into());
+                            }
+                            last
                         }
                     };
                     st.flows[i] = Flow::new(weight);
@@ -268,8 +280,11 @@ impl Ticket<'_> {
                         self.chunk = st_ref.chunk();
                         self.inflight = st_ref.inflight_budget();
                         self.places = Some(st_ref.paced_places());
+                        let next = st_ref.next_turn();
                         drop(st);
-                        self.qos.turn.notify_all();
+                        if let Some(turn) = next {
+                            turn.notify_all();
+                        }
                         let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
                         return Ok(if probe {
                             Admit::ProbeFirst(limit)
@@ -297,10 +312,15 @@ impl Ticket<'_> {
                     waited_from = Some(now);
                     st.classes[self.class as usize].queued += 1;
                 }
-                let _ = self
-                    .qos
-                    .turn
-                    .wait_interruptible_timeout(&mut st, msecs_to_jiffies(TURN_WAIT_MS));
+                // Whoever goes to wait sees that the flow picked now is awake: then no
+                // pick sleeps on its turn unsignalled, whatever moved the turn to it.
+                if let Some(pick) = st.next_turn() {
+                    pick.notify_all();
+                }
+                if let Some(turn) = st.turns.get(index).cloned() {
+                    let _ =
+                        turn.wait_interruptible_timeout(&mut st, msecs_to_jiffies(TURN_WAIT_MS));
+                }
                 if fatal_signal() {
                     st.classes[self.class as usize].queued -= 1;
                     return Err(EINTR);
@@ -309,31 +329,31 @@ impl Ticket<'_> {
         }
     }
 
-    /// The transfer is no longer paced: its flow leaves the schedule.
-    fn leave_flow(&mut self, st: &mut QosState) {
-        if let Some(i) = self.flow.take() {
-            if let Some(flow) = st.flows.get_mut(i) {
-                st.wf.leave(flow);
-            }
-            if let Some(used) = st.used.get_mut(i) {
-                *used = false;
-            }
+    /// The transfer is no longer paced: its flow leaves the schedule. Returns the
+    /// turn to signal once the lock is released: the pick may have moved.
+    fn leave_flow(&mut self, st: &mut QosState) -> Option<Arc<CondVar>> {
+        let i = self.flow.take()?;
+        if let Some(flow) = st.flows.get_mut(i) {
+            st.wf.leave(flow);
         }
+        if let Some(used) = st.used.get_mut(i) {
+            *used = false;
+        }
+        st.next_turn()
     }
 }
 
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let now = now_ns();
-        let was_paced = self.flow.is_some();
-        {
+        let next = {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
             self.report(st, now);
             if self.wrs >= 2 {
                 st.backlog_ends(now);
             }
-            self.leave_flow(st);
+            let next = self.leave_flow(st);
             let class = self.class as usize;
             st.classes[class].active -= 1;
             st.classes[class].bytes = st.classes[class].bytes.wrapping_add(self.bytes);
@@ -342,11 +362,11 @@ impl Drop for Ticket<'_> {
             if let Some((kind, phases)) = &self.phases {
                 phases.add_to(&mut st.latency_phases[*kind]);
             }
-        }
-        // Only a paced transfer's end changes whose turn it is; waking the waiters
-        // after every latency-class operation would only make them compete with it.
-        if was_paced {
-            self.qos.turn.notify_all();
+            next
+        };
+        // Only a paced transfer's end moves the turn (`next` is None otherwise).
+        if let Some(turn) = next {
+            turn.notify_all();
         }
     }
 }

@@ -7,9 +7,9 @@
 //! QPs the latency class does not use (classes::qp_for).
 //!
 //! Pacing happens in the calling task, which owns its transfer: it waits for its
-//! turn on a condition variable and for tokens on an hrtimer, never spinning. Only
-//! the task whose flow WF²Q+ picks sleeps for tokens; the others wait until a chunk
-//! was let through. Remote READs are paced like writes: the reader pulls the bytes.
+//! turn on its flow's condition variable and for tokens on an hrtimer, never
+//! spinning. Only the task whose flow WF²Q+ picks sleeps for tokens; the others wait
+//! until the pick moves to them, and only the flow picked next is woken. Remote READs are paced like writes: the reader pulls the bytes.
 //!
 //! SafeUtil follows AIMD on the p99 of the latency samples since its last step
 //! (`STEP_SAMPLES` of them, or what `UPDATE_NS` brought): the latency class's own
@@ -32,7 +32,7 @@
 //! - `ioctl`: the qos family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `Qos::state` is one mutex, a leaf: taken alone, and released while a
-//! paced task sleeps (on `Qos::turn` or for tokens).
+//! paced task sleeps (on its flow's turn or for tokens).
 
 mod admission;
 pub(crate) mod classes;
@@ -49,7 +49,7 @@ use crate::ffi;
 
 use crate::uapi::*;
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::sync::{new_mutex, Arc, Mutex};
 use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, Wf2q};
 use state::{ClassCounters, QosState, Who, Windows};
 
@@ -83,18 +83,17 @@ const UNPACED_WINDOW_NS: u64 = 60_000_000;
 /// larger): a page. 32 KiB, a full work request, let 32 bulk processes keep 1 MiB
 /// in the queue, 280 ms of a 3.6 MB/s wire, whatever `UNPACED_WINDOW_NS` said.
 const MIN_INFLIGHT: u64 = 4 << 10;
-/// A waiter not picked rechecks at least this often, to notice that pacing ended
-/// (the chunk let through and a paced transfer's end wake it earlier).
-const TURN_WAIT_MS: u32 = 20;
+/// A waiter not picked rechecks at least this often. Only a safety net: the flow
+/// picked next is woken whenever a chunk goes, a flow leaves the schedule or
+/// another flow goes to wait, and when pacing ends each flow that learns it wakes
+/// the next.
+const TURN_WAIT_MS: u32 = 200;
 
 /// This node's classes, rules and pacing state.
 #[pin_data]
 pub(crate) struct Qos {
     #[pin]
     state: Mutex<QosState>,
-    /// Signalled whenever a paced chunk goes or a paced transfer ends.
-    #[pin]
-    turn: CondVar,
 }
 
 impl Qos {
@@ -122,6 +121,7 @@ impl Qos {
             wf: Wf2q::default(),
             flows: KVec::new(),
             used: KVec::new(),
+            turns: KVec::new(),
             last_latency_ns: 0,
             next_update_ns: 0,
             next_probe_ns: 0,
@@ -134,7 +134,6 @@ impl Qos {
         let qos = Arc::pin_init(
             pin_init!(Qos {
                 state <- new_mutex!(state, "lite:qos.state"),
-                turn <- new_condvar!("lite:qos.turn"),
             }),
             GFP_KERNEL,
         )?;

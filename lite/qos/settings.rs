@@ -77,9 +77,11 @@ impl Qos {
                 st.chunk_bytes = req.chunk_bytes;
             }
             st.reconfigure(now);
+            // Every waiter rechecks: pacing may be off now, or the weights moved the turn.
+            for turn in st.turns.iter() {
+                turn.notify_all();
+            }
         }
-        // Waiters recheck: pacing may be off now.
-        self.turn.notify_all();
         Ok(())
     }
 
