@@ -138,11 +138,18 @@ impl Ticket<'_> {
         self.places
     }
 
+    /// More than one work request posted: the transfer's pace is the link's, not
+    /// the application's (see `DeliveryRate`).
+    fn backlogged(&self) -> bool {
+        self.wrs >= 2
+    }
+
     /// A work request of the transfer was posted just now.
     pub(crate) fn posted(&mut self) {
         self.last_post_ns = now_ns();
+        let was_backlogged = self.backlogged();
         self.wrs = self.wrs.saturating_add(1);
-        if self.wrs == 2 {
+        if self.backlogged() && !was_backlogged {
             // What was acknowledged before it was backlogged is not the link's rate.
             self.reported = self.acknowledged;
             self.qos
@@ -177,7 +184,7 @@ impl Ticket<'_> {
     /// Hands what was acknowledged since the last report to the delivery rate,
     /// while the transfer is backlogged.
     fn report(&mut self, st: &mut QosState, now: u64) {
-        if self.wrs < 2 {
+        if !self.backlogged() {
             return;
         }
         let fresh = self.acknowledged.saturating_sub(self.reported);
@@ -350,7 +357,7 @@ impl Drop for Ticket<'_> {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
             self.report(st, now);
-            if self.wrs >= 2 {
+            if self.backlogged() {
                 st.backlog_ends(now);
             }
             let next = self.leave_flow(st);

@@ -9,7 +9,8 @@
 //! Pacing happens in the calling task, which owns its transfer: it waits for its
 //! turn on its flow's condition variable and for tokens on an hrtimer, never
 //! spinning. Only the task whose flow WF²Q+ picks sleeps for tokens; the others wait
-//! until the pick moves to them, and only the flow picked next is woken. Remote READs are paced like writes: the reader pulls the bytes.
+//! until the pick moves to them, and only the flow picked next is woken. Remote
+//! READs are paced like writes: the reader pulls the bytes.
 //!
 //! SafeUtil follows AIMD on the p99 of the latency samples since its last step
 //! (`STEP_SAMPLES` of them, or what `UPDATE_NS` brought): the latency class's own
