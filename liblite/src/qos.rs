@@ -112,8 +112,13 @@ impl FromStr for QosMode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QosSettings {
     pub mode: QosMode,
-    /// The latency class's p99 that SW-Pri steers to.
+    /// The latency class's p99 that SW-Pri steers to, unless `target99_ratio_pct`
+    /// is set and the class's p99 alone is known.
     pub target99: Duration,
+    /// Target99 as a percentage of the latency class's p99 alone (its recent
+    /// operations while none of the node's other classes' transfers was in
+    /// progress); `None`: off.
+    pub target99_ratio_pct: Option<u32>,
     /// Weights of latency, default and bulk.
     pub weights: [u32; 3],
     /// The link rate in bytes/s; `None`: found by the node.
@@ -128,6 +133,9 @@ pub struct QosSettings {
 pub struct QosChange {
     pub mode: Option<QosMode>,
     pub target99: Option<Duration>,
+    /// `LITE_QOS_TARGET_RATIO_MIN` to `..._MAX` percent (101 to 1000), or `Some(0)`:
+    /// off (`target99` applies).
+    pub target99_ratio_pct: Option<u32>,
     pub weights: Option<[u32; 3]>,
     /// `Some(0)`: use the link rate the node finds.
     pub link_rate: Option<u64>,
@@ -246,6 +254,11 @@ pub struct QosStat {
     pub last_probe: Duration,
     pub decreases: u64,
     pub increases: u64,
+    /// The Target99 AIMD steers to now.
+    pub target99: Duration,
+    /// The latency class's p99 alone, which a relative Target99 multiplies;
+    /// `None`: not known yet.
+    pub alone_p99: Option<Duration>,
     /// Latency, default, bulk.
     pub classes: [ClassStat; 3],
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent
@@ -300,6 +313,7 @@ impl Lite {
         Ok(QosSettings {
             mode: QosMode::from_abi(arg.mode),
             target99: Duration::from_nanos(arg.target99_ns),
+            target99_ratio_pct: (arg.target99_ratio_pct != 0).then_some(arg.target99_ratio_pct),
             weights: arg.weights,
             link_rate: (arg.link_rate != 0).then_some(arg.link_rate),
             chunk_bytes: (arg.chunk_bytes != LITE_QOS_CHUNK_AUTO).then_some(arg.chunk_bytes),
@@ -320,6 +334,15 @@ impl Lite {
             }
             arg.set |= LITE_QOS_SET_TARGET;
             arg.target99_ns = ns;
+        }
+        if let Some(pct) = change.target99_ratio_pct {
+            if pct != 0 && !(LITE_QOS_TARGET_RATIO_MIN..=LITE_QOS_TARGET_RATIO_MAX).contains(&pct) {
+                return Err(Error::InvalidArgument(format!(
+                    "the relative Target99 must be {LITE_QOS_TARGET_RATIO_MIN} to {LITE_QOS_TARGET_RATIO_MAX} % of the p99 alone, or 0 (off), not {pct} %"
+                )));
+            }
+            arg.set |= LITE_QOS_SET_TARGET_RATIO;
+            arg.target99_ratio_pct = pct;
         }
         if let Some(weights) = change.weights {
             if weights.iter().any(|w| !(1..=LITE_QOS_MAX_WEIGHT).contains(w)) {
@@ -431,6 +454,8 @@ impl Lite {
             last_probe: Duration::from_nanos(arg.last_probe_ns),
             decreases: arg.decreases,
             increases: arg.increases,
+            target99: Duration::from_nanos(arg.target99_ns),
+            alone_p99: (arg.alone_p99_ns != 0).then(|| Duration::from_nanos(arg.alone_p99_ns)),
             classes: [class(&arg.classes[0]), class(&arg.classes[1]), class(&arg.classes[2])],
             latency_phases: arg.latency_phases.map(|p| Phases {
                 ops: p.ops,

@@ -16,10 +16,12 @@
 //! (`STEP_SAMPLES` of them, or what `UPDATE_NS` brought): the latency class's own
 //! completions, and a reference probe (an 8-byte RDMA READ timed like RPerf's,
 //! issued by a paced task every `PROBE_NS`) that measures the queueing bulk traffic
-//! causes even when latency traffic is sparse. Its ceiling is the link's rate (set
-//! by the operator, or found from the rate transfers are acknowledged at) less the
-//! headroom, and the chunks, the bank and the bytes in flight are sized to it; the
-//! chunks grow while the flows, backlogged, get less than SafeUtil (ChunkScale).
+//! causes even when latency traffic is sparse. Target99 is the operator's, or a
+//! multiple of the latency class's p99 alone (pacer/alone.rs). SafeUtil's ceiling
+//! is the link's rate (set by the operator, or found from the rate transfers are
+//! acknowledged at) less the headroom, and the chunks, the bank and the bytes in
+//! flight are sized to it; the chunks grow while the flows, backlogged, get less
+//! than SafeUtil (ChunkScale).
 //! The node's paced work requests in flight are bounded at the device, whichever
 //! transfers they belong to (`Ticket::paced_places`, net/verbs/paced.rs).
 //!
@@ -99,13 +101,15 @@ pub(crate) struct Qos {
 
 impl Qos {
     pub(crate) fn new() -> Result<Arc<Qos>> {
-        // 20 KiB: built in place, never on the stack.
+        // 24 KiB: built in place, never on the stack.
         let windows: KBox<Windows> = KBox::init(init_zeroed(), GFP_KERNEL)?;
         let now = now_ns();
         let state = QosState {
             mode: LITE_QOS_SW_PRI,
             weights: DEFAULT_WEIGHTS,
             target_ns: DEFAULT_TARGET_NS,
+            target_ratio_pct: 0,
+            others_ended_ns: 0,
             link_rate: 0,
             port_rate: 0,
             chunk_bytes: LITE_QOS_CHUNK_AUTO,
@@ -192,6 +196,8 @@ impl Qos {
             st.sample(class as u32, ns, now);
         } else if class == LITE_CLASS_LATENCY as usize {
             st.last_latency_ns = now;
+        } else {
+            st.others_ended_ns = now;
         }
         st.control(now);
     }

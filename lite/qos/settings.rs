@@ -21,6 +21,8 @@ impl Qos {
             weights: st.weights,
             chunk_bytes: st.chunk_bytes,
             link_rate: st.link_rate,
+            target99_ratio_pct: st.target_ratio_pct,
+            reserved: 0,
         }
     }
 
@@ -29,8 +31,9 @@ impl Qos {
             | LITE_QOS_SET_TARGET
             | LITE_QOS_SET_WEIGHTS
             | LITE_QOS_SET_LINK_RATE
-            | LITE_QOS_SET_CHUNK;
-        if req.set & !known != 0 {
+            | LITE_QOS_SET_CHUNK
+            | LITE_QOS_SET_TARGET_RATIO;
+        if req.set & !known != 0 || req.reserved != 0 {
             return Err(EINVAL);
         }
         if req.set & LITE_QOS_SET_CHUNK != 0
@@ -44,6 +47,13 @@ impl Qos {
         }
         if req.set & LITE_QOS_SET_TARGET != 0
             && (req.target99_ns == 0 || req.target99_ns > 10_000_000_000)
+        {
+            return Err(EINVAL);
+        }
+        if req.set & LITE_QOS_SET_TARGET_RATIO != 0
+            && req.target99_ratio_pct != 0
+            && !(LITE_QOS_TARGET_RATIO_MIN..=LITE_QOS_TARGET_RATIO_MAX)
+                .contains(&req.target99_ratio_pct)
         {
             return Err(EINVAL);
         }
@@ -66,6 +76,9 @@ impl Qos {
             }
             if req.set & LITE_QOS_SET_TARGET != 0 {
                 st.target_ns = req.target99_ns;
+            }
+            if req.set & LITE_QOS_SET_TARGET_RATIO != 0 {
+                st.target_ratio_pct = req.target99_ratio_pct;
             }
             if req.set & LITE_QOS_SET_WEIGHTS != 0 {
                 st.weights = req.weights;
@@ -202,6 +215,8 @@ impl Qos {
             last_probe_ns: st.last_probe_ns,
             decreases: st.decreases,
             increases: st.increases,
+            target99_ns: st.target99(),
+            alone_p99_ns: st.windows.alone.p99_ns().unwrap_or(0),
             classes: [LiteClassStat::default(); 3],
             latency_phases: st.latency_phases,
             paced_in_flight: places.in_flight,

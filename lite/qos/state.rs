@@ -5,7 +5,8 @@
 
 use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
 use super::pacer::{
-    self, Aimd, ChunkScale, DeliveryRate, Flow, LatencyWindow, PlaceHold, TokenBucket, Wf2q, WINDOW,
+    self, Aimd, AloneP99, ChunkScale, DeliveryRate, Flow, LatencyWindow, PlaceHold, TokenBucket,
+    Wf2q, WINDOW,
 };
 use super::{
     ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
@@ -88,11 +89,13 @@ pub(crate) struct ClassCounters {
 pub(crate) struct Windows {
     pub(crate) stats: [LatencyWindow; 3],
     pub(crate) control: LatencyWindow,
+    /// The latency class's samples while no other class's transfer was in progress.
+    pub(crate) alone: AloneP99,
     pub(crate) scratch: [u32; WINDOW],
 }
 
-// SAFETY: all-zero windows are empty windows (`LatencyWindow::new()` is all zeros)
-// and a zeroed scratch array.
+// SAFETY: all-zero windows are empty windows (`LatencyWindow::new()` and
+// `AloneP99::new()` are all zeros) and a zeroed scratch array.
 unsafe impl crate::compat::Zeroable for Windows {}
 
 /// A process that lowered its own class, while `file` stays open.
@@ -106,6 +109,10 @@ pub(crate) struct QosState {
     pub(crate) mode: u32,
     pub(crate) weights: [u32; 3],
     pub(crate) target_ns: u64,
+    /// Target99 as a percentage of the latency class's p99 alone (0: `target_ns`).
+    pub(crate) target_ratio_pct: u32,
+    /// When a transfer of another class than the latency class last ended.
+    pub(crate) others_ended_ns: u64,
     /// Set by the operator; 0: the one `delivery` found.
     pub(crate) link_rate: u64,
     /// The fastest port's signalling rate (0: none known), assumed until found.
@@ -251,7 +258,7 @@ impl QosState {
             self.paced_weight(),
             self.weights[LITE_CLASS_LATENCY as usize],
         );
-        self.aimd.reconfigure(ceiling, floor, self.target_ns);
+        self.aimd.reconfigure(ceiling, floor, self.target99());
         let rate = if self.pacing(now) {
             self.aimd.safe_util()
         } else {
@@ -259,6 +266,21 @@ impl QosState {
         };
         self.bucket.set_rate(rate, now);
         self.bucket.set_chunk(self.chunk(), now);
+    }
+
+    /// The Target99 AIMD steers to (pacer/alone.rs).
+    pub(crate) fn target99(&self) -> u64 {
+        self.windows
+            .alone
+            .target_ns(self.target_ratio_pct, self.target_ns)
+    }
+
+    /// No transfer of a class other than the latency class is in progress, nor
+    /// ended since `since`.
+    fn others_idle_since(&self, since: u64) -> bool {
+        self.classes[LITE_CLASS_DEFAULT as usize].active == 0
+            && self.classes[LITE_CLASS_BULK as usize].active == 0
+            && self.others_ended_ns <= since
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
@@ -289,6 +311,8 @@ impl QosState {
         } else {
             None
         };
+        // A relative Target99 follows the p99 alone as it is taken again.
+        self.aimd.set_target(self.target99());
         let before = self.aimd.safe_util();
         let after = self.aimd.update(p99);
         if after < before {
@@ -301,13 +325,20 @@ impl QosState {
     }
 
     /// An operation of `class` took `ns`, ending at `now`: a sample of its latency
-    /// statistics, and of AIMD's window when it is the latency class's.
+    /// statistics, and of AIMD's window when it is the latency class's (and of
+    /// the class's p99 alone when nothing else of this node's was in progress).
     pub(crate) fn sample(&mut self, class: u32, ns: u64, now: u64) {
         let class = class.min(LITE_NR_CLASSES - 1);
         self.windows.stats[class as usize].add(ns);
         if class == LITE_CLASS_LATENCY {
             self.windows.control.add(ns);
             self.last_latency_ns = now;
+            if self.others_idle_since(now.saturating_sub(ns)) {
+                let w = &mut *self.windows;
+                w.alone.add(ns, &mut w.scratch);
+            }
+        } else {
+            self.others_ended_ns = now;
         }
     }
 

@@ -63,6 +63,37 @@ def priority_classes_are_set_inherited_and_never_raised(c):
     check(c.exec(0, "lite-admin class list --json").out.strip() == "[]", "rules left behind")
 
 
+@test
+def a_relative_target99_follows_the_latency_class_alone(c):
+    # Target99 relative to the latency class's p99 alone: refused out of bounds, not
+    # known before the class ran alone (the absolute one applies), then the ratio
+    # times the p99 of the class's operations alone, which operations beside bulk
+    # traffic do not move.
+    res = c.exec(2, "lite-admin target --ratio 12", check=False)
+    check(res.rc != 0 and "--ratio must be 1.01 to 10" in res.out, res.out)
+    out = c.exec(2, "lite-admin target --us 5000 --ratio 1.5").out
+    check("1.50 x the latency class's p99 alone (not known yet: 5000 us until it is)" in out, out)
+    check(qos_stats(c, 2)["target99_ns"] == 5_000_000, "the absolute Target99 does not apply until the p99 is known")
+    latency = ("sh -c 'echo $$ > /tmp/latency.pid; lite-admin class set --pid $$ latency >/dev/null && "
+               "exec lite-bench --quiet flow --holder 1 --size 16 --threads 8 --seconds {s}'")
+    # Eight threads: the debug guests complete some 20 operations a second each,
+    # and the p99 alone wants 256.
+    flow_json(2, c.exec(2, latency.format(s=6), timeout=600), "latency flow alone")
+    stats = qos_stats(c, 2)
+    alone = stats["alone_p99_ns"]
+    check(alone and stats["target99_ns"] == alone * 150 // 100, f"relative Target99 after the class ran alone: {stats}")
+    out = c.exec(2, "lite-admin target").out
+    check("1.50 x the latency class's p99 alone (" in out and "not known" not in out, out)
+    bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --seconds 8 --class bulk", timeout=600)
+    time.sleep(2)
+    flow_json(2, c.exec(2, latency.format(s=3), timeout=600), "latency flow beside bulk")
+    flow_json(2, bulk.wait(), "bulk flow")
+    c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
+    check(qos_stats(c, 2)["alone_p99_ns"] == alone, "operations beside bulk traffic moved the p99 alone")
+    out = c.exec(2, "lite-admin target --ratio 0 --us 2000").out
+    check(out.strip() == "Target99 2000 us", out)
+
+
 def flow_json(n, res, what):
     data = json_summary(n, res, what)
     check(data.get("bench") == "flow", f"{what}: {data}")

@@ -394,6 +394,15 @@
 
 #define LITE_QOS_SET_CHUNK 16
 
+#define LITE_QOS_SET_TARGET_RATIO 32
+
+/*
+ Bounds of `LiteQos::target99_ratio_pct` when set (0 turns it off).
+ */
+#define LITE_QOS_TARGET_RATIO_MIN 101
+
+#define LITE_QOS_TARGET_RATIO_MAX 1000
+
 /*
  Bounds of `LiteQos::chunk_bytes`: from one 1 KiB MTU to the largest work request
  of a transfer.
@@ -452,12 +461,12 @@
 /*
  `_IOR('L', 33, LiteQos)`
  */
-#define LITE_IOC_QOS_GET 2150124577
+#define LITE_IOC_QOS_GET 2150648865
 
 /*
  `_IOW('L', 34, LiteQos)`
  */
-#define LITE_IOC_QOS_SET 1076382754
+#define LITE_IOC_QOS_SET 1076907042
 
 /*
  `_IOW('L', 35, LiteClassRule)`
@@ -482,6 +491,6 @@
 /*
  `_IOR('L', 39, LiteQosStat)`
  */
-#define LITE_IOC_QOS_STAT 2171620391
+#define LITE_IOC_QOS_STAT 2172668967
 
 #endif  /* LITE_UAPI_H */

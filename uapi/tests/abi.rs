@@ -95,7 +95,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
     assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4 + 3 * 8);
     assert_eq!(size_of::<LiteReserve>(), 8);
-    assert_eq!(size_of::<LiteQos>(), 4 + 4 + 8 + 3 * 4 + 4 + 8);
+    assert_eq!(size_of::<LiteQos>(), 4 + 4 + 8 + 3 * 4 + 4 + 8 + 4 + 4);
     assert_eq!(size_of::<LiteClassRule>(), 4 + 4 + 8);
     assert_eq!(size_of::<LiteClassStat>(), 4 * 8 + 4 + 4 + 2 * 8);
     assert_eq!(size_of::<LitePhases>(), 4 * 8);
@@ -103,7 +103,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(
         size_of::<LiteQosStat>(),
         4 + 4
-            + 9 * 8
+            + 11 * 8
             + 3 * size_of::<LiteClassStat>()
             + 2 * size_of::<LitePhases>()
             + 4

@@ -95,6 +95,11 @@ impl Aimd {
         self.safe = self.safe.clamp(self.floor, self.max_rate);
     }
 
+    /// A new Target99 (ns), from the next step on.
+    pub(crate) fn set_target(&mut self, target_ns: u64) {
+        self.target_ns = target_ns;
+    }
+
     /// One control step with the latency class's current p99, or None when no
     /// latency traffic exists (then bulk traffic is unlimited: `max_rate`).
     pub(crate) fn update(&mut self, p99_ns: Option<u64>) -> u64 {

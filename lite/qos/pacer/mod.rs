@@ -35,6 +35,7 @@
 //! nothing divides a 128-bit number (the kernel's Rust has no such division).
 
 mod aimd;
+mod alone;
 mod bucket;
 mod chunk;
 mod hold;
@@ -45,6 +46,7 @@ mod wf2q;
 mod window;
 
 pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
+pub(crate) use alone::AloneP99;
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
 pub(crate) use hold::PlaceHold;

@@ -136,6 +136,11 @@ enum Command {
         /// In microseconds.
         #[arg(long)]
         us: Option<u64>,
+        /// Relative to the latency class's p99 alone (its recent operations while
+        /// none of the node's other classes' transfers was in progress), such as
+        /// 1.4 (1.01 to 10; 0: off). Until that p99 is known, --us applies.
+        #[arg(long)]
+        ratio: Option<f64>,
     },
     /// Show or set the classes' weights, the link rate SafeUtil is bounded by, and
     /// the size of paced chunks.
@@ -238,7 +243,7 @@ fn main() -> ExitCode {
             ClassCommand::Show { lower, command } => qos::class_show(lower, &command),
         },
         Command::Reserve { size, wait, timeout_s, json } => reserve(size, wait, Duration::from_secs(timeout_s), json),
-        Command::Target { us } => qos::target(us.map(Duration::from_micros)),
+        Command::Target { us, ratio } => qos::target(us.map(Duration::from_micros), ratio),
         Command::Weights { set, link_mbps, chunk_kib } => {
             let link_rate = link_mbps.map(|m| m.saturating_mul(1_000_000));
             let chunk_bytes = chunk_kib.map(|k| k.saturating_mul(1024));

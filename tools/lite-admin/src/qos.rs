@@ -62,13 +62,35 @@ pub fn mode(mode: Option<QosMode>) -> Result<(), String> {
     Ok(())
 }
 
-pub fn target(target: Option<Duration>) -> Result<(), String> {
+pub fn target(target: Option<Duration>, ratio: Option<f64>) -> Result<(), String> {
     let lite = open()?;
-    if let Some(t) = target {
-        lite.set_qos(&QosChange { target99: Some(t), ..Default::default() }).map_err(|e| e.to_string())?;
+    let ratio_pct = match ratio {
+        None => None,
+        Some(r) if r == 0.0 => Some(0),
+        Some(r) if (1.01..=10.0).contains(&r) => Some((r * 100.0).round() as u32),
+        Some(r) => return Err(format!("--ratio must be 1.01 to 10, or 0 (off), not {r}")),
+    };
+    if target.is_some() || ratio_pct.is_some() {
+        let change = QosChange { target99: target, target99_ratio_pct: ratio_pct, ..Default::default() };
+        lite.set_qos(&change).map_err(|e| e.to_string())?;
     }
     let settings = lite.qos().map_err(|e| e.to_string())?;
-    println!("Target99 {}", human(settings.target99.as_nanos() as u64));
+    let absolute = human(settings.target99.as_nanos() as u64);
+    match settings.target99_ratio_pct {
+        None => println!("Target99 {absolute}"),
+        Some(pct) => {
+            let stat = lite.qos_stat().map_err(|e| e.to_string())?;
+            let ratio = f64::from(pct) / 100.0;
+            match stat.alone_p99 {
+                Some(alone) => println!(
+                    "Target99 {ratio:.2} x the latency class's p99 alone ({}): {}",
+                    human(alone.as_nanos() as u64),
+                    human(stat.target99.as_nanos() as u64)
+                ),
+                None => println!("Target99 {ratio:.2} x the latency class's p99 alone (not known yet: {absolute} until it is)"),
+            }
+        }
+    }
     Ok(())
 }
 
@@ -211,6 +233,8 @@ struct StatsJson {
     last_probe_ns: u64,
     decreases: u64,
     increases: u64,
+    target99_ns: u64,
+    alone_p99_ns: Option<u64>,
     classes: Vec<ClassJson>,
     latency_phases: Vec<PhasesJson>,
     paced_in_flight: u32,
@@ -284,6 +308,8 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
         last_probe_ns: now.last_probe.as_nanos() as u64,
         decreases: now.decreases,
         increases: now.increases,
+        target99_ns: now.target99.as_nanos() as u64,
+        alone_p99_ns: now.alone_p99.map(|d| d.as_nanos() as u64),
         classes: Class::ALL
             .iter()
             .enumerate()
@@ -318,7 +344,7 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
 
 fn print_stats(s: &StatsJson) {
     println!(
-        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB ({} of {} in flight), tokens {} B, {} probes (last {}), AIMD -{} +{}",
+        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB ({} of {} in flight), tokens {} B, {} probes (last {}), AIMD -{} +{} to Target99 {} (p99 alone {})",
         s.mode,
         if s.latency_active { "active" } else { "idle" },
         s.safe_util.map_or("unlimited".to_string(), rate),
@@ -331,7 +357,9 @@ fn print_stats(s: &StatsJson) {
         s.probes,
         human(s.last_probe_ns),
         s.decreases,
-        s.increases
+        s.increases,
+        human(s.target99_ns),
+        s.alone_p99_ns.map_or("not known yet".to_string(), human)
     );
     println!(
         "{:<8} {:>12} {:>10} {:>10} {:>10} {:>7} {:>7} {:>12}",

@@ -36,6 +36,11 @@ pub const LITE_QOS_SET_TARGET: u32 = 2;
 pub const LITE_QOS_SET_WEIGHTS: u32 = 4;
 pub const LITE_QOS_SET_LINK_RATE: u32 = 8;
 pub const LITE_QOS_SET_CHUNK: u32 = 16;
+pub const LITE_QOS_SET_TARGET_RATIO: u32 = 32;
+
+/// Bounds of `LiteQos::target99_ratio_pct` when set (0 turns it off).
+pub const LITE_QOS_TARGET_RATIO_MIN: u32 = 101;
+pub const LITE_QOS_TARGET_RATIO_MAX: u32 = 1000;
 
 /// Bounds of `LiteQos::chunk_bytes`: from one 1 KiB MTU to the largest work request
 /// of a transfer.
@@ -54,7 +59,8 @@ pub struct LiteQos {
     pub set: u32,
     /// `LITE_QOS_*`.
     pub mode: u32,
-    /// Target99: the latency class's p99 that SafeUtil steers to (ns, > 0).
+    /// Target99: the latency class's p99 that SafeUtil steers to (ns, > 0), unless
+    /// `target99_ratio_pct` is set and the class's p99 alone is known.
     pub target99_ns: u64,
     /// Weights of the classes (1 to `LITE_QOS_MAX_WEIGHT`); the latency class's
     /// weight sets the other classes' floor: their share of the link.
@@ -66,6 +72,13 @@ pub struct LiteQos {
     /// The link's rate in bytes/s (SafeUtil stays 1/16 below it); 0: found (the
     /// best rate at which this node's transfers were acknowledged over 2 s).
     pub link_rate: u64,
+    /// Target99 relative to the latency class's p99 alone, in percent
+    /// (`LITE_QOS_TARGET_RATIO_MIN` to `..._MAX`; 0: off, the default): the p99 of
+    /// the class's recent operations that ran while no other class's transfer of
+    /// this node was in progress, times this. `target99_ns` applies until it is known.
+    pub target99_ratio_pct: u32,
+    /// 0.
+    pub reserved: u32,
 }
 
 /// `LiteClassRule::kind`: `id` is a process id (the rule covers its descendants).
@@ -162,9 +175,13 @@ pub struct LiteQosStat {
     /// Latency-class reference probes sent, and the last one's round trip (ns).
     pub probes: u64,
     pub last_probe_ns: u64,
-    /// AIMD steps that halved and that increased SafeUtil.
+    /// AIMD steps that decreased and that increased SafeUtil.
     pub decreases: u64,
     pub increases: u64,
+    /// The Target99 AIMD steers to now (ns), and the latency class's p99 alone it
+    /// comes from with a relative target (ns; 0: not known yet).
+    pub target99_ns: u64,
+    pub alone_p99_ns: u64,
     pub classes: [LiteClassStat; 3],
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent their
     /// time in this kernel since it loaded.
@@ -215,9 +232,9 @@ pub struct LitePhases {
 }
 
 /// `_IOR('L', 33, LiteQos)`
-pub const LITE_IOC_QOS_GET: u32 = 0x8028_4C21;
+pub const LITE_IOC_QOS_GET: u32 = 0x8030_4C21;
 /// `_IOW('L', 34, LiteQos)`
-pub const LITE_IOC_QOS_SET: u32 = 0x4028_4C22;
+pub const LITE_IOC_QOS_SET: u32 = 0x4030_4C22;
 /// `_IOW('L', 35, LiteClassRule)`
 pub const LITE_IOC_CLASS_RULE_ADD: u32 = 0x4010_4C23;
 /// `_IOW('L', 36, LiteClassRule)`
@@ -227,4 +244,4 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x8170_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x8180_4C27;

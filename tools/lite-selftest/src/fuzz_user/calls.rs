@@ -386,9 +386,9 @@ impl Fuzz {
                 bytes(LiteClassRule { kind: pick!(self, 0, 1, 2, 3, 4), class: pick!(self, 0, 1, 2, 3), id })
             }
             LITE_IOC_QOS_SET => {
-                let (set, mode, target99_ns) = (self.rng.below(32) as u32, self.rng.below(4) as u32, self.v64());
+                let (set, mode, target99_ns) = (self.rng.below(64) as u32, self.rng.below(4) as u32, self.v64());
                 let weights = [self.v32(), self.v32(), self.v32()];
-                bytes(LiteQos { set, mode, target99_ns, weights, chunk_bytes: self.v32(), link_rate: self.v64() })
+                bytes(LiteQos { set, mode, target99_ns, weights, chunk_bytes: self.v32(), link_rate: self.v64(), target99_ratio_pct: self.v32(), reserved: self.reserved() })
             }
             // Output-only arguments (INFO, MEM_STAT, RPC_STAT, QOS_GET, QOS_STAT), LEAVE and
             // random command numbers: random bytes of the size the number encodes.
