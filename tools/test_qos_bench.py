@@ -64,6 +64,17 @@ class QosBenchTest(unittest.TestCase):
         self.assertAlmostEqual(q.bandwidth([f, f], 11_500, 12_000), 64.0, msg="two flows add up")
         self.assertEqual(q.bandwidth([f], 12_000, 12_000), 0.0)
 
+    def test_an_operation_across_an_edge_counts_for_its_part_within(self):
+        # One 1 MB operation per 250 ms bucket, each taking 500 ms and ending
+        # mid-bucket (at 125, 375, ... ms): two overlap at any time, 4 MB/s.
+        f = flow(0, 3.0, MB, [1] * 12, p50=500_000_000)
+        self.assertAlmostEqual(q.bandwidth([f], 1000, 2000), 4.0)
+        # The edge at 1.2 s cuts the operation of 0.875-1.375 s in half, whole-counted
+        # it would be in or out.
+        self.assertAlmostEqual(q.bandwidth([f], 1200, 2200), 4.0)
+        # The first 125 ms hold a quarter of each of the first two operations.
+        self.assertAlmostEqual(q.bandwidth([f], 0, 125), 2 * 0.25 * MB / 0.125 / 1e6)
+
     def test_a_mode_splits_bulk_around_the_latency_flow(self):
         mb = 1_000_000
         bulk = [flow(0, 3.0, mb, [2] * 4 + [1] * 4 + [2] * 4)]
@@ -95,10 +106,11 @@ class QosBenchTest(unittest.TestCase):
         self.assertEqual(s["latency"]["read"]["alone"], {"p50_ns": 1_500_000, "p99_ns": 3 * MB, "ops": 100})
         self.assertEqual(s["latency"]["rpc"]["beside_bulk"]["p99_ns"], 8 * MB)
         # Bulk is beside latency from the first latency start (1.0 s) to the last end
-        # (2.1 s): in each of the 2 flows, buckets 4-7 (1 op each) and 8 (2 ops); alone
-        # before (4 buckets of 2 ops: 16 MB in 1 s) and after (3 of 2: 12 MB in 0.9 s).
-        self.assertAlmostEqual(s["bulk_beside_latency_mb_s"], 2 * (4 * 1 + 2) * MB / 1.1 / 1e6)
-        self.assertAlmostEqual(s["bulk_alone_mb_s"], (16 / 1.0 + 12 / 0.9) / 2)
+        # (2.1 s): in each of the 2 flows, the operations of buckets 4-7 (1 op each,
+        # ending mid-bucket); alone before (4 buckets of 2 ops: 16 MB in 1 s) and after
+        # (buckets 8-11, 2 ops each, the first ending at 2.125 s: 16 MB in 0.9 s).
+        self.assertAlmostEqual(s["bulk_beside_latency_mb_s"], 2 * 4 * MB / 1.1 / 1e6)
+        self.assertAlmostEqual(s["bulk_alone_mb_s"], (16 / 1.0 + 16 / 0.9) / 2)
         lat = sum(f["mb_s"] for f in both.values())
         self.assertAlmostEqual(s["latency_mb_s"], lat)
         self.assertAlmostEqual(s["aggregate_beside_latency_mb_s"], s["bulk_beside_latency_mb_s"] + lat)

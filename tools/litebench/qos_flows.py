@@ -90,11 +90,24 @@ def in_window(flow, lo_ms, hi_ms):
 
 
 def bandwidth(flows, lo_ms, hi_ms):
-    """MB/s of `flows` together: the bytes of the operations that completed within
-    [lo_ms, hi_ms) over its length (buckets without completions have no entry)."""
+    """MB/s of `flows` together over [lo_ms, hi_ms): each operation's bytes spread
+    over the time it took (its interval's median latency, ending mid-interval), so
+    that a 1 MiB operation that straddles an edge counts for its part within.
+    Counted whole by when they completed, two 1 MiB writers that complete together
+    read 3.60 to 4.09 MB/s over 6 s of a wire that passes 3.86."""
     if hi_ms <= lo_ms:
         return 0.0
-    done = sum(b["ops"] * op_bytes(f) for f in flows for b in in_window(f, lo_ms, hi_ms))
+    done = 0.0
+    for f in flows:
+        half_ms = f.get("interval_ms", INTERVAL_MS) / 2
+        for b in f["timeline"]:
+            end = f["started_unix_ms"] + b["t"] * 1000 + half_ms
+            took = b["p50_ns"] / 1e6
+            if took <= 0:
+                share = 1.0 if lo_ms <= end < hi_ms else 0.0
+            else:
+                share = max(0.0, min(end, hi_ms) - max(end - took, lo_ms)) / took
+            done += b["ops"] * op_bytes(f) * share
     return done / ((hi_ms - lo_ms) / 1000) / 1e6
 
 
