@@ -165,11 +165,16 @@ class Runner:
 
 
 def prepare(c, runner, args, latency_ops, results):
-    """The RPC flow's server, Target99 (measured in none mode unless given) and the
-    link rate override on the joined cluster; returns Target99 in us."""
+    """The RPC flow's server, Target99 and the link rate override on the joined
+    cluster; returns the absolute Target99 in us. With `--target-ratio` (the
+    default) Target99 is relative: the kernel's p99 of the latency class alone times
+    the ratio, and the absolute one (measured in none mode unless given) applies only
+    until the kernel knows that p99."""
     if "rpc" in latency_ops:
         print(f"RPC server: lite-bench serve --id {RPC_ID} on node {HOLDER}", flush=True)
         runner.serve_rpc()
+    ratio = args.target_ratio if args.target_us is None else 0
+    c.exec(SENDER, f"lite-admin target --ratio {ratio:g}")
     target_us = args.target_us
     if target_us is None:
         # Twice: the first phase after boot is slower (one run: p99 49 ms against
@@ -187,5 +192,7 @@ def prepare(c, runner, args, latency_ops, results):
         c.exec(SENDER, f"lite-admin weights --chunk-kib {args.chunk_kib}")
         results["config"]["chunk_kib"] = args.chunk_kib
     results["config"]["target99_us"] = target_us
-    print(f"Target99 {target_us / 1000:.2f} ms", flush=True)
+    results["config"]["target99_ratio"] = ratio or None
+    print(f"Target99 {f'{ratio:g} x the p99 alone the kernel measures, ' if ratio else ''}"
+          f"{target_us / 1000:.2f} ms{' until it is known' if ratio else ''}", flush=True)
     return target_us

@@ -249,4 +249,14 @@ def pacing_note(stats):
              f"{p['places_in_use']:.1f} places in use") if p.get("delivered_ratio") is not None else ""
     return (f"; SafeUtil {stats['safe_util'] / 1e6:.2f} of {stats['link_rate'] / 1e6:.2f} MB/s "
             f"(found {found / 1e6 if found else 0:.2f}), {stats.get('chunk_bytes', 0) / 1024:g} KiB chunks, "
-            f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load{paced}")
+            f"AIMD {stats['decreases']} decreases / {stats['increases']} increases since load"
+            f"{target_note(stats)}{paced}")
+
+
+def target_note(stats):
+    """The Target99 AIMD steered to, and the p99 alone a relative one comes from."""
+    if stats.get("target99_ns") is None:
+        return ""
+    alone = stats.get("alone_p99_ns")
+    return (f", Target99 {stats['target99_ns'] / 1e6:.2f} ms"
+            f"{f' (p99 alone {alone / 1e6:.2f} ms)' if alone else ''}")
