@@ -117,7 +117,7 @@ pub struct QosSettings {
     pub target99: Duration,
     /// Target99 as a percentage of the latency class's p99 alone (its recent
     /// operations while none of the node's other classes' transfers was in
-    /// progress); `None`: off.
+    /// progress; 150 by default); `None`: off.
     pub target99_ratio_pct: Option<u32>,
     /// Weights of latency, default and bulk.
     pub weights: [u32; 3],

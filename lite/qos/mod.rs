@@ -68,8 +68,12 @@ const UPDATE_NS: u64 = 500_000_000;
 /// the samples of an AIMD interval below which probes are sent.
 const PROBE_NS: u64 = 10_000_000;
 const PROBE_BELOW_SAMPLES: usize = 4;
-/// Target99 until the operator sets one.
+/// Target99 until the operator sets one and the latency class's p99 alone is known ...
 const DEFAULT_TARGET_NS: u64 = 2_000_000;
+/// ... and then, by default, 1.5 x the latency class's p99 alone: an absolute
+/// default means nothing across hardware (RNICs' p99s are microseconds, emulated
+/// ones milliseconds).
+const DEFAULT_TARGET_RATIO_PCT: u32 = 150;
 /// Default weights: latency, default, bulk.
 const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
 /// Until a link rate was found, SafeUtil is bounded by the port's rate, or by
@@ -108,7 +112,7 @@ impl Qos {
             mode: LITE_QOS_SW_PRI,
             weights: DEFAULT_WEIGHTS,
             target_ns: DEFAULT_TARGET_NS,
-            target_ratio_pct: 0,
+            target_ratio_pct: DEFAULT_TARGET_RATIO_PCT,
             others_ended_ns: 0,
             link_rate: 0,
             port_rate: 0,

@@ -65,12 +65,13 @@ def priority_classes_are_set_inherited_and_never_raised(c):
 
 @test
 def a_relative_target99_follows_the_latency_class_alone(c):
-    # Target99 relative to the latency class's p99 alone: refused out of bounds, not
-    # known before the class ran alone (the absolute one applies), then the ratio
-    # times the p99 of the class's operations alone, which operations beside bulk
-    # traffic do not move.
+    # Target99 relative to the latency class's p99 alone (the default, 1.5 x): refused
+    # out of bounds, not known before the class ran alone (the absolute one applies),
+    # then the ratio times the p99 of the class's operations alone, which operations
+    # beside bulk traffic do not move; off, the absolute one.
     res = c.exec(2, "lite-admin target --ratio 12", check=False)
     check(res.rc != 0 and "--ratio must be 1.01 to 10" in res.out, res.out)
+    check("1.50 x the latency class's p99 alone" in c.exec(2, "lite-admin target").out, "not relative by default")
     out = c.exec(2, "lite-admin target --us 5000 --ratio 1.5").out
     check("1.50 x the latency class's p99 alone (not known yet: 5000 us until it is)" in out, out)
     check(qos_stats(c, 2)["target99_ns"] == 5_000_000, "the absolute Target99 does not apply until the p99 is known")
@@ -79,6 +80,7 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     # Eight threads: the debug guests complete some 20 operations a second each,
     # and the p99 alone wants 256.
     flow_json(2, c.exec(2, latency.format(s=6), timeout=600), "latency flow alone")
+    c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
     stats = qos_stats(c, 2)
     alone = stats["alone_p99_ns"]
     check(alone and stats["target99_ns"] == alone * 150 // 100, f"relative Target99 after the class ran alone: {stats}")
@@ -90,8 +92,10 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     flow_json(2, bulk.wait(), "bulk flow")
     c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
     check(qos_stats(c, 2)["alone_p99_ns"] == alone, "operations beside bulk traffic moved the p99 alone")
-    out = c.exec(2, "lite-admin target --ratio 0 --us 2000").out
-    check(out.strip() == "Target99 2000 us", out)
+    out = c.exec(2, "lite-admin target --ratio 0").out
+    check(out.strip() == "Target99 5000 us", out)
+    c.exec(2, "lite-admin target --ratio 1.5 --us 2000")
+    check(c.exec(2, "lite-admin class list --json").out.strip() == "[]", "rules left behind")
 
 
 def flow_json(n, res, what):
@@ -157,7 +161,7 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # bulk more than a third of none's rate (0.54-1.01; its floor, the bulk classes'
     # weight share, is 1/9).
     runner = qos_bench.Runner(c, timeout=600)
-    c.exec(0, f"lite-admin target --us {60_000}")
+    c.exec(0, f"lite-admin target --ratio 0 --us {60_000}")
     seen, pacing = {}, None
     for mode in ("none", "sw-pri"):
         alone, both, bulk, stats = runner.mode(mode, 5, "write", ["write"])

@@ -138,7 +138,8 @@ enum Command {
         us: Option<u64>,
         /// Relative to the latency class's p99 alone (its recent operations while
         /// none of the node's other classes' transfers was in progress), such as
-        /// 1.4 (1.01 to 10; 0: off). Until that p99 is known, --us applies.
+        /// 1.4 (1.01 to 10; 0: off; 1.5 by default). Until that p99 is known, --us
+        /// applies.
         #[arg(long)]
         ratio: Option<f64>,
     },

@@ -73,7 +73,7 @@ pub struct LiteQos {
     /// best rate at which this node's transfers were acknowledged over 2 s).
     pub link_rate: u64,
     /// Target99 relative to the latency class's p99 alone, in percent
-    /// (`LITE_QOS_TARGET_RATIO_MIN` to `..._MAX`; 0: off, the default): the p99 of
+    /// (`LITE_QOS_TARGET_RATIO_MIN` to `..._MAX`, 150 by default; 0: off): the p99 of
     /// the class's recent operations that ran while no other class's transfer of
     /// this node was in progress, times this. `target99_ns` applies until it is known.
     pub target99_ratio_pct: u32,
