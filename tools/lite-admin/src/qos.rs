@@ -102,12 +102,17 @@ pub fn weights(weights: Option<[u32; 3]>, link_rate: Option<u64>, chunk_bytes: O
     let s = lite.qos().map_err(|e| e.to_string())?;
     let stat = lite.qos_stat().map_err(|e| e.to_string())?;
     let found = stat.found_rate.map_or("none yet".to_string(), rate);
+    // Until a rate is found, the node assumes its port's (or a fixed one).
+    let assumed = match (s.link_rate, stat.found_rate) {
+        (None, None) => format!(", assuming {}", rate(stat.link_rate)),
+        _ => String::new(),
+    };
     println!(
         "weights latency {} default {} bulk {}, link rate {}, paced chunks of {}",
         s.weights[0],
         s.weights[1],
         s.weights[2],
-        s.link_rate.map_or(format!("found: {found}"), |r| format!("{} (set; found: {found})", rate(r))),
+        s.link_rate.map_or(format!("found: {found}{assumed}"), |r| format!("{} (set; found: {found})", rate(r))),
         match s.chunk_bytes {
             Some(b) => format!("{} KiB (set)", f64::from(b) / 1024.0),
             None => format!("{} KiB (sized to the link)", stat.chunk_bytes as f64 / 1024.0),
