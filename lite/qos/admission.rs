@@ -51,6 +51,9 @@ impl Qos {
     }
 }
 
+/// Work requests posted from which a transfer is backlogged.
+const BACKLOGGED_WRS: u32 = 2;
+
 /// A transfer in progress: its class, its WF²Q+ flow once paced, and its latency.
 pub(crate) struct Ticket<'a> {
     qos: &'a Qos,
@@ -141,15 +144,14 @@ impl Ticket<'_> {
     /// More than one work request posted: the transfer's pace is the link's, not
     /// the application's (see `DeliveryRate`).
     fn backlogged(&self) -> bool {
-        self.wrs >= 2
+        self.wrs >= BACKLOGGED_WRS
     }
 
     /// A work request of the transfer was posted just now.
     pub(crate) fn posted(&mut self) {
         self.last_post_ns = now_ns();
-        let was_backlogged = self.backlogged();
         self.wrs = self.wrs.saturating_add(1);
-        if self.backlogged() && !was_backlogged {
+        if self.wrs == BACKLOGGED_WRS {
             // What was acknowledged before it was backlogged is not the link's rate.
             self.reported = self.acknowledged;
             self.qos
