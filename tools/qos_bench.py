@@ -108,7 +108,7 @@ from vcluster import Cluster, CommandFailed, REPO
 # The benchmark's parts; their names stay reachable as qos_bench.NAME (vmtest.py, the tests).
 from litebench.qos_flows import (  # noqa: F401
     BULK_FLOWS, BULK_OPS, BULK_SIZE, HOLDER, INTERVAL_MS, LATENCY_OPS, MODES, NODES, RPC_ID, RPC_SERVER_LOG,
-    RPC_SERVER_PID, SENDER, bandwidth, bulk_flow, by_op, in_class, in_latency_class, in_window, last_json,
+    RPC_SERVER_PID, SENDER, bandwidth, bulk_flow, by_op, in_class, in_latency_class, last_json,
     latency_flow, op_bytes, parse_ops, rpc_server)
 from litebench.qos_summary import (  # noqa: F401
     PHASES, TARGETS, add_ratios, latency_beside, latency_label, median, median_summary, pacing_note, pass_line,

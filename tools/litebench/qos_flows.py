@@ -83,12 +83,6 @@ def last_json(text):
     return None
 
 
-def in_window(flow, lo_ms, hi_ms):
-    """The timeline buckets of `flow` that lie within [lo_ms, hi_ms) of wall-clock time."""
-    start = flow["started_unix_ms"]
-    return [b for b in flow["timeline"] if lo_ms <= start + b["t"] * 1000 < hi_ms]
-
-
 def bandwidth(flows, lo_ms, hi_ms):
     """MB/s of `flows` together over [lo_ms, hi_ms): each operation's bytes spread
     over the time it took (its interval's median latency, ending mid-interval), so

@@ -104,11 +104,6 @@ def flow_json(n, res, what):
     return data
 
 
-def in_window(flow, lo_ms, hi_ms):
-    start = flow["started_unix_ms"]
-    return sum(b["ops"] for b in flow["timeline"] if lo_ms <= start + b["t"] * 1000 < hi_ms) * flow["size"]
-
-
 @big
 def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     # Two bulk-class writers of 1 MiB for 9 s from node 0 to node 1, a latency-class
@@ -133,8 +128,8 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
         end = max(f["started_unix_ms"] + f["seconds"] * 1000 for f in flows)
         seen[mode] = {
             "p50_ms": lat["latency"]["median_ns"] / 1e6,
-            "during_mb_s": sum(in_window(f, lo, hi) for f in flows) / (hi - lo) / 1e3,
-            "after_mb_s": sum(in_window(f, hi + 500, end) for f in flows) / max(1, end - hi - 500) / 1e3,
+            "during_mb_s": qos_bench.bandwidth(flows, lo, hi),
+            "after_mb_s": qos_bench.bandwidth(flows, hi + 500, end),
             "paced": class_ops(c, 0)["bulk"]["paced_chunks"] - paced_before,
             "aimd_steps": aimd_steps(qos_stats(c, 0)) - steps_before,
         }
