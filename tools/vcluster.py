@@ -293,6 +293,7 @@ class Cluster:
         sock = run / (f"port{n}" if str(n) in m.get("wires", {}) else "switch")
         (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
         (run / f"node{n}.ready").unlink(missing_ok=True)
+        self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
                   f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}")
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"],
@@ -352,8 +353,16 @@ class Cluster:
             log(f"node {n} did not boot within {timeout} s (console tail below); restarting it once\n"
                 + str(first).split("console tail:\n", 1)[-1][-1500:])
             self.kill_node(n)
+            self._keep_console(n, "hung")
             self.start_node(n)
             self.wait_ready(n, timeout)
+
+    def _keep_console(self, n, suffix):
+        """Moves node n's console log aside before it boots again (qemu truncates it),
+        so a bug report from before a reboot still fails the run."""
+        path = self.run / f"node{n}.console"
+        if path.exists() and path.stat().st_size:
+            path.rename(path.with_name(f"{path.name}.{suffix}"))
 
     def kill_node(self, n):
         """Pulls the plug on node n (SIGKILL to its qemu)."""
@@ -471,14 +480,26 @@ class Cluster:
         path = self.run / f"node{n}.console"
         return path.read_text(errors="replace") if path.exists() else ""
 
+    def _console_logs(self, n):
+        """Lines of node n's console logs, earlier boots included, but not one that hung
+        before anything of ours ran (see `wait_booted`)."""
+        lines = []
+        for path in sorted(self.run.glob(f"node{n}.console*")):
+            if path.suffix != ".hung":
+                lines += path.read_text(errors="replace").splitlines()
+        return lines
+
     def splats(self):
         """(node, line) for every kernel bug report in the console logs."""
-        found = []
-        for n in self.meta.get("nodes", []):
-            for line in self.console(n).splitlines():
-                if SPLAT.search(line):
-                    found.append((n, line.strip()))
-        return found
+        return [(n, line.strip()) for n in self.meta.get("nodes", [])
+                for line in self._console_logs(n) if SPLAT.search(line)]
+
+    def first_bug_report(self, n, lines=40):
+        """The first kernel bug report in node n's console logs, whole (up to `lines`
+        lines), or [] if none: the lines that match say what, the rest where."""
+        log_lines = self._console_logs(n)
+        first = next((i for i, line in enumerate(log_lines) if SPLAT.search(line)), None)
+        return [] if first is None else log_lines[max(first - 2, 0):first + lines]
 
     # ---- LITE-RS conveniences ----
 

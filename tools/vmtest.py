@@ -93,6 +93,8 @@ def main():
             print("FAIL guest kernels report bugs:", flush=True)
             for n, line in splats[:40]:
                 print(f"  node{n}: {line}")
+            for n in sorted({n for n, _ in splats}):
+                print(f"  node{n}'s first report:\n" + "\n".join(f"    {line}" for line in cluster.first_bug_report(n)))
         else:
             passed += 1
             print("PASS no kernel bug reports in any guest console", flush=True)
