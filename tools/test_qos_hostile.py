@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Tests of qos_bench.py's hostile tenants and their rows (run by `make test`)."""
+
+import json
+import shlex
+import unittest
+
+import qos_bench as q
+from test_qos_bench import FAIL_LOOP, LMR_MANY, MB, flow, latency_flows
+
+
+class HostileTest(unittest.TestCase):
+    def test_each_flow_is_compared_with_itself_alone(self):
+        alone = latency_flows(0, {"write": 2 * MB, "rpc": 4 * MB, "read": 3 * MB})
+        beside = latency_flows(9000, {"write": 3 * MB, "rpc": 4 * MB, "read": 6 * MB})
+        s = q.summarize_hostile(alone, beside)
+        self.assertEqual({op: f["p99_ratio"] for op, f in s["latency"].items()},
+                         {"write": 1.5, "rpc": 1.0, "read": 2.0})
+        self.assertEqual((s["p99_ratio"], s["worst_flow"], s["target"], s["met"]), (2.0, "read", 1.5, False))
+        self.assertEqual(s["latency"]["rpc"]["reply_size"], 64)
+        self.assertEqual(s["latency"]["write"]["beside_hostile"]["p99_ns"], 3 * MB)
+        self.assertNotIn("reply_size", s["latency"]["write"])
+        met = q.summarize_hostile(alone, latency_flows(9000, {"write": 3 * MB, "rpc": 4 * MB, "read": 3 * MB}))
+        self.assertTrue(met["met"], "a ratio of exactly 1.5 meets the target")
+        self.assertTrue(q.summarize_hostile(alone["write"], beside["write"], target=2)["met"], "one flow, own target")
+        with self.assertRaises(ValueError):
+            q.summarize_hostile({"write": alone["write"]}, {"read": beside["read"]})
+
+    def test_the_table_has_a_row_per_attack_and_mode(self):
+        alone = latency_flows(0, {"write": 2 * MB, "rpc": 4 * MB, "read": 2 * MB})
+        rows = [{"attack": "a", "label": "8 B LT_write flood, 16 threads", "mode": "sw-pri",
+                 "summary": q.summarize_hostile(alone, latency_flows(0, {"write": 2 * MB, "rpc": 5 * MB,
+                                                                         "read": 2 * MB})),
+                 "tenant": "100 ops, 0.01 MB/s"},
+                {"attack": "a", "label": "8 B LT_write flood, 16 threads", "mode": "none",
+                 "summary": q.summarize_hostile({"write": alone["write"]},
+                                                latency_flows(0, {"write": 7 * MB}))}]
+        lines = q.hostile_table(rows).splitlines()
+        self.assertEqual(len(lines), 3)
+        head = [h.strip() for h in lines[0].split("  ") if h.strip()]
+        self.assertEqual(head, ["attack", "mode", "write 16 B", "rpc 16/64 B", "read 64 B", "worst", "<= 1.5",
+                                "tenant"])
+        self.assertIn("<= 1.5", lines[0])
+        self.assertRegex(lines[1], r"^a: 8 B LT_write flood, 16 threads +sw-pri +1\.00 \(2\.00/2\.00 ms\) +"
+                                   r"1\.25 \(4\.00/5\.00 ms\) +1\.00 \(2\.00/2\.00 ms\) +1\.25 +met +100 ops")
+        self.assertRegex(lines[2], r" none +3\.50 \(2\.00/7\.00 ms\) +- +- +3\.50 +missed$",
+                         "flows that did not run are dashes")
+        self.assertEqual(lines[0].index("mode"), lines[1].index("sw-pri"), "columns line up")
+
+    def test_the_tenant_says_what_it_did(self):
+        f = flow(0, 3.0, 8, [10] * 12, op="write")
+        report = q.hostile_report("progress\n" + json.dumps(f) + "\n")
+        self.assertNotIn("timeline", report)
+        self.assertEqual(q.tenant_note(report), f"120 ops, {f['mb_s']:.2f} MB/s")
+        self.assertEqual(q.tenant_note(q.hostile_report(json.dumps(FAIL_LOOP))), "1000 failed calls/s")
+        bad = dict(FAIL_LOOP, unexpected=3)
+        self.assertEqual(q.tenant_note(bad), "1000 failed calls/s, 3 unexpected")
+        many = q.hostile_report(LMR_MANY)
+        self.assertEqual(many, {"output": LMR_MANY.strip().splitlines()})
+        self.assertEqual(q.tenant_note(many), "allocated in 3.615 s")
+        self.assertEqual(q.tenant_note({"output": []}), "")
+
+    def test_the_tenant_runs_in_class_bulk_aimed_at_the_holder(self):
+        for attack in q.HOSTILE_ATTACKS:
+            script = q.hostile_script(attack, 15, "/tmp/t.log", lmrs=1000)
+            inner = shlex.split(script)[2]
+            self.assertTrue(inner.startswith("lite-admin class set --pid $$ bulk >/dev/null && "), attack)
+            self.assertIn("class unset --pid $$", inner, "the rule is taken away")
+            self.assertIn(f"--holder {q.HOLDER}" if attack != "d" else f"--holders {q.HOLDER}", inner)
+            self.assertIn("15", q.hostile_command(attack, 15, 1000))
+            self.assertIn("> /tmp/t.log 2>&1; rc=$?; echo $rc > /tmp/t.log.rc; cat /tmp/t.log; exit $rc", script)
+        self.assertIn("--threads 16 --seconds 15", q.hostile_command("a", 15))
+        self.assertIn("--size 8 ", q.hostile_command("a", 15))
+        self.assertIn("--op read --size 1048576", q.hostile_command("b", 15))
+        self.assertIn("fail-loop", q.hostile_command("c", 15))
+        self.assertEqual(q.hostile_command("d", 15), "lite-selftest lmr-many 100000 --size 4096 --holders 1 "
+                                                     "--threads 16 --hold-seconds 15")
+        self.assertIn("--procs 32", q.hostile_command("e", 7.5))
+        self.assertIn("--seconds 7.5 ", q.hostile_command("e", 7.5))
+        self.assertEqual(q.hostile_label("d"), "100 000 LMRs held")
+        self.assertEqual(q.HOSTILE_ORDER[-1], "d", "minutes of allocation last")
+        self.assertEqual(sorted(q.HOSTILE_ORDER), sorted(q.HOSTILE_ATTACKS))
+        ready = q.hostile_ready_script("/tmp/t.log", "holding ")
+        self.assertIn("grep -q 'holding ' /tmp/t.log", ready)
+        self.assertIn("[ -s /tmp/t.log.rc ] && { cat /tmp/t.log; exit 1; }", ready, "a tenant that died fails")
+
+    def test_in_latency_class_is_in_class_latency(self):
+        self.assertEqual(q.in_latency_class("x"), q.in_class("latency", "x"))
+        self.assertIn("--pid $$ latency >/dev/null", q.in_latency_class("x"))
+
+
+if __name__ == "__main__":
+    unittest.main()

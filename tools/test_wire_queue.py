@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Tests of the wire queue sampler and the holder's table (run by `make test`)."""
+
+import struct
+import unittest
+
+import qos_bench as q
+from litebench import wire_queue
+from test_qos_bench import HOLDER_CPU, PROC_STAT, FakeCluster
+
+
+def diag_message(inode, peer=None, wqueue=0):
+    """One sock_diag answer for a unix socket, as the kernel writes it."""
+    body = struct.pack("=BBBBIII", 1, 2, 7, 0, inode, 0, 0)
+    if peer is not None:
+        body += struct.pack("=HHI", 8, wire_queue.UNIX_DIAG_PEER, peer)
+    body += struct.pack("=HHII", 12, wire_queue.UNIX_DIAG_RQLEN, 1082, wqueue)
+    return struct.pack("=IHHII", 16 + len(body), 20, 2, 1, 0) + body
+
+
+class WireQueueTest(unittest.TestCase):
+    def test_the_dump_names_each_socket_s_peer_and_send_queue(self):
+        data = diag_message(10, peer=99, wqueue=4608) + diag_message(11) + struct.pack("=IHHIIi", 20, 3, 2, 1, 0, 0)
+        sockets, done = wire_queue.parse_dump(data)
+        self.assertTrue(done)
+        self.assertEqual(sockets, {10: (99, 4608), 11: (None, 0)})
+        self.assertEqual(wire_queue.parse_dump(diag_message(12, 5))[1], False, "more to come")
+
+    def test_a_netlink_error_is_an_oserror(self):
+        with self.assertRaises(OSError):
+            wire_queue.parse_dump(struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -13) + bytes(16))
+
+    def test_the_queue_is_bytes_and_time_on_the_wire(self):
+        # Two full frames queued half the time: one frame's wire time on average.
+        s = wire_queue.summarize([0, 2 * wire_queue.FRAME_TRUESIZE] * 50, rate=1_082_000)
+        self.assertEqual(s["samples"], 100)
+        self.assertEqual(s["bytes"]["mean"], wire_queue.FRAME_BYTES)
+        self.assertEqual((s["ms"]["mean"], s["ms"]["p50"], s["ms"]["p99"]), (1.0, 2.0, 2.0))
+        self.assertIsNone(wire_queue.summarize([], 1))
+
+    def test_no_wire_no_sampler(self):
+        self.assertEqual(wire_queue.start(FakeCluster(), q.HOLDER, 1), {})
+        c = FakeCluster()
+        c.meta = {"wires": {str(q.HOLDER): {"rate": 0, "queue": 1}}}
+        self.assertEqual(wire_queue.start(c, q.HOLDER, 1), {}, "a wire without a rate queues nothing")
+
+    def test_the_tables_show_the_queue_and_the_cpu_a_pass_found(self):
+        queue = {"to_node": {"ms": {"mean": 1.5, "p99": 6.25}}, "from_node": {"ms": {"mean": 0.0, "p99": 0.1}}}
+        table = q.holder_table({"sw-pri": {"write": {"wire_queue": queue, "holder_cpu": HOLDER_CPU}},
+                                "none": {"write": {}}, "hw-sep": {"read": {"holder_cpu": HOLDER_CPU}}})
+        self.assertIn("queue to the holder: mean", table)
+        self.assertRegex(table.splitlines()[1], r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10\s+40%\s+20%")
+        self.assertRegex(table.splitlines()[2], r"hw-sep\s+1 MiB read\s+-\s+-\s+-\s+-\s+40%", "the cpu regime")
+        self.assertEqual(len(table.splitlines()), 3, "a pass without either has no row")
+        self.assertEqual(q.holder_table({"none": {"write": {}}}), "")
+        note = q.holder_note(queue, HOLDER_CPU)
+        self.assertIn("wire queue to the holder 1.50 ms mean, 6.25 p99", note)
+        self.assertIn("holder CPU 40% busy (20% softirq)", note)
+
+    def test_the_holder_s_cpu_is_read_from_two_proc_stat_lines(self):
+        self.assertEqual(q.cpu_busy("noise\n" + PROC_STAT), HOLDER_CPU)
+        self.assertIsNone(q.cpu_busy("cpu  1 2 3 4 5 6 7 8\n"), "one line is no interval")
+        self.assertIsNone(q.cpu_busy("cpu  1 2 3 4 5 6 7 8\ncpu  1 2 3 4 5 6 7 8\n"), "no time passed")
+
+
+if __name__ == "__main__":
+    unittest.main()
