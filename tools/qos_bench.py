@@ -119,7 +119,8 @@ from litebench.qos_plots import (  # noqa: F401
 from litebench.qos_hostile import (  # noqa: F401
     HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_MODES, HOSTILE_ORDER, HOSTILE_SETUP_S, hostile_command, hostile_label,
     hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile, tenant_note)
-from litebench.qos_runner import STATS_MARGIN_S, Runner, cpu_busy, prepare, target99_us  # noqa: F401
+from litebench.qos_runner import (  # noqa: F401
+    HOST_SATURATED, STATS_MARGIN_S, HostStat, Runner, cpu_busy, prepare, target99_us)
 
 OUT_DIR = REPO / "build" / "bench"
 FRONTIER_MB_S = [1, 4, 16]
@@ -399,6 +400,7 @@ def main():
                                                               "bulk": bulk, "pacing": stats["beside"],
                                                               "wire_queue": stats["wire_queue"],
                                                               "holder_cpu": stats["holder_cpu"],
+                                                              "host_cpu": stats["host_cpu"],
                                                               "kernel_alone": stats["alone"]}
             s = summarize_mode(alone, both, bulk, stats)
             print(f"      {pass_line(s)}{pacing_note(stats['beside'])}", flush=True)
@@ -465,6 +467,10 @@ def main():
                   "sampled every ms from the switch's socket: tools/litebench/wire_queue.py), and its CPU:")
             print(holder)
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
+            busy = (sw.get("host_cpu") or {}).get("busy")
+            if busy is not None and busy > HOST_SATURATED:
+                print(f"the host's cores were {busy:.0%} busy beside bulk {bulk_op} in sw-pri (median): the "
+                      f"emulation, not only the wire, held the latency class up (a lower --link-rate relieves it)")
             print(f"sw-pri targets, bulk {bulk_op}: " + ", ".join(
                 f"{k} {TARGETS[k][0]} {TARGETS[k][1]}: {'met' if v else 'missed' if v is not None else 'no data'}"
                 for k, v in sw["met"].items()) + " (p99_ratio: the largest of the latency flows')")

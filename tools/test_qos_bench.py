@@ -365,9 +365,11 @@ class HostileFakeCluster(FakeCluster):
 
 class RunnerTest(unittest.TestCase):
     def setUp(self):
-        patcher = mock.patch.object(q.time, "sleep")
-        patcher.start()
-        self.addCleanup(patcher.stop)
+        for patcher in (mock.patch.object(q.time, "sleep"),
+                        mock.patch.object(q.Runner, "host_cpu", return_value=mock.Mock(
+                            wait=mock.Mock(return_value=PROC_STAT)))):
+            patcher.start()
+            self.addCleanup(patcher.stop)
 
     def test_a_pass_runs_the_latency_flows_at_once_alone_and_beside_bulk(self):
         c = FakeCluster()
@@ -375,8 +377,8 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(list(alone), ["write", "rpc", "read"])
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
-        self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}, "holder_cpu": HOLDER_CPU},
-                         "no wire: no queue samples")
+        self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}, "holder_cpu": HOLDER_CPU,
+                                 "host_cpu": HOLDER_CPU}, "no wire: no queue samples")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "cpu" if "/proc/stat" in s else "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
         self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
@@ -394,6 +396,12 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(beside["outside_ns"], max(0, mean - 2 * MB - 101_000))
         self.assertIn("write 16 B", q.phase_table({"sw-pri": {"read": s}}))
         self.assertNotIn("pacing", s, "nothing was offered: no pacing figures")
+
+    def test_the_host_s_cpu_is_read_twice_a_phase_apart(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stat = Path(tmp) / "stat"
+            stat.write_text(PROC_STAT.split("\n", 1)[0] + "\nintr 1\n")
+            self.assertEqual(q.HostStat(2, stat).wait(), "\n".join([PROC_STAT.split("\n", 1)[0]] * 2))
 
     def test_a_pass_keeps_how_much_of_safe_util_pacing_delivered(self):
         c = FakeCluster()
@@ -502,8 +510,10 @@ class MainTest(unittest.TestCase):
                 pass
 
         out = io.StringIO()
+        busy_host = mock.Mock(wait=mock.Mock(return_value="cpu  0 0 0 0 0 0 0 0\ncpu  90 0 0 10 0 0 0 0\n"))
         with mock.patch.object(q, "Cluster", Fake), mock.patch.object(q, "REPO", tmp), \
                 mock.patch.object(q.time, "sleep"), mock.patch.object(q.signal, "signal"), \
+                mock.patch.object(q.Runner, "host_cpu", return_value=busy_host), \
                 mock.patch.object(sys, "argv", ["qos_bench.py", "--out", str(tmp / "out"), *argv]), \
                 contextlib.redirect_stdout(out):
             rc = q.main()
@@ -536,6 +546,9 @@ class MainTest(unittest.TestCase):
         self.assertLess(servers[0], first_flow, "started before any flow")
         self.assertIn("rpc 16/64 B", out)
         self.assertIn("sw-pri targets, bulk read", out)
+        self.assertEqual(res["flows"]["sw-pri"]["write"]["host_cpu"]["busy"], 0.9)
+        self.assertIn("the host's cores were 90% busy beside bulk write in sw-pri (median)", out)
+        self.assertIn("; host 90% busy", out)
 
     def test_one_latency_and_one_bulk_operation_make_a_quick_run(self):
         rc, out, d, c = self.run_main("--seconds", "1", "--latency-ops", "write", "--bulk-ops", "read",

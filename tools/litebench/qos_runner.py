@@ -2,7 +2,9 @@
 starts a pass's flows (or the hostile tenant's) and reads their JSON; `prepare` starts
 the RPC flow's server and sets Target99."""
 
+import threading
 import time
+from pathlib import Path
 
 from vcluster import CommandFailed
 
@@ -15,6 +17,9 @@ from litebench.qos_hostile import (HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_SETUP_
 
 # The kernel's statistics of a phase leave out this much of its start and its end.
 STATS_MARGIN_S = 0.5
+# The host's cores emulate every guest and NIC: busier than this over a phase, they
+# and not the wire may have been what the latency class waited for.
+HOST_SATURATED = 0.85
 
 
 def measured_seconds(seconds):
@@ -89,6 +94,12 @@ class Runner:
         script = f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {measured_seconds(seconds)}; head -1 /proc/stat"
         return self.c.exec_async(HOLDER, script, timeout=self.timeout)
 
+    @staticmethod
+    def host_cpu(seconds):
+        """This host's /proc/stat around a phase of `seconds` that starts now, less its
+        margins (a job; `cpu_busy` reads it)."""
+        return HostStat(measured_seconds(seconds))
+
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
         return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
@@ -111,9 +122,10 @@ class Runner:
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
         beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue,
-        "holder_cpu": busy}: the kernel's statistics over each latency phase, SW-Pri's
-        state at its end, and beside bulk the holder's wire queue (wire_queue.py; {} on
-        the plain segment) and how busy its CPU was (`cpu_busy`).)"""
+        "holder_cpu": busy, "host_cpu": busy}: the kernel's statistics over each latency
+        phase, SW-Pri's state at its end, and beside bulk the holder's wire queue
+        (wire_queue.py; {} on the plain segment) and how busy its CPU and this host's
+        were (`cpu_busy`).)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone_jobs = self.latency_flows(latency_ops, seconds)
         alone_stats = self.phase_stats(seconds)
@@ -125,12 +137,14 @@ class Runner:
         both_stats = self.phase_stats(seconds)
         queue = wire_queue.start(self.c, HOLDER, measured_seconds(seconds), delay=STATS_MARGIN_S)
         holder_cpu = self.holder_cpu(seconds)
+        host_cpu = self.host_cpu(seconds)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})
         both = {op: flows[("latency", op)] for op in latency_ops}
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
         stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out),
-                 "wire_queue": wire_queue.finish(queue), "holder_cpu": cpu_busy(holder_cpu.wait().out)}
+                 "wire_queue": wire_queue.finish(queue), "holder_cpu": cpu_busy(holder_cpu.wait().out),
+                 "host_cpu": cpu_busy(host_cpu.wait())}
         return alone, both, bulk, stats
 
     def hostile(self, mode, attack, seconds, latency_ops=tuple(LATENCY_OPS), lmrs=HOSTILE_LMRS, tag="qos-hostile"):
@@ -196,3 +210,22 @@ def prepare(c, runner, args, latency_ops, results):
     print(f"Target99 {f'{ratio:g} x the p99 alone the kernel measures, ' if ratio else ''}"
           f"{target_us / 1000:.2f} ms{' until it is known' if ratio else ''}", flush=True)
     return target_us
+
+
+class HostStat:
+    """The first line of this host's /proc/stat after STATS_MARGIN_S and again
+    `seconds` later, read in a thread; `wait` returns both."""
+
+    def __init__(self, seconds, path=Path("/proc/stat")):
+        self.lines = []
+        self.thread = threading.Thread(target=self._read, args=(seconds, path), daemon=True)
+        self.thread.start()
+
+    def _read(self, seconds, path):
+        for pause in (STATS_MARGIN_S, seconds):
+            time.sleep(pause)
+            self.lines.append(path.read_text().split("\n", 1)[0])
+
+    def wait(self):
+        self.thread.join()
+        return "\n".join(self.lines)
