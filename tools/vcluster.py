@@ -481,13 +481,12 @@ class Cluster:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def _console_logs(self, n):
-        """Lines of node n's console logs, earlier boots included, but not one that hung
-        before anything of ours ran (see `wait_booted`)."""
-        lines = []
-        for path in sorted(self.run.glob(f"node{n}.console*")):
-            if path.suffix != ".hung":
-                lines += path.read_text(errors="replace").splitlines()
-        return lines
+        """Lines of node n's console logs in the order they were written: earlier boots
+        (`_keep_console`), then this one; not a boot that hung before anything of ours
+        ran (see `wait_booted`)."""
+        boots = sorted(self.run.glob(f"node{n}.console.boot*"), key=lambda path: int(path.suffix[len(".boot"):]))
+        texts = [path.read_text(errors="replace") for path in boots] + [self.console(n)]
+        return [line for text in texts for line in text.splitlines()]
 
     def splats(self):
         """(node, line) for every kernel bug report in the console logs."""
