@@ -6,7 +6,7 @@ checks that no LMR or RPC state is left, waiting for peers, restarting the manag
 import json
 import time
 
-from vcluster import DEAD_AFTER_MS, Background
+from vcluster import Background
 
 TESTS = []
 # Tests of the `big` suite (also run by `full`'s setup): what needs the release
@@ -158,7 +158,7 @@ def call_left_waiting(c, caller, server, rpc_id, tag):
     return serve, job
 
 
-def restart_manager(c, nodes, dead_after_ms=DEAD_AFTER_MS):
+def restart_manager(c, nodes, dead_after_ms=None):
     """Restarts the manager on node 0 and waits until it adopted `nodes` again."""
     c.exec(0, "pid=$(cat /run/lite-manager.pid) && kill $pid && while kill -0 $pid 2>/dev/null; do sleep 0.1; done")
     c.start_manager(0, dead_after_ms)

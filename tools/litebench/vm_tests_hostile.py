@@ -5,7 +5,7 @@ suite's campaign."""
 import re
 import time
 
-from vcluster import DEAD_AFTER_MS, Background
+from vcluster import Background
 
 from litebench.vm_harness import check, check_no_lmr_state, check_no_rpc_state, fuzz, ping, restart_manager, test
 
@@ -144,7 +144,7 @@ def fuzz_campaign_leaves_the_kernel_and_the_cluster_whole(c):
         splats = c.splats()
         check(not splats, f"kernel bug reports after {done} calls: {splats[:10]}")
         stalls = agent_stalls(c)
-        held_up = [f"node{n}: {line}" for n, line in stalls if listing_seconds(line) > DEAD_AFTER_MS / 1000]
+        held_up = [f"node{n}: {line}" for n, line in stalls if listing_seconds(line) > c.dead_after_ms() / 1000]
         check(not held_up, f"the kernel held an agent up after {done} calls:\n" + "\n".join(held_up))
         rate = done / (time.time() - t0)
         print(f"    {done} of {calls} calls, {rate:.0f} calls/s, membership intact, 0 splats, "

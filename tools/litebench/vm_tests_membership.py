@@ -35,8 +35,9 @@ def leaving_node_is_torn_down_and_can_rejoin(c):
     ping(c, 2, 1, count=5)
 
 
-# What a node killed mid-operation may cost its peers: the manager's dead-after (8 s
-# here) for it to be declared down, plus one round of the caller's own wait.
+# What a node killed mid-operation may cost its peers: the manager's dead-after (8 s,
+# 20 s on the debug kernel) for it to be declared down, plus one round of the
+# caller's own wait.
 CRASH_BOUND_S = 60
 
 
