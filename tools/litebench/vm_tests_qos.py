@@ -86,8 +86,17 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     check(alone and stats["target99_ns"] == alone * 150 // 100, f"relative Target99 after the class ran alone: {stats}")
     out = c.exec(2, "lite-admin target").out
     check("1.50 x the latency class's p99 alone (" in out and "not known" not in out, out)
-    bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --seconds 8 --class bulk", timeout=600)
-    time.sleep(2)
+    # A latency operation that falls between two transfers of the bulk class is a
+    # sample alone, and 128 such retake the p99: two bulk threads leave no gap, and
+    # the latency flow starts once bulk transfers are under way (on the debug
+    # kernel a flow's setup takes seconds).
+    bulk_ops = class_ops(c, 2)["bulk"]["ops"]
+    bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --threads 2 --seconds 20 --class bulk",
+                        timeout=600)
+    deadline = time.time() + 60
+    while class_ops(c, 2)["bulk"]["ops"] <= bulk_ops:
+        check(time.time() < deadline, "the bulk flow never started")
+        time.sleep(0.5)
     flow_json(2, c.exec(2, latency.format(s=3), timeout=600), "latency flow beside bulk")
     flow_json(2, bulk.wait(), "bulk flow")
     c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
