@@ -77,12 +77,17 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     check(qos_stats(c, 2)["target99_ns"] == 5_000_000, "the absolute Target99 does not apply until the p99 is known")
     latency = ("sh -c 'echo $$ > /tmp/latency.pid; lite-admin class set --pid $$ latency >/dev/null && "
                "exec lite-bench --quiet flow --holder 1 --size 16 --threads 8 --seconds {s}'")
-    # Eight threads: the debug guests complete some 20 operations a second each,
-    # and the p99 alone wants 256.
-    flow_json(2, c.exec(2, latency.format(s=6), timeout=600), "latency flow alone")
-    c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
-    stats = qos_stats(c, 2)
-    alone = stats["alone_p99_ns"]
+    # Eight threads, as long as it takes the node to count the 256 operations alone
+    # that the p99 alone wants: a debug guest behind node 2's wire completed 4 to 20
+    # operations a second in each.
+    deadline = time.time() + 180
+    while True:
+        flow_json(2, c.exec(2, latency.format(s=6), timeout=600), "latency flow alone")
+        c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
+        stats = qos_stats(c, 2)
+        alone = stats["alone_p99_ns"]
+        if alone or time.time() > deadline:
+            break
     check(alone and stats["target99_ns"] == alone * 150 // 100, f"relative Target99 after the class ran alone: {stats}")
     out = c.exec(2, "lite-admin target").out
     check("1.50 x the latency class's p99 alone (" in out and "not known" not in out, out)
