@@ -147,10 +147,13 @@ def rpc_calls(c, node, args, timeout=600):
 
 def call_left_waiting(c, caller, server, rpc_id, tag):
     """A call from node `caller` waiting at a server on node `server` that never
-    answers, expected to fail with EHOSTDOWN: (the server, the caller's job)."""
+    answers, expected to fail with EHOSTDOWN: (the server, the caller's job). Its
+    timeout is the longest a call may have, so that only the server's node going
+    down can end it, however long the test takes to get there."""
     serve = Background(c, server, tag, f"lite-selftest rpc-serve {rpc_id} --delay-ms 600000")
     serve.wait_for("ready")
-    job = c.exec_async(caller, f"lite-selftest rpc-call {server} {rpc_id} --count 1 --expect-error EHOSTDOWN")
+    job = c.exec_async(caller, f"lite-selftest rpc-call {server} {rpc_id} --count 1 --expect-error EHOSTDOWN "
+                               "--timeout-ms 600000")
     deadline = time.time() + 120
     while c.status(caller)["rpc"]["calls"] < 1:
         check(time.time() < deadline, f"the call never left node {caller}")
