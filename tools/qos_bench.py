@@ -46,11 +46,11 @@ on this cluster, whatever AIMD would choose.
 
 Target99 (what sw-pri steers the latency class's p99 to) is relative by default:
 `--target-ratio` (1.5) times the latency class's p99 alone as the kernel measures
-it (its recent operations while no bulk transfer of the node was in progress;
-`lite-admin target --ratio`), so that it follows each pass's own phase alone:
-emulated guests have millisecond latencies that move between phases, so neither a
-fixed microsecond target nor one measured once would mean the same ratio
-throughout. Until the kernel knows that p99, 1.5 x the p99 the latency flows reach
+it (its recent operations while no bulk transfer of the node was in progress or
+had just ended; `lite-admin target --ratio`), so that it follows each pass's own
+phase alone: emulated guests have millisecond latencies that move between phases,
+so neither a fixed microsecond target nor one measured once would mean the same
+ratio throughout. Until the kernel knows that p99, 1.5 x the p99 the latency flows reach
 alone in `none` mode, measured first, applies (the p99 SW-Pri itself watches, as
 `lite-admin stats` reports it, or the largest flow's if the module has none).
 `--target-us` sets an absolute Target99 instead.

@@ -275,12 +275,16 @@ impl QosState {
             .target_ns(self.target_ratio_pct, self.target_ns)
     }
 
-    /// No transfer of a class other than the latency class is in progress, nor
-    /// ended since `since`.
+    /// No transfer of a class other than the latency class is in progress, and the
+    /// last one ended `UNPACED_WINDOW_NS` before `since` at the least: until then
+    /// the bytes it left in flight may still wait at the bottleneck. An operation
+    /// in the gap between two transfers of a back-to-back bulk flow is not alone
+    /// either: on the debug guests such gaps held a few of the latency class's
+    /// operations, enough to retake the p99 alone beside bulk traffic.
     fn others_idle_since(&self, since: u64) -> bool {
         self.classes[LITE_CLASS_DEFAULT as usize].active == 0
             && self.classes[LITE_CLASS_BULK as usize].active == 0
-            && self.others_ended_ns <= since
+            && self.others_ended_ns.saturating_add(UNPACED_WINDOW_NS) <= since
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples

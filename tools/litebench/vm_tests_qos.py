@@ -105,7 +105,8 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     flow_json(2, c.exec(2, latency.format(s=3), timeout=600), "latency flow beside bulk")
     flow_json(2, bulk.wait(), "bulk flow")
     c.exec(2, "lite-admin class unset --pid $(cat /tmp/latency.pid)")
-    check(qos_stats(c, 2)["alone_p99_ns"] == alone, "operations beside bulk traffic moved the p99 alone")
+    after = qos_stats(c, 2)["alone_p99_ns"]
+    check(after == alone, f"operations beside bulk traffic moved the p99 alone: {alone} -> {after} ns")
     out = c.exec(2, "lite-admin target --ratio 0").out
     check(out.strip() == "Target99 5000 us", out)
     c.exec(2, "lite-admin target --ratio 1.5 --us 2000")
