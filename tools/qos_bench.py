@@ -120,7 +120,7 @@ from litebench.qos_hostile import (  # noqa: F401
     HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_MODES, HOSTILE_ORDER, HOSTILE_SETUP_S, hostile_command, hostile_label,
     hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile, tenant_note)
 from litebench.qos_runner import (  # noqa: F401
-    HOST_SATURATED, STATS_MARGIN_S, HostStat, Runner, cpu_busy, prepare, target99_us)
+    HOST_SATURATED, STATS_MARGIN_S, HostStat, Runner, cpu_busy, measured_seconds, prepare, target99_us)
 
 OUT_DIR = REPO / "build" / "bench"
 FRONTIER_MB_S = [1, 4, 16]
@@ -400,6 +400,7 @@ def main():
                                                               "bulk": bulk, "pacing": stats["beside"],
                                                               "wire_queue": stats["wire_queue"],
                                                               "holder_cpu": stats["holder_cpu"],
+                                                              "sender_cpu": stats["sender_cpu"],
                                                               "host_cpu": stats["host_cpu"],
                                                               "kernel_alone": stats["alone"]}
             s = summarize_mode(alone, both, bulk, stats)

@@ -311,7 +311,7 @@ class FakeCluster:
 
     def exec(self, n, script, timeout=120, check=True):
         self.commands.append((n, script))
-        return Result(0, json.dumps({"mode": "sw-pri"}) if "stats --json" in script else "")
+        return Result(0, json.dumps({"mode": "sw-pri", "latency_active": True}) if "stats --json" in script else "")
 
     def exec_async(self, n, script, timeout=900):
         self.commands.append((n, script))
@@ -378,13 +378,14 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
         self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}, "holder_cpu": HOLDER_CPU,
-                                 "host_cpu": HOLDER_CPU}, "no wire: no queue samples")
+                                 "sender_cpu": HOLDER_CPU, "host_cpu": HOLDER_CPU}, "no wire: no queue samples")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "cpu" if "/proc/stat" in s else "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
         self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
-                         + ["latency"] * 3 + ["stats", "cpu"])
-        self.assertTrue(all(n == (q.HOLDER if kind == "cpu" else q.SENDER)
-                            for (n, _), kind in zip(c.commands, kinds)))
+                         + ["latency"] * 3 + ["stats", "stats", "cpu", "cpu"], "the phase's statistics wait for "
+                         "the kernel to see latency traffic")
+        self.assertEqual([n for (n, _), kind in zip(c.commands, kinds) if kind == "cpu"], [q.HOLDER, q.SENDER])
+        self.assertTrue(all(n == q.SENDER for (n, _), kind in zip(c.commands, kinds) if kind != "cpu"))
         self.assertIn("--seconds 6 ", [s for _, s in c.commands if "--class bulk" in s][0], "3 phases of bulk")
         self.assertIn("--interval-ms 1000", [s for _, s in c.commands if "stats" in s][0], "the phase less margins")
         s = q.summarize_mode(alone, both, bulk, stats)
@@ -396,6 +397,22 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(beside["outside_ns"], max(0, mean - 2 * MB - 101_000))
         self.assertIn("write 16 B", q.phase_table({"sw-pri": {"read": s}}))
         self.assertNotIn("pacing", s, "nothing was offered: no pacing figures")
+
+    def test_the_phase_beside_bulk_is_measured_once_the_kernel_sees_latency_traffic(self):
+        c = FakeCluster()
+        answers = iter([False, False, True])
+        c.exec = lambda n, script, timeout=120, check=True: Result(
+            0, json.dumps({"latency_active": next(answers)}))
+        clock = iter([100.0, 100.2, 100.4, 100.6, 100.6])
+        with mock.patch.object(q.time, "time", side_effect=lambda: next(clock)):
+            late = q.Runner(c, 100).latency_started(100.0, 6)
+        self.assertAlmostEqual(late, 0.6)
+        self.assertAlmostEqual(q.measured_seconds(6, late), 4.4, msg="what is left of the phase, less margins")
+        never = FakeCluster()
+        never.exec = lambda n, script, timeout=120, check=True: Result(0, json.dumps({"latency_active": False}))
+        clock = iter([100.0, 101.0, 102.0, 103.0, 103.0])
+        with mock.patch.object(q.time, "time", side_effect=lambda: next(clock)):
+            self.assertEqual(q.Runner(never, 100).latency_started(100.0, 6), 3.0, "half a phase at most")
 
     def test_the_host_s_cpu_is_read_twice_a_phase_apart(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -435,7 +452,7 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual((list(alone), list(beside)), (["write", "rpc", "read"], ["write", "rpc", "read"]))
         self.assertEqual((report["op"], report["rc"]), ("write", 0))
         self.assertNotIn("timeline", report)
-        self.assertEqual(pacing, {"mode": "sw-pri"})
+        self.assertEqual(pacing, {"mode": "sw-pri", "latency_active": True})
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "tenant" if "bulk >/dev/null" in s else "rm" if s.startswith("rm -f") else "latency"
                  for n, s in c.commands]

@@ -22,9 +22,10 @@ STATS_MARGIN_S = 0.5
 HOST_SATURATED = 0.85
 
 
-def measured_seconds(seconds):
-    """How much of a phase of `seconds` its statistics cover: all but its margins."""
-    return max(0.1, seconds - 2 * STATS_MARGIN_S)
+def measured_seconds(seconds, late=0.0):
+    """How much of a phase of `seconds` its statistics cover: all but its margins,
+    and but the `late` seconds its flows took to start."""
+    return max(0.1, seconds - 2 * STATS_MARGIN_S - late)
 
 
 def cpu_busy(text):
@@ -80,30 +81,44 @@ class Runner:
             raise failed
         return out
 
-    def phase_stats(self, seconds):
-        """`lite-admin stats --json` over a phase of `seconds` that starts now, less its
-        margins (a job): SW-Pri's state at its end, and the means of the kernel's
-        phases of the latency class's one-sided operations within it."""
-        interval_ms = int(measured_seconds(seconds) * 1000)
+    def phase_stats(self, seconds, late=0.0):
+        """`lite-admin stats --json` over a phase of `seconds` that started `late`
+        seconds ago, less its margins (a job): SW-Pri's state at its end, and the means
+        of the kernel's phases of the latency class's one-sided operations within it."""
+        interval_ms = int(measured_seconds(seconds, late) * 1000)
         return self.c.exec_async(SENDER, f"sleep {STATS_MARGIN_S}; lite-admin stats --json --interval-ms {interval_ms}",
                                  timeout=self.timeout)
 
-    def holder_cpu(self, seconds):
-        """The holder's /proc/stat around a phase of `seconds` that starts now, less its
-        margins (a job; `cpu_busy` reads it)."""
-        script = f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {measured_seconds(seconds)}; head -1 /proc/stat"
-        return self.c.exec_async(HOLDER, script, timeout=self.timeout)
+    def node_cpu(self, node, seconds, late=0.0):
+        """Node `node`'s /proc/stat around a phase of `seconds` that started `late`
+        seconds ago, less its margins (a job; `cpu_busy` reads it)."""
+        script = (f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {measured_seconds(seconds, late)}; "
+                  "head -1 /proc/stat")
+        return self.c.exec_async(node, script, timeout=self.timeout)
 
     @staticmethod
-    def host_cpu(seconds):
-        """This host's /proc/stat around a phase of `seconds` that starts now, less its
-        margins (a job; `cpu_busy` reads it)."""
-        return HostStat(measured_seconds(seconds))
+    def host_cpu(seconds, late=0.0):
+        """This host's /proc/stat around a phase of `seconds` that started `late`
+        seconds ago, less its margins (a job; `cpu_busy` reads it)."""
+        return HostStat(measured_seconds(seconds, late))
 
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
         return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
                      f"latency flow {op} {phase}") for op in ops}
+
+    def latency_started(self, launched, seconds):
+        """Waits until SENDER's kernel sees latency traffic (at most half of a phase of
+        `seconds` launched at `launched`, host time) and returns how late that is.
+        Until then the bulk flows beside are not paced, and their window fills the
+        wire's queue: a queue sampled from the launch on, when the flows took a second
+        to start on a busy sender, counted that (p99 50 ms at any SafeUtil)."""
+        while time.time() - launched < seconds / 2:
+            stats = last_json(self.c.exec(SENDER, "lite-admin stats --json").out) or {}
+            if stats.get("latency_active"):
+                break
+            time.sleep(0.05)
+        return time.time() - launched
 
     def serve_rpc(self):
         """The RPC flow's server on HOLDER (until the cluster goes down)."""
@@ -122,10 +137,10 @@ class Runner:
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
         beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue,
-        "holder_cpu": busy, "host_cpu": busy}: the kernel's statistics over each latency
-        phase, SW-Pri's state at its end, and beside bulk the holder's wire queue
-        (wire_queue.py; {} on the plain segment) and how busy its CPU and this host's
-        were (`cpu_busy`).)"""
+        "holder_cpu": busy, "sender_cpu": busy, "host_cpu": busy}: the kernel's
+        statistics over each latency phase, SW-Pri's state at its end, and beside bulk
+        the holder's wire queue (wire_queue.py; {} on the plain segment) and how busy
+        its CPU, the sender's and this host's were (`cpu_busy`).)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone_jobs = self.latency_flows(latency_ops, seconds)
         alone_stats = self.phase_stats(seconds)
@@ -133,17 +148,21 @@ class Runner:
         bulks = {i: (self.c.exec_async(SENDER, bulk_flow(3 * seconds, bulk_op), timeout=self.timeout),
                      f"bulk flow {bulk_op}") for i in range(BULK_FLOWS)}
         time.sleep(seconds)
+        launched = time.time()
         both_jobs = self.latency_flows(latency_ops, seconds, "beside bulk")
-        both_stats = self.phase_stats(seconds)
-        queue = wire_queue.start(self.c, HOLDER, measured_seconds(seconds), delay=STATS_MARGIN_S)
-        holder_cpu = self.holder_cpu(seconds)
-        host_cpu = self.host_cpu(seconds)
+        late = self.latency_started(launched, seconds)
+        both_stats = self.phase_stats(seconds, late)
+        queue = wire_queue.start(self.c, HOLDER, measured_seconds(seconds, late), delay=STATS_MARGIN_S)
+        holder_cpu = self.node_cpu(HOLDER, seconds, late)
+        sender_cpu = self.node_cpu(SENDER, seconds, late)
+        host_cpu = self.host_cpu(seconds, late)
         flows = self.flows({**{("latency", op): job for op, job in both_jobs.items()},
                             **{("bulk", i): job for i, job in bulks.items()}})
         both = {op: flows[("latency", op)] for op in latency_ops}
         bulk = [flows[("bulk", i)] for i in range(BULK_FLOWS)]
         stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out),
                  "wire_queue": wire_queue.finish(queue), "holder_cpu": cpu_busy(holder_cpu.wait().out),
+                 "sender_cpu": cpu_busy(sender_cpu.wait().out),
                  "host_cpu": cpu_busy(host_cpu.wait())}
         return alone, both, bulk, stats
 

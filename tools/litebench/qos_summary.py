@@ -54,9 +54,9 @@ def summarize_mode(alone, both, bulks, stats=None):
     and after the latency flows). Bulk counts as beside latency from the first
     latency flow's start to the last one's end. With the kernel's statistics of the
     two latency phases (`stats`: {"alone": ..., "beside": ...}), `phases` says where
-    each one-sided latency flow's time went in each; `wire_queue`, `holder_cpu` and
-    `host_cpu` are the holder's wire queue (wire_queue.py), its CPU and this host's
-    (qos_runner.cpu_busy) beside bulk, where measured.)"""
+    each one-sided latency flow's time went in each; `wire_queue`, `holder_cpu`,
+    `sender_cpu` and `host_cpu` are the holder's wire queue (wire_queue.py), its CPU,
+    the sender's and this host's (qos_runner.cpu_busy) beside bulk, where measured.)"""
     latency = latency_beside(alone, both, "beside_bulk", "bulk")
     both = by_op(both)
     lat_lo = min(both[op]["started_unix_ms"] for op in latency)
@@ -72,11 +72,13 @@ def summarize_mode(alone, both, bulks, stats=None):
     pacing = ((stats or {}).get("beside") or {}).get("pacing")
     queue = (stats or {}).get("wire_queue")
     holder_cpu = (stats or {}).get("holder_cpu")
+    sender_cpu = (stats or {}).get("sender_cpu")
     host_cpu = (stats or {}).get("host_cpu")
     return {
         **({"pacing": pacing} if pacing and pacing.get("delivered_ratio") is not None else {}),
         **({"wire_queue": queue} if queue else {}),
         **({"holder_cpu": holder_cpu} if holder_cpu else {}),
+        **({"sender_cpu": sender_cpu} if sender_cpu else {}),
         **({"host_cpu": host_cpu} if host_cpu else {}),
         "phases": {op: p for op, p in phases.items() if None not in p.values()},
         "latency": latency,
@@ -203,10 +205,10 @@ WIRE_DIRECTIONS = {"to_node": "to the holder", "from_node": "from the holder"}
 
 def holder_table(summary):
     """The holder beside bulk: its wire's queue as a packet arriving at random finds
-    it (ms of the wire) and how busy its CPU was; rows per mode and bulk operation;
-    "" without either."""
+    it (ms of the wire) and how busy its CPU was (and the sender's, and this host's);
+    rows per mode and bulk operation; "" without either."""
     head = (["mode", "bulk"] + [f"queue {label}: {k}" for label in WIRE_DIRECTIONS.values() for k in ("mean", "p99")]
-            + ["holder CPU busy", "of it softirq", "host CPU busy"])
+            + ["holder CPU busy", "of it softirq", "sender CPU busy", "host CPU busy"])
     rows = [head]
     for name, passes in summary.items():
         for bulk_op, s in passes.items():
@@ -215,20 +217,23 @@ def holder_table(summary):
                 rows.append([name, f"1 MiB {bulk_op}"] + [
                     f"{q[d]['ms'][k]:.2f}" if d in q else "-" for d in WIRE_DIRECTIONS for k in ("mean", "p99")]
                     + ([f"{cpu['busy']:.0%}", f"{cpu['softirq']:.0%}"] if cpu else ["-", "-"])
+                    + [f"{s['sender_cpu']['busy']:.0%}" if s.get("sender_cpu") else "-"]
                     + [f"{host['busy']:.0%}" if host else "-"])
     if len(rows) == 1:
         return ""
     return aligned(rows)
 
 
-def holder_note(queue, cpu, host=None):
-    """The holder's wire queue and CPU (and this host's) beside bulk in a line of
-    progress ("" without)."""
+def holder_note(queue, cpu, host=None, sender=None):
+    """The holder's wire queue and CPU (and the sender's CPU, and this host's) beside
+    bulk in a line of progress ("" without)."""
     parts = [f"{WIRE_DIRECTIONS[d]} {q['ms']['mean']:.2f} ms mean, {q['ms']['p99']:.2f} p99"
              for d, q in (queue or {}).items() if d in WIRE_DIRECTIONS]
     note = f"; wire queue {', '.join(parts)}" if parts else ""
     if cpu:
         note += f"; holder CPU {cpu['busy']:.0%} busy ({cpu['softirq']:.0%} softirq)"
+    if sender:
+        note += f"; sender CPU {sender['busy']:.0%} busy ({sender['softirq']:.0%} softirq)"
     if host:
         note += f"; host {host['busy']:.0%} busy"
     return note
@@ -240,7 +245,7 @@ def pass_line(s):
                     for op, f in s["latency"].items())
     return (f"latency p99 alone / beside bulk: {lat}; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
             f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency"
-            f"{holder_note(s.get('wire_queue'), s.get('holder_cpu'), s.get('host_cpu'))}")
+            f"{holder_note(s.get('wire_queue'), s.get('holder_cpu'), s.get('host_cpu'), s.get('sender_cpu'))}")
 
 
 def pacing_note(stats):
