@@ -131,15 +131,17 @@ impl Lite {
         Ok(extents)
     }
 
-    /// Frees what this node holds for (`master`, `id`).
+    /// Frees what this node holds for (`master`, `id`): out of the registry first,
+    /// so that no lock or barrier queue is made for it any more, then its queues
+    /// (the memory stays until an owner working on one of its words is done).
     pub(crate) fn release(&self, master: u32, id: u64) {
-        self.locks_forget_lmr(master, id);
         {
             // After an allocation for it still running (a master that gave up
             // waiting for it): otherwise that would hold memory nobody releases.
             let _serial = self.lmr.alloc_lock.lock();
             self.lmr.mem.lock().release_held(master, Some(id));
         }
+        self.locks_forget_lmr(master, id);
         // A reserve that stopped at the hold limit may grow again.
         self.refill_reserve_later();
     }
@@ -165,8 +167,9 @@ impl Lite {
                 }
             }
         }
-        self.locks_forget_node(node);
+        // As in `release`: the memory out of the registry, then the queues.
         self.lmr.mem.lock().release_held(node, None);
+        self.locks_forget_node(node);
         self.rpc_forget_node(node);
     }
 

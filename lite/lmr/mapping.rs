@@ -39,6 +39,22 @@ pub(crate) struct Word {
     pub(crate) addr: u64,
 }
 
+/// A word of memory this node holds, with that memory: while the kernel works on
+/// the word itself (a lock's owner), the memory outlives a free of its LMR.
+pub(crate) struct HeldWord {
+    pub(crate) word: Word,
+    _memory: Arc<LocalMemory>,
+}
+
+impl HeldWord {
+    pub(crate) fn new(word: Word, memory: Arc<LocalMemory>) -> Self {
+        HeldWord {
+            word,
+            _memory: memory,
+        }
+    }
+}
+
 /// A word reached through a handle: its mapping says whether the LMR still exists.
 pub(crate) struct WordRef {
     pub(crate) mapping: Arc<Mapping>,

@@ -42,7 +42,7 @@ mod serve;
 pub(crate) use create::MallocArgs;
 pub(crate) use handles::FileLmrs;
 pub(crate) use ioctl::ioctl;
-pub(crate) use mapping::{Word, WordRef};
+pub(crate) use mapping::{HeldWord, Word, WordRef};
 pub(crate) use registry::LmrNode;
 
 use crate::net::wire::{Body, Reader};

@@ -14,7 +14,7 @@ use kernel::sync::Mutex;
 use super::handles::FileLmrs;
 use super::holder::hold_limit;
 use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
-use super::mapping::{Word, WordRef};
+use super::mapping::{HeldWord, Word, WordRef};
 use super::{erange, range_error};
 
 impl Lite {
@@ -86,10 +86,10 @@ impl Lite {
         self.atomic_on(&word.word, atomic, Wait::PollFirst)
     }
 
-    /// As [`Self::word_atomic`], for the kernel's own work on a word whose memory the
-    /// caller keeps alive.
-    pub(crate) fn held_word_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
-        self.atomic_on(word, atomic, Wait::Sleep)
+    /// As [`Self::word_atomic`], for the kernel's own work on a word this node holds,
+    /// whose memory `held` keeps.
+    pub(crate) fn held_word_atomic(&self, held: &HeldWord, atomic: Atomic) -> Result<u64> {
+        self.atomic_on(&held.word, atomic, Wait::Sleep)
     }
 
     /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
@@ -114,12 +114,13 @@ impl Lite {
         self.word_atomic(&word, atomic)
     }
 
-    /// EINVAL unless `word` (from a peer) is 8 bytes this node holds for its LMR;
-    /// EIDRM once the LMR is freed.
-    pub(crate) fn check_held_word(&self, word: &Word) -> Result {
-        self.held_memory(word.master, word.id)?
-            .find(word.addr, 8)
-            .map(drop)
+    /// `word` (from a peer) with the memory this node holds for its LMR, which
+    /// stays allocated while the result lives; EINVAL unless the word is 8 bytes of
+    /// it, EIDRM once the LMR is freed.
+    pub(crate) fn held_word(&self, word: &Word) -> Result<HeldWord> {
+        let memory = self.held_memory(word.master, word.id)?;
+        memory.find(word.addr, 8)?;
+        Ok(HeldWord::new(*word, memory))
     }
 
     /// LT_memset, executed by the holders.

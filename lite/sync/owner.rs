@@ -7,7 +7,7 @@ use super::lockword::{self, WaitStep, WAITERS};
 use super::{Queued, WordQueue, MAX_QUEUED, NODE_MAX_QUEUED, OWNER_RETRIES};
 use crate::errno::{EHOSTDOWN, EIDRM, ENOLCK};
 use crate::kvec::{remove_at, retain, swap_remove};
-use crate::lmr::Word;
+use crate::lmr::{HeldWord, Word};
 use crate::net::verbs::Atomic;
 use crate::net::wire::{
     LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE,
@@ -26,15 +26,17 @@ impl Lite {
             addr: req.addr,
         };
         let mut queues = self.locks.queues.lock();
-        // Checked under `queues`: the LMR's memory is freed only after its queues go.
-        self.check_held_word(&word)?;
+        // Under `queues`: a free of the LMR takes its memory out of the registry
+        // first, then its queues (waiting for `queues`), so no queue is made for a
+        // word whose memory is gone, and `held` keeps it while this works on it.
+        let held = self.held_word(&word)?;
         match req.op {
             LOCK_OP_WAIT | LOCK_OP_RELEASE if lockword::holder_node(req.value) != Some(from) => {
                 Err(EINVAL)
             }
             LOCK_OP_WAIT => self.owner_wait(
                 &mut queues,
-                &word,
+                &held,
                 Queued {
                     node: from,
                     token: req.token,
@@ -42,11 +44,11 @@ impl Lite {
                 },
             ),
             LOCK_OP_RELEASE => {
-                self.pass_on(&mut queues, &word, req.value | WAITERS, LOCK_TAKEN)?;
+                self.pass_on(&mut queues, &held, req.value | WAITERS, LOCK_TAKEN)?;
                 Ok(LOCK_DONE)
             }
             BARRIER_OP_WAIT => {
-                let count = self.held_word_atomic(&word, Atomic::FetchAdd(0))?;
+                let count = self.held_word_atomic(&held, Atomic::FetchAdd(0))?;
                 if count >= req.value {
                     return Ok(BARRIER_PASSED);
                 }
@@ -66,7 +68,7 @@ impl Lite {
                 Ok(LOCK_QUEUED)
             }
             BARRIER_OP_DONE => {
-                let count = self.held_word_atomic(&word, Atomic::FetchAdd(0))?;
+                let count = self.held_word_atomic(&held, Atomic::FetchAdd(0))?;
                 let mut done = KVec::new();
                 if let Some(i) = queues.iter().position(|q| q.word == word) {
                     let queue = &mut queues[i];
@@ -92,13 +94,19 @@ impl Lite {
         }
     }
 
-    fn owner_wait(&self, queues: &mut KVec<WordQueue>, word: &Word, caller: Queued) -> Result<u32> {
+    fn owner_wait(
+        &self,
+        queues: &mut KVec<WordQueue>,
+        held: &HeldWord,
+        caller: Queued,
+    ) -> Result<u32> {
+        let word = &held.word;
         for _ in 0..OWNER_RETRIES {
             let queued = queues.iter().any(|q| q.word == *word && !q.lock.is_empty());
-            let current = self.held_word_atomic(word, Atomic::FetchAdd(0))?;
+            let current = self.held_word_atomic(held, Atomic::FetchAdd(0))?;
             let swap = |new| {
                 self.held_word_atomic(
-                    word,
+                    held,
                     Atomic::CompareSwap {
                         expected: current,
                         new,
@@ -121,7 +129,7 @@ impl Lite {
                     }
                 }
                 WaitStep::QueueOnly => return enqueue(queues, word, caller),
-                WaitStep::PassOn => self.pass_on(queues, word, current, LOCK_TAKEN_HOLDER_DIED)?,
+                WaitStep::PassOn => self.pass_on(queues, held, current, LOCK_TAKEN_HOLDER_DIED)?,
             }
         }
         Err(EAGAIN)
@@ -132,10 +140,11 @@ impl Lite {
     fn pass_on(
         &self,
         queues: &mut KVec<WordQueue>,
-        word: &Word,
+        held: &HeldWord,
         mut current: u64,
         mut outcome: u32,
     ) -> Result {
+        let word = &held.word;
         loop {
             let index = queues.iter().position(|q| q.word == *word);
             let next = match index {
@@ -145,7 +154,7 @@ impl Lite {
             let more = index.is_some_and(|i| !queues[i].lock.is_empty());
             let new = lockword::passed_word(next.map(|n| n.value), more);
             let old = self.held_word_atomic(
-                word,
+                held,
                 Atomic::CompareSwap {
                     expected: current,
                     new,
@@ -213,9 +222,13 @@ impl Lite {
                     continue;
                 }
                 i += 1;
-                if let Ok(current) = self.held_word_atomic(&word, Atomic::FetchAdd(0)) {
+                // A word whose LMR is being freed: its queue is about to go.
+                let Ok(held) = self.held_word(&word) else {
+                    continue;
+                };
+                if let Ok(current) = self.held_word_atomic(&held, Atomic::FetchAdd(0)) {
                     if lockword::holder_node(current) == Some(node) {
-                        let _ = self.pass_on(&mut queues, &word, current, LOCK_TAKEN_HOLDER_DIED);
+                        let _ = self.pass_on(&mut queues, &held, current, LOCK_TAKEN_HOLDER_DIED);
                         // The queues may have shrunk: look at everything again next time.
                         i = 0;
                     }
