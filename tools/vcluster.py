@@ -132,12 +132,12 @@ def real_time(argv):
     """`argv` run at SCHED_FIFO priority `WIRE_RT_PRIORITY`; unchanged (with a note)
     where that is not allowed."""
     global _rt_ok
-    wrapped = ["chrt", "--fifo", str(WIRE_RT_PRIORITY)] + argv
+    chrt = ["chrt", "--fifo", str(WIRE_RT_PRIORITY)]
     if _rt_ok is None:
-        _rt_ok = subprocess.run(["chrt", "--fifo", str(WIRE_RT_PRIORITY), "true"], capture_output=True).returncode == 0
+        _rt_ok = subprocess.run(chrt + ["true"], capture_output=True).returncode == 0
         if not _rt_ok:
             log("no real-time priority for the wires (needs CAP_SYS_NICE): their rate will sag with the host's load")
-    return wrapped if _rt_ok else argv
+    return chrt + argv if _rt_ok else argv
 
 
 @contextlib.contextmanager

@@ -213,11 +213,12 @@ def holder_table(summary):
     for name, passes in summary.items():
         for bulk_op, s in passes.items():
             q, cpu, host = s.get("wire_queue") or {}, s.get("holder_cpu"), s.get("host_cpu")
+            sender = s.get("sender_cpu")
             if q or cpu:
                 rows.append([name, f"1 MiB {bulk_op}"] + [
                     f"{q[d]['ms'][k]:.2f}" if d in q else "-" for d in WIRE_DIRECTIONS for k in ("mean", "p99")]
                     + ([f"{cpu['busy']:.0%}", f"{cpu['softirq']:.0%}"] if cpu else ["-", "-"])
-                    + [f"{s['sender_cpu']['busy']:.0%}" if s.get("sender_cpu") else "-"]
+                    + [f"{sender['busy']:.0%}" if sender else "-"]
                     + [f"{host['busy']:.0%}" if host else "-"])
     if len(rows) == 1:
         return ""
