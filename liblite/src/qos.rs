@@ -259,6 +259,8 @@ pub struct QosStat {
     /// The latency class's p99 alone, which a relative Target99 multiplies;
     /// `None`: not known yet.
     pub alone_p99: Option<Duration>,
+    /// The latency class's operations counted alone since the module loaded.
+    pub alone_samples: u64,
     /// Latency, default, bulk.
     pub classes: [ClassStat; 3],
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent
@@ -456,6 +458,7 @@ impl Lite {
             increases: arg.increases,
             target99: Duration::from_nanos(arg.target99_ns),
             alone_p99: (arg.alone_p99_ns != 0).then(|| Duration::from_nanos(arg.alone_p99_ns)),
+            alone_samples: arg.alone_samples,
             classes: [class(&arg.classes[0]), class(&arg.classes[1]), class(&arg.classes[2])],
             latency_phases: arg.latency_phases.map(|p| Phases {
                 ops: p.ops,

@@ -217,6 +217,7 @@ impl Qos {
             increases: st.increases,
             target99_ns: st.target99(),
             alone_p99_ns: st.windows.alone.p99_ns().unwrap_or(0),
+            alone_samples: st.windows.alone.samples(),
             classes: [LiteClassStat::default(); 3],
             latency_phases: st.latency_phases,
             paced_in_flight: places.in_flight,

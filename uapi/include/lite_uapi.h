@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 8
+#define LITE_ABI_VERSION 9
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -491,6 +491,6 @@
 /*
  `_IOR('L', 39, LiteQosStat)`
  */
-#define LITE_IOC_QOS_STAT 2172668967
+#define LITE_IOC_QOS_STAT 2173193255
 
 #endif  /* LITE_UAPI_H */

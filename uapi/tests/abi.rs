@@ -103,7 +103,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(
         size_of::<LiteQosStat>(),
         4 + 4
-            + 11 * 8
+            + 12 * 8
             + 3 * size_of::<LiteClassStat>()
             + 2 * size_of::<LitePhases>()
             + 4

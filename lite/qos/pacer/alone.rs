@@ -22,6 +22,7 @@ pub(crate) struct AloneP99 {
     window: LatencyWindow,
     fresh: usize,
     p99_ns: u64,
+    samples: u64,
 }
 
 impl AloneP99 {
@@ -31,6 +32,7 @@ impl AloneP99 {
             window: LatencyWindow::new(),
             fresh: 0,
             p99_ns: 0,
+            samples: 0,
         }
     }
 
@@ -39,6 +41,7 @@ impl AloneP99 {
     pub(crate) fn add(&mut self, ns: u64, scratch: &mut [u32; WINDOW]) {
         self.window.add(ns);
         self.fresh += 1;
+        self.samples += 1;
         if self.fresh >= REFRESH_SAMPLES && self.window.len() >= MIN_SAMPLES {
             self.fresh = 0;
             self.p99_ns = self.window.quantile(990, scratch).unwrap_or(0);
@@ -48,6 +51,11 @@ impl AloneP99 {
     /// The p99 alone (ns), once known.
     pub(crate) fn p99_ns(&self) -> Option<u64> {
         (self.p99_ns > 0).then_some(self.p99_ns)
+    }
+
+    /// Operations counted alone so far.
+    pub(crate) fn samples(&self) -> u64 {
+        self.samples
     }
 
     /// Target99: `ratio_pct` percent of the p99 alone once that is known and the
@@ -78,6 +86,7 @@ mod tests {
         assert_eq!(a.target_ns(150, 2 * MS), 2 * MS);
         a.add(MS, &mut scratch);
         assert_eq!(a.p99_ns(), Some(MS));
+        assert_eq!(a.samples(), MIN_SAMPLES as u64);
         assert_eq!(a.target_ns(150, 2 * MS), 3 * MS / 2);
         // Off: the absolute target, whatever is known.
         assert_eq!(a.target_ns(0, 2 * MS), 2 * MS);

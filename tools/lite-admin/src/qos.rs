@@ -240,6 +240,7 @@ struct StatsJson {
     increases: u64,
     target99_ns: u64,
     alone_p99_ns: Option<u64>,
+    alone_samples: u64,
     classes: Vec<ClassJson>,
     latency_phases: Vec<PhasesJson>,
     paced_in_flight: u32,
@@ -315,6 +316,7 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
         increases: now.increases,
         target99_ns: now.target99.as_nanos() as u64,
         alone_p99_ns: now.alone_p99.map(|d| d.as_nanos() as u64),
+        alone_samples: now.alone_samples,
         classes: Class::ALL
             .iter()
             .enumerate()
@@ -349,7 +351,7 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
 
 fn print_stats(s: &StatsJson) {
     println!(
-        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB ({} of {} in flight), tokens {} B, {} probes (last {}), AIMD -{} +{} to Target99 {} (p99 alone {})",
+        "mode {}, latency traffic {}, SafeUtil {}, link {} (found {}), chunks {} KiB ({} of {} in flight), tokens {} B, {} probes (last {}), AIMD -{} +{} to Target99 {} (p99 alone {}, of {} operations alone)",
         s.mode,
         if s.latency_active { "active" } else { "idle" },
         s.safe_util.map_or("unlimited".to_string(), rate),
@@ -364,7 +366,8 @@ fn print_stats(s: &StatsJson) {
         s.decreases,
         s.increases,
         human(s.target99_ns),
-        s.alone_p99_ns.map_or("not known yet".to_string(), human)
+        s.alone_p99_ns.map_or("not known yet".to_string(), human),
+        s.alone_samples
     );
     println!(
         "{:<8} {:>12} {:>10} {:>10} {:>10} {:>7} {:>7} {:>12}",

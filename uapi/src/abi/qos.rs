@@ -182,6 +182,8 @@ pub struct LiteQosStat {
     /// comes from with a relative target (ns; 0: not known yet).
     pub target99_ns: u64,
     pub alone_p99_ns: u64,
+    /// The latency class's operations counted alone since the module loaded.
+    pub alone_samples: u64,
     pub classes: [LiteClassStat; 3],
     /// Where the latency class's LT_writes (`[0]`) and LT_reads (`[1]`) spent their
     /// time in this kernel since it loaded.
@@ -244,4 +246,4 @@ pub const LITE_IOC_CLASS_RULES: u32 = 0xC010_4C25;
 /// `_IOWR('L', 38, LiteClassSelf)`
 pub const LITE_IOC_CLASS_SELF: u32 = 0xC008_4C26;
 /// `_IOR('L', 39, LiteQosStat)`
-pub const LITE_IOC_QOS_STAT: u32 = 0x8180_4C27;
+pub const LITE_IOC_QOS_STAT: u32 = 0x8188_4C27;
