@@ -94,6 +94,13 @@ class Result:
 # perftest included). The switch and the guests therefore run in private network
 # namespaces (which also keeps them off every host interface) with a deeper queue.
 UNIX_DGRAM_QLEN = 1024
+# Guests have no entropy source but interrupt timing, so their CRNG became ready
+# minutes into a run, and that flips a static key: the kernel rewrites
+# get_random_u32's code under int3 while rxe's workers call it on the other vCPU,
+# and on TCG that once oopsed a guest ("Oops: int3" in get_random_u32 from
+# rxe_prepare, right after "random: crng init done" at 134 s). RDRAND (which TCG
+# emulates from the host's getrandom) seeds the CRNG while the guest boots.
+GUEST_CPU = "qemu64,+rdrand"
 # A datagram queued to a guest also counts against its sender's send buffer (the
 # switch sends everything through one socket): 208 KiB by default, about 90 packets
 # for all guests together, which two bulk writers overflow (the same retransmit
@@ -321,7 +328,7 @@ class Cluster:
         self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
                   f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}")
-        argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"],
+        argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"], "-cpu", GUEST_CPU,
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
                 "-append", append,
