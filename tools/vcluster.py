@@ -101,6 +101,9 @@ UNIX_DGRAM_QLEN = 1024
 # rxe_prepare, right after "random: crng init done" at 134 s). RDRAND (which TCG
 # emulates from the host's getrandom) seeds the CRNG while the guest boots.
 GUEST_CPU = "qemu64,+rdrand"
+# What a cluster runs on the host (the last three wrap the others): what `down`
+# may kill by the run directory in its command line.
+CLUSTER_PROGRAMS = {"qemu-system-x86_64", "vde_switch", "wirefilter", "timeout", "unshare", "chrt"}
 # A datagram queued to a guest also counts against its sender's send buffer (the
 # switch sends everything through one socket): 208 KiB by default, about 90 packets
 # for all guests together, which two bulk writers overflow (the same retransmit
@@ -430,6 +433,21 @@ class Cluster:
                 pass
         for pid in groups.values():
             self._reap(pid)
+        # A node started but not on record (seen once after a guest panicked in the
+        # middle of a test) would run on for hours and slow every later run on the
+        # host: anything that still names this cluster's directory goes too, loudly.
+        strays = [line for line in self.leftovers()
+                  if line.split(":", 1)[1].split()[0].rsplit("/", 1)[-1] in CLUSTER_PROGRAMS]
+        for line in strays:
+            pid = int(line.split(":", 1)[0])
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for line in strays:
+            self._reap(int(line.split(":", 1)[0]))
+        if strays:
+            log("killed processes of this cluster that were not on record:\n  " + "\n  ".join(strays))
         leftovers = [name for name, pid in groups.items() if running(pid)]
         self.meta["groups"] = {}
         if self.meta_path.parent.exists():
