@@ -436,18 +436,18 @@ class Cluster:
         # A node started but not on record (seen once after a guest panicked in the
         # middle of a test) would run on for hours and slow every later run on the
         # host: anything that still names this cluster's directory goes too, loudly.
-        strays = [line for line in self.leftovers()
-                  if line.split(":", 1)[1].split()[0].rsplit("/", 1)[-1] in CLUSTER_PROGRAMS]
-        for line in strays:
-            pid = int(line.split(":", 1)[0])
+        strays = [(pid, cmdline) for pid, cmdline in self._processes()
+                  if Path(cmdline.split()[0]).name in CLUSTER_PROGRAMS]
+        for pid, _ in strays:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        for line in strays:
-            self._reap(int(line.split(":", 1)[0]))
+        for pid, _ in strays:
+            self._reap(pid)
         if strays:
-            log("killed processes of this cluster that were not on record:\n  " + "\n  ".join(strays))
+            log("killed processes of this cluster that were not on record:\n  "
+                + "\n  ".join(f"{pid}: {cmdline[:120]}" for pid, cmdline in strays))
         leftovers = [name for name, pid in groups.items() if running(pid)]
         self.meta["groups"] = {}
         if self.meta_path.parent.exists():
@@ -457,9 +457,8 @@ class Cluster:
         if not quiet and groups:
             log(f"cluster in {self.run} is down")
 
-    def leftovers(self):
-        """Processes still running that belong to this cluster (there should be none after down)."""
-        found = []
+    def _processes(self):
+        """(pid, command line) of each live process that names this cluster's directory."""
         for proc in Path("/proc").iterdir():
             if not proc.name.isdigit():
                 continue
@@ -468,8 +467,11 @@ class Cluster:
             except OSError:
                 continue
             if str(self.run) in cmdline and running(int(proc.name)):
-                found.append(f"{proc.name}: {cmdline[:120]}")
-        return found
+                yield int(proc.name), cmdline
+
+    def leftovers(self):
+        """Processes still running that belong to this cluster (there should be none after down)."""
+        return [f"{pid}: {cmdline[:120]}" for pid, cmdline in self._processes()]
 
     # ---- commands ----
 

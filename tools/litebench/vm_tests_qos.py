@@ -19,8 +19,12 @@ def aimd_steps(stats):
     return stats["decreases"] + stats["increases"]
 
 
+def by_class(stats):
+    return {k["class"]: k for k in stats["classes"]}
+
+
 def class_ops(c, n):
-    return {k["class"]: k for k in qos_stats(c, n)["classes"]}
+    return by_class(qos_stats(c, n))
 
 
 @test
@@ -101,7 +105,7 @@ def a_relative_target99_follows_the_latency_class_alone(c):
     bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --threads 2 --seconds 30 --class bulk",
                         timeout=600)
     deadline = time.time() + 60
-    bulk_ops = {k["class"]: k for k in before["classes"]}["bulk"]["ops"]
+    bulk_ops = by_class(before)["bulk"]["ops"]
     while class_ops(c, 2)["bulk"]["ops"] <= bulk_ops:
         check(time.time() < deadline, "the bulk flow never started")
         time.sleep(0.5)
@@ -139,7 +143,7 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     for mode in ("none", "sw-pri"):
         c.exec(0, f"lite-admin mode {mode}")
         stats = qos_stats(c, 0)
-        paced_before = {k["class"]: k for k in stats["classes"]}["bulk"]["paced_chunks"]
+        paced_before = by_class(stats)["bulk"]["paced_chunks"]
         steps_before = aimd_steps(stats)
         bulks = [c.exec_async(0, bulk, timeout=600) for _ in range(2)]
         time.sleep(3)
