@@ -13,9 +13,17 @@
 //! completions too, so they wake as soon as it sees them, and contending threads
 //! never burn more than one CPU per peer.
 //!
+//! A poll lasts at most `POLL_MAX_NS`. While the usual round trip is longer than
+//! that (a queue at a slow link, an emulated NIC), most polls would give up before
+//! their completion came, and every one would burn that long of a CPU that the
+//! node's other work needs (on a one-vCPU emulated sender, 2 ms per operation of
+//! the CPU that Soft-RoCE sends with): operations then sleep at once, until the
+//! round trips shorten again.
+//!
 //! The usual round trip is a running median per peer, estimated with multiplicative
 //! steps (up when a sample is above it, down when below), which a few slow outliers
-//! cannot drag the way they drag a mean.
+//! cannot drag the way they drag a mean. Every operation that may poll feeds it,
+//! polled or not, with the time from its post to its completion's handler.
 
 use crate::uapi::LITE_CLASS_BULK;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,6 +34,9 @@ pub(crate) const POLL_MAX_BYTES: u64 = 4 << 10;
 pub(crate) const POLL_MAX_NS: u64 = 2_000_000;
 /// The median's first guess, before any sample.
 const FIRST_GUESS_NS: u64 = 100_000;
+/// The median stops rising here: far enough above `POLL_MAX_NS` to stop polling,
+/// near enough to come back under it within a few dozen short round trips.
+const MEDIAN_MAX_NS: u64 = 4 * POLL_MAX_NS;
 /// The median moves by 1/STEP of itself per sample.
 const STEP: u64 = 16;
 
@@ -75,12 +86,16 @@ impl PollBudget {
             .map(|_| PollTurn(&self.polling))
     }
 
-    /// How long the next operation polls before it sleeps.
+    /// How long the next operation polls before it sleeps: twice the usual round
+    /// trip, at most `POLL_MAX_NS`, and 0 (sleep at once) while the usual round
+    /// trip is longer than that.
     pub(crate) fn budget_ns(&self) -> u64 {
-        self.median_ns
-            .load(Ordering::Relaxed)
-            .saturating_mul(2)
-            .min(POLL_MAX_NS)
+        let median = self.median_ns.load(Ordering::Relaxed);
+        if median > POLL_MAX_NS {
+            0
+        } else {
+            median.saturating_mul(2).min(POLL_MAX_NS)
+        }
     }
 
     /// An operation completed `ns` after it was posted. Concurrent updates may
@@ -88,8 +103,7 @@ impl PollBudget {
     pub(crate) fn record(&self, ns: u64) {
         let median = self.median_ns.load(Ordering::Relaxed);
         let next = if ns > median {
-            // Past the cap, the budget cannot grow anyway.
-            (median + median / STEP + 1).min(POLL_MAX_NS)
+            (median + median / STEP + 1).min(MEDIAN_MAX_NS)
         } else {
             (median - median / STEP).max(1)
         };
@@ -149,10 +163,21 @@ mod tests {
     }
 
     #[test]
-    fn the_budget_is_capped_and_recovers() {
+    fn the_budget_is_capped() {
         let budget = PollBudget::new();
-        feed(&budget, 50_000_000, 50_000_000, 1_000);
+        feed(&budget, 1_500_000, 1_500_000, 1_000);
         assert_eq!(budget.budget_ns(), POLL_MAX_NS);
+    }
+
+    #[test]
+    fn round_trips_longer_than_a_poll_sleep_at_once_until_they_shorten() {
+        // A slow link's queue: 5 ms round trips, which no 2 ms poll would catch.
+        let budget = PollBudget::new();
+        feed(&budget, 5_000_000, 50_000_000, 1_000);
+        assert_eq!(budget.budget_ns(), 0);
+        // The queue drains: polling resumes within a few dozen operations.
+        feed(&budget, 3_000, 3_000, 40);
+        assert!(budget.budget_ns() > 0, "{}", budget.budget_ns());
         feed(&budget, 3_000, 3_000, 200);
         assert!(budget.budget_ns() <= 8_000, "{}", budget.budget_ns());
     }

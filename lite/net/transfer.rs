@@ -295,8 +295,8 @@ impl Peer {
         }
     }
 
-    /// `wait`'s wait, polling first if `polls` and no other waiter of the peer does,
-    /// for at most `left` ns.
+    /// `wait`'s wait, for at most `left` ns: polling first if `polls`, the peer's
+    /// round trips are short enough (polling.rs) and no other waiter of it polls.
     fn wait_within(
         &self,
         op: &Op,
@@ -307,11 +307,21 @@ impl Peer {
         if !polls {
             return op.wait_timeout(left);
         }
-        let Some(_turn) = self.poll.try_poll() else {
-            return op.wait_timeout(left);
+        let budget_ns = self.poll.budget_ns();
+        let turn = if budget_ns > 0 {
+            self.poll.try_poll()
+        } else {
+            None
         };
-        let completed = op.wait_polling(&self.dev, self.poll.budget_ns(), left);
-        self.poll.record(now_ns().saturating_sub(start_ns));
+        let completed = match turn {
+            Some(_turn) => op.wait_polling(&self.dev, budget_ns, left),
+            None => op.wait_timeout(left),
+        };
+        // To the completion's handler, not to this wakeup, which a sleeper pays on top.
+        let done_ns = op.done_ns();
+        if done_ns > start_ns {
+            self.poll.record(done_ns - start_ns);
+        }
         completed
     }
 
