@@ -166,7 +166,7 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER, "modes": modes,
-                          "latency_ops": latency_ops,
+                          "latency_ops": latency_ops, "segment": args.segment,
                           "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
                                             for op in latency_ops},
                           "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
@@ -185,7 +185,7 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
 
     order = [(mode, a) for a in HOSTILE_ORDER if a in attacks for mode in modes]
     try:
-        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires)
+        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires, segment=args.segment)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)
@@ -269,6 +269,9 @@ def main():
                     help="link: the holder behind a rate-limited wire (default); cpu: the plain segment")
     ap.add_argument("--link-rate", default=DEFAULT_LINK_RATE, metavar="RATE",
                     help=f"the link regime's wire, bytes/s (K, M: powers of 1024; default {DEFAULT_LINK_RATE})")
+    ap.add_argument("--segment", default="vde", choices=["vde", "bridge"],
+                    help="the link regime's segment: vde (a wirefilter, MTU 1500) or bridge (tc, jumbo frames: "
+                         "RoCE MTU 4096; vbridge.py) (default vde)")
     ap.add_argument("--smp", type=int,
                     help="vCPUs per guest (default: 1 in the link regime, so that the wire and not the host's "
                          "two cores is the bottleneck; 2 in the cpu regime)")
@@ -373,7 +376,7 @@ def main():
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
-                          "latency_ops": latency_ops,
+                          "latency_ops": latency_ops, "segment": args.segment,
                           "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
                                             for op in latency_ops},
                           "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
@@ -382,7 +385,7 @@ def main():
                           "interval_ms": INTERVAL_MS},
                "modes": {}, "flows": {}, "frontier": {}, "errors": []}
     try:
-        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires)
+        c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires, segment=args.segment)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
         runner = Runner(c, timeout=int(10 * args.seconds) + 300)

@@ -35,7 +35,9 @@ import sys
 import time
 from pathlib import Path
 
+import vbridge
 import vwire
+from litebench.wire_queue import group_member
 from vguest import KERNELS, build_initramfs, choose_accel, kernel_dir_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -103,7 +105,7 @@ UNIX_DGRAM_QLEN = 1024
 GUEST_CPU = "qemu64,+rdrand"
 # What a cluster runs on the host (the last three wrap the others): what `down`
 # may kill by the run directory in its command line.
-CLUSTER_PROGRAMS = {"qemu-system-x86_64", "vde_switch", "wirefilter", "timeout", "unshare", "chrt"}
+CLUSTER_PROGRAMS = {"qemu-system-x86_64", "vde_switch", "wirefilter", "timeout", "unshare", "chrt", "nsenter"}
 # A datagram queued to a guest also counts against its sender's send buffer (the
 # switch sends everything through one socket): 208 KiB by default, about 90 packets
 # for all guests together, which two bulk writers overflow (the same retransmit
@@ -231,10 +233,12 @@ class Cluster:
     def _save(self):
         self.meta_path.write_text(json.dumps(self.meta, indent=1))
 
-    def _spawn(self, argv, name, lifetime, dgram_qlen=UNIX_DGRAM_QLEN):
-        """Starts `argv` in its own process group, killed after `lifetime` seconds at the latest."""
+    def _spawn(self, argv, name, lifetime, dgram_qlen=UNIX_DGRAM_QLEN, netns=None):
+        """Starts `argv` in its own process group, killed after `lifetime` seconds at the
+        latest, in a network namespace of its own or in that of process `netns`."""
         logf = open(self.run / f"{name}.stderr", "wb")
-        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + private_netns(argv, dgram_qlen),
+        wrapped = ["nsenter", "-t", str(netns), "-n"] + argv if netns else private_netns(argv, dgram_qlen)
+        proc = subprocess.Popen(["timeout", "-s", "KILL", str(lifetime)] + wrapped,
                                 stdin=subprocess.DEVNULL,
                                 stdout=logf, stderr=subprocess.STDOUT, start_new_session=True)
         self.meta.setdefault("groups", {})[name] = proc.pid
@@ -242,13 +246,16 @@ class Cluster:
         return proc
 
     def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180, cache_guest=True,
-           wires=None):
+           wires=None, segment="vde"):
         """Boots `nodes` guests. `cache_guest`: the guests keep the programs and lite.ko
         they read from build/VARIANT/guest in their page cache (9p cache=loose): an
         exec costs milliseconds instead of seconds on the debug kernel, but files
         rebuilt while the cluster runs are not seen (`make cluster` turns it off).
         `wires`: {node: (rate bytes/s or 0 for none, queue bytes)}: those nodes'
-        ports sit behind a wirefilter (vwire.py)."""
+        ports sit behind a wirefilter (vwire.py), or on segment "bridge" behind a
+        veth shaped by tc, with jumbo frames (vbridge.py; rates only)."""
+        if segment == "bridge" and any(not rate for rate, _ in (wires or {}).values()):
+            raise SystemExit("vcluster: the bridge segment takes bottlenecks only; faults need vde wires (--wired)")
         if self.meta_path.exists():
             Cluster(self.run).down(quiet=True)
         shutil.rmtree(self.run, ignore_errors=True)
@@ -262,16 +269,14 @@ class Cluster:
         accel = choose_accel(kdir, initramfs, self.run)
         self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
                      "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": [],
-                     "cache_guest": cache_guest,
+                     "cache_guest": cache_guest, "segment": segment,
+                     "mtu": vbridge.JUMBO_MTU if segment == "bridge" else None,
                      "wires": {str(n): {"rate": rate, "queue": queue} for n, (rate, queue) in (wires or {}).items()}}
         self._save()
-        # vde_switch exits when its stdin closes: feed it from a pipe that lives as long as the cluster.
-        switch = self.run / "switch"
-        with roomy_send_buffers():
-            self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch", lifetime)
-            self._wait_for(switch / "ctl", "vde_switch")
-            for n in sorted(int(n) for n in self.meta["wires"]):
-                self._start_wire(n)
+        if segment == "bridge":
+            self._start_bridge(nodes)
+        else:
+            self._start_switch()
         log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
         for n in range(nodes):
             self.start_node(n)
@@ -282,6 +287,40 @@ class Cluster:
             self.down()
             raise
         log(f"{nodes} node(s) ready")
+
+    def _start_switch(self):
+        """The vde segment: its switch, and the wired nodes' wirefilters."""
+        # vde_switch exits when its stdin closes: feed it from a pipe that lives as long as the cluster.
+        switch = self.run / "switch"
+        with roomy_send_buffers():
+            self._spawn(["sh", "-c", f"tail -f /dev/null | exec vde_switch -s {switch} -m 700"], "switch",
+                        self.meta["lifetime"])
+            self._wait_for(switch / "ctl", "vde_switch")
+            for n in sorted(int(n) for n in self.meta["wires"]):
+                self._start_wire(n)
+
+    def _start_bridge(self, nodes):
+        """The bridge segment (vbridge.py): a namespace kept by a sleeping process, its
+        devices built in it; the guests' qemus join it."""
+        self._spawn(["sleep", str(self.meta["lifetime"])], "segment", self.meta["lifetime"])
+        deadline = time.time() + 10
+        while (holder := group_member(self.meta["groups"]["segment"], "sleep")) is None:
+            if time.time() > deadline:
+                self.down()
+                raise SystemExit("vcluster: the bridge segment's namespace did not start")
+            time.sleep(0.05)
+        self.meta["netns"] = holder
+        self._save()
+        wires = {int(n): (w["rate"], w["queue"]) for n, w in self.meta["wires"].items()}
+        built = subprocess.run(["nsenter", "-t", str(holder), "-n", "sh", "-c",
+                                vbridge.setup_script(nodes, wires, self.meta["mtu"])],
+                               capture_output=True, text=True)
+        if built.returncode:
+            self.down()
+            raise SystemExit(f"vcluster: could not build the bridge segment: {built.stderr.strip()}")
+        for n, (rate, queue) in sorted(wires.items()):
+            log(f"node {n}'s port is behind a link of {rate / 2**20:g} MiB/s, queue {queue / 2**20:g} MiB "
+                f"(tc tbf, MTU {self.meta['mtu']})")
 
     def _start_wire(self, n):
         """Node n's port switch, joined to the segment's switch by a wirefilter."""
@@ -330,13 +369,15 @@ class Cluster:
         (run / f"node{n}.ready").unlink(missing_ok=True)
         self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
-                  f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}")
+                  f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}"
+                  + (f" lite_mtu={m['mtu']}" if m.get("mtu") else ""))
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"], "-cpu", GUEST_CPU,
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
                 "-append", append,
                 "-serial", f"file:{run}/node{n}.console",
-                "-netdev", f"vde,id=net0,sock={sock}",
+                "-netdev", (f"tap,id=net0,ifname=tap{n},script=no,downscript=no" if m.get("netns")
+                            else f"vde,id=net0,sock={sock}"),
                 "-device", f"virtio-net-pci,netdev=net0,mac=52:54:00:4c:00:{n:02x}",
                 "-device", "virtio-serial-pci",
                 "-chardev", f"socket,id=ctl,path={run}/node{n}.ctl,server=on,wait=off",
@@ -349,7 +390,7 @@ class Cluster:
                 "-device", "virtio-9p-pci,fsdev=guest,mount_tag=guest"]
         remaining = int(m["lifetime"] - (time.time() - m["started"]))
         with roomy_send_buffers():
-            self._spawn(argv, f"node{n}", max(remaining, 60))
+            self._spawn(argv, f"node{n}", max(remaining, 60), netns=m.get("netns"))
             # qemu connects to the switch before the guest runs: once the guest
             # prints, its socket exists.
             console = run / f"node{n}.console"

@@ -1,7 +1,7 @@
 """Library code shared by the Python tools in tools/ (bench.py, qos_bench.py, ...).
 
 The scripts in tools/ are the commands and import this package from their own
-directory; vcluster.py, vguest.py and vwire.py are still top-level modules beside them.
+directory; vcluster.py, vguest.py, vwire.py and vbridge.py are still top-level modules beside them.
 
     plots           the benchmarks' plots, drawn with matplotlib, as SVG and PNG
     soak_rounds     the soak (tools/soak.py): rounds of workloads and churn, then checks
