@@ -5,6 +5,7 @@
 #                         KERNEL=debian: Debian's stock kernel (tools/kernel/debian.sh)
 #   NODES=N               virtual cluster size (default 3)
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
+#   SEGMENT=bridge                cluster: tap ports on a Linux bridge, tc links, jumbo frames
 #   SMP=N                 cluster: vCPUs per guest (default 2; 1 keeps a bottleneck's wire the
 #                         bottleneck, see README "Two regimes")
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
@@ -77,7 +78,7 @@ headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
 
 cluster: guest
-	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK)) $(if $(SMP),--smp $(SMP))
+	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK)) $(if $(SEGMENT),--segment $(SEGMENT)) $(if $(SMP),--smp $(SMP))
 
 cluster-down:
 	tools/vcluster.py down

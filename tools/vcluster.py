@@ -3,7 +3,8 @@
 lite.ko on one private L2 segment.
 
 The segment is a vde_switch on a unix socket in the run directory: it carries the
-guests' frames between qemu processes and has no path to any host interface. Each
+guests' frames between qemu processes and has no path to any host interface (with
+`--segment bridge`, a Linux bridge in a private network namespace: vbridge.py). Each
 guest gets 10.77.0.(N+1). The run directory is shared with every guest over 9p
 (/run/lite) and holds per-node console logs and command results; the build outputs
 (lite.ko, lite-admin, ...) are shared read-only at /lite.
@@ -14,6 +15,7 @@ Every child runs in its own process group under a hard time limit, and `down`
   vcluster.py up [--nodes 3] [--join]     boot a cluster and keep it
        [--bottleneck NODE:RATE[:QUEUE]]   NODE's port behind a RATE bytes/s queue (vwire.py)
        [--wired LIST]                     those nodes' ports behind wires without limits
+       [--segment bridge]                 tap ports on a bridge, tc links, MTU 9000 (no faults)
   vcluster.py fault N KEY=VALUE...        loss=1% burst=4 dup=0.5% delay=5ms[+JITTER] noise=8 (wires without a rate)
   vcluster.py partition N SECONDS         every frame to and from N lost, then healed
   vcluster.py status                      nodes and their wires
@@ -649,6 +651,9 @@ def main():
     up.add_argument("--bottleneck", action="append", default=[], metavar="NODE:RATE[:QUEUE]",
                     help="NODE's port behind a queue draining at RATE bytes/s (K, M, G: powers of 1024), "
                          f"QUEUE bytes deep (default {vwire.DEFAULT_QUEUE >> 20}M: lossless); repeatable")
+    up.add_argument("--segment", default="vde", choices=["vde", "bridge"],
+                    help="vde (default: wirefilter links, faults, MTU 1500) or bridge (tc links, MTU 9000 for "
+                         "RoCE MTU 4096; bottlenecks only)")
     up.add_argument("--wired", default="", metavar="LIST",
                     help="comma-separated nodes whose ports sit behind a wire without limits (for `fault`)")
     fa = sub.add_parser("fault", help="change node N's wire while it runs (see `fault -h`)",
@@ -681,7 +686,7 @@ def main():
         if args.smp < 1:
             ap.error("--smp: at least 1")
         c.up(args.nodes, args.kernel, mem=args.mem, smp=args.smp, lifetime=args.lifetime, cache_guest=False,
-             wires=wires)
+             wires=wires, segment=args.segment)
         if args.join:
             c.join(range(args.nodes), timeout=60)
             log("all nodes joined")
@@ -719,9 +724,11 @@ def main():
         nodes = {n: {"alive": c.alive(n), "wire": wire(n)} for n in c.meta.get("nodes", [])}
         if args.json:
             print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "smp": c.meta.get("smp"),
+                              "segment": c.meta.get("segment", "vde"), "mtu": c.meta.get("mtu") or 1500,
                               "nodes": nodes}, indent=1))
         else:
-            print(f"{c.meta.get('variant')} kernel, {c.meta.get('smp')} vCPU(s) per guest")
+            print(f"{c.meta.get('variant')} kernel, {c.meta.get('smp')} vCPU(s) per guest, "
+                  f"{c.meta.get('segment', 'vde')} segment, MTU {c.meta.get('mtu') or 1500}")
             for n, st in nodes.items():
                 wire = st["wire"]
                 shown = ("  ".join(f"{k} {v}" for k, v in wire.items()) if wire else "direct on the segment")
