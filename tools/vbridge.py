@@ -47,4 +47,3 @@ def setup_script(nodes, wires, mtu=JUMBO_MTU):
             lines.append(f"ip link set tap{n} mtu {mtu} master seg up")
     lines.append(f"ip link set seg mtu {mtu} up")
     return "\n".join(lines) + "\n"
-

@@ -105,7 +105,7 @@ UNIX_DGRAM_QLEN = 1024
 # rxe_prepare, right after "random: crng init done" at 134 s). RDRAND (which TCG
 # emulates from the host's getrandom) seeds the CRNG while the guest boots.
 GUEST_CPU = "qemu64,+rdrand"
-# What a cluster runs on the host (the last three wrap the others): what `down`
+# What a cluster runs on the host (the last four wrap the others): what `down`
 # may kill by the run directory in its command line.
 CLUSTER_PROGRAMS = {"qemu-system-x86_64", "vde_switch", "wirefilter", "timeout", "unshare", "chrt", "nsenter"}
 # A datagram queued to a guest also counts against its sender's send buffer (the
@@ -272,7 +272,6 @@ class Cluster:
         self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
                      "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": [],
                      "cache_guest": cache_guest, "segment": segment,
-                     "mtu": vbridge.JUMBO_MTU if segment == "bridge" else None,
                      "wires": {str(n): {"rate": rate, "queue": queue} for n, (rate, queue) in (wires or {}).items()}}
         self._save()
         if segment == "bridge":
@@ -315,14 +314,14 @@ class Cluster:
         self._save()
         wires = {int(n): (w["rate"], w["queue"]) for n, w in self.meta["wires"].items()}
         built = subprocess.run(["nsenter", "-t", str(holder), "-n", "sh", "-c",
-                                vbridge.setup_script(nodes, wires, self.meta["mtu"])],
+                                vbridge.setup_script(nodes, wires)],
                                capture_output=True, text=True)
         if built.returncode:
             self.down()
             raise SystemExit(f"vcluster: could not build the bridge segment: {built.stderr.strip()}")
         for n, (rate, queue) in sorted(wires.items()):
             log(f"node {n}'s port is behind a link of {rate / 2**20:g} MiB/s, queue {queue / 2**20:g} MiB "
-                f"(tc tbf, MTU {self.meta['mtu']})")
+                f"(tc tbf, MTU {vbridge.JUMBO_MTU})")
 
     def _start_wire(self, n):
         """Node n's port switch, joined to the segment's switch by a wirefilter."""
@@ -372,7 +371,7 @@ class Cluster:
         self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
                   f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}"
-                  + (f" lite_mtu={m['mtu']}" if m.get("mtu") else ""))
+                  + (f" lite_mtu={vbridge.JUMBO_MTU}" if m.get("segment") == "bridge" else ""))
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"], "-cpu", GUEST_CPU,
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
@@ -402,6 +401,10 @@ class Cluster:
         if n not in m["nodes"]:
             m["nodes"].append(n)
         self._save()
+
+    def mtu(self):
+        """The guests' MTU: jumbo frames on the bridge segment, Ethernet's on vde."""
+        return vbridge.JUMBO_MTU if self.meta.get("segment") == "bridge" else 1500
 
     def alive(self, n):
         pid = self.meta.get("groups", {}).get(f"node{n}")
@@ -724,11 +727,11 @@ def main():
         nodes = {n: {"alive": c.alive(n), "wire": wire(n)} for n in c.meta.get("nodes", [])}
         if args.json:
             print(json.dumps({"run": str(c.run), "variant": c.meta.get("variant"), "smp": c.meta.get("smp"),
-                              "segment": c.meta.get("segment", "vde"), "mtu": c.meta.get("mtu") or 1500,
+                              "segment": c.meta.get("segment", "vde"), "mtu": c.mtu(),
                               "nodes": nodes}, indent=1))
         else:
             print(f"{c.meta.get('variant')} kernel, {c.meta.get('smp')} vCPU(s) per guest, "
-                  f"{c.meta.get('segment', 'vde')} segment, MTU {c.meta.get('mtu') or 1500}")
+                  f"{c.meta.get('segment', 'vde')} segment, MTU {c.mtu()}")
             for n, st in nodes.items():
                 wire = st["wire"]
                 shown = ("  ".join(f"{k} {v}" for k, v in wire.items()) if wire else "direct on the segment")
