@@ -468,7 +468,8 @@ def main():
         holder = holder_table(results["modes"])
         if holder:
             print("\nthe holder beside bulk: its wire's queue as a latency packet finds it (ms on the wire, "
-                  "sampled every ms from the switch's socket: tools/litebench/wire_queue.py), and its CPU:")
+                  "sampled every ms from the switch's socket or the link's qdisc: tools/litebench/wire_queue.py), "
+                  "and its CPU:")
             print(holder)
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
             busy = (sw.get("host_cpu") or {}).get("busy")

@@ -3,6 +3,7 @@
 
 import struct
 import unittest
+from unittest import mock
 
 import qos_bench as q
 from litebench import wire_queue
@@ -18,6 +19,15 @@ def diag_message(inode, peer=None, wqueue=0):
     return struct.pack("=IHHII", 16 + len(body), 20, 2, 1, 0) + body
 
 
+def qdisc_message(ifindex, parent, backlog):
+    """One rtnetlink answer for a qdisc with its queue statistics, as the kernel writes it."""
+    queue = struct.pack("=HHIIIII", 24, wire_queue.TCA_STATS_QUEUE, 3, backlog, 0, 0, 0)
+    stats2 = struct.pack("=HH", 4 + len(queue), wire_queue.TCA_STATS2 | 0x8000) + queue
+    body = struct.pack("=BBHiIII", 0, 0, 0, ifindex, 0x80010000, parent, 1) + struct.pack("=HH4s", 8, 1, b"tbf\0")
+    body += stats2
+    return struct.pack("=IHHII", 16 + len(body), 36, 2, 1, 0) + body
+
+
 class WireQueueTest(unittest.TestCase):
     def test_the_dump_names_each_socket_s_peer_and_send_queue(self):
         data = diag_message(10, peer=99, wqueue=4608) + diag_message(11) + struct.pack("=IHHIIi", 20, 3, 2, 1, 0, 0)
@@ -30,9 +40,30 @@ class WireQueueTest(unittest.TestCase):
         with self.assertRaises(OSError):
             wire_queue.parse_dump(struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -13) + bytes(16))
 
+    def test_the_qdisc_dump_gives_each_root_qdisc_s_backlog(self):
+        data = (qdisc_message(7, wire_queue.TC_H_ROOT, 9014) + qdisc_message(7, 0x80010000, 555)
+                + qdisc_message(8, wire_queue.TC_H_ROOT, 0))
+        self.assertEqual(wire_queue.parse_qdisc_dump(data), ({7: 9014, 8: 0}, False), "a child qdisc is not the link's")
+        self.assertEqual(wire_queue.parse_qdisc_dump(struct.pack("=IHHIIi", 20, 3, 2, 1, 0, 0)), ({}, True))
+        with self.assertRaises(OSError):
+            wire_queue.parse_qdisc_dump(struct.pack("=IHHIIi", 36, 2, 0, 1, 0, -1) + bytes(16))
+
+    def test_the_bridge_samples_both_veths_in_the_segment_s_namespace(self):
+        c = FakeCluster()
+        c.meta = {"segment": "bridge", "netns": 4242, "wires": {str(q.HOLDER): {"rate": 1 << 20, "queue": 1}}}
+        spawned = []
+        with mock.patch.object(wire_queue.os, "geteuid", return_value=0), \
+                mock.patch.object(wire_queue.shutil, "which", return_value="/usr/bin/nsenter"), \
+                mock.patch.object(wire_queue, "spawn", lambda netns, options: spawned.append((netns, options[-1]))):
+            samplers = wire_queue.start(c, q.HOLDER, 1)
+            self.assertEqual(set(samplers), {"to_node", "from_node"})
+            self.assertEqual(sorted(spawned), [(4242, f"wnode{q.HOLDER}"), (4242, f"wseg{q.HOLDER}")])
+            del c.meta["netns"]
+            self.assertEqual(wire_queue.start(c, q.HOLDER, 1), {}, "no namespace, no sampler")
+
     def test_the_queue_is_bytes_and_time_on_the_wire(self):
         # Two full frames queued half the time: one frame's wire time on average.
-        s = wire_queue.summarize([0, 2 * wire_queue.FRAME_TRUESIZE] * 50, rate=1_082_000)
+        s = wire_queue.summarize([0, 2 * wire_queue.FRAME_BYTES] * 50, rate=1_082_000)
         self.assertEqual(s["samples"], 100)
         self.assertEqual(s["bytes"]["mean"], wire_queue.FRAME_BYTES)
         self.assertEqual((s["ms"]["mean"], s["ms"]["p50"], s["ms"]["p99"]), (1.0, 2.0, 2.0))

@@ -2,16 +2,19 @@
 latency-class packet finds in front of it there (a packet arriving at random sees
 the queue's time average).
 
-A wired node's frames from the segment wait for the wire in its wirefilter's
-receive socket (vwire.py). The segment's vde_switch sends them there from a
-datagram socket of the wire's port, so that socket's send-buffer use
+On the vde segment a wired node's frames from the segment wait for the wire in
+its wirefilter's receive socket (vwire.py). The segment's vde_switch sends them
+there from a datagram socket of the wire's port, so that socket's send-buffer use
 (`sock_diag`'s wqueue for unix sockets) is the bytes queued for the wire: the
-kernel's memory for them, which this converts to bytes on the wire. The socket
-lives in the switch's private network namespace, so the sampler runs there
-(`nsenter`, as root).
+kernel's memory for them, which this converts to bytes on the wire.
 
-Run as a program it is that sampler: `wire_queue.py --peer INODE --seconds S`
-prints one JSON object (see `summarize`)."""
+On the bridge segment (vbridge.py) they wait in the `tc tbf` qdisc on the egress
+of the link's veth: its backlog (rtnetlink's queue statistics) is bytes on the wire.
+
+Either lives in a private network namespace, so the sampler runs there (`nsenter`,
+as root). Run as a program it is that sampler: `wire_queue.py --peer INODE
+--seconds S` (vde) or `--dev NAME` (bridge) prints one JSON object (see
+`summarize`)."""
 
 import argparse
 import json
@@ -24,8 +27,11 @@ import sys
 import time
 from pathlib import Path
 
-NETLINK_SOCK_DIAG = 4
+NETLINK_ROUTE, NETLINK_SOCK_DIAG = 0, 4
 SOCK_DIAG_BY_FAMILY = 20
+RTM_GETQDISC = 38
+TC_H_ROOT = 0xFFFFFFFF
+TCA_STATS2, TCA_STATS_QUEUE = 7, 3
 NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
 UDIAG_SHOW_PEER, UDIAG_SHOW_RQLEN = 0x4, 0x10
@@ -74,22 +80,65 @@ def parse_dump(data):
     return sockets, done
 
 
-def dump(sock, seq):
-    sock.send(diag_request(seq))
-    sockets = {}
+def qdisc_request(seq):
+    """A netlink dump request for every qdisc (with its statistics)."""
+    tcmsg = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
+    return struct.pack("=IHHII", 16 + len(tcmsg), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + tcmsg
+
+
+def attributes(data, off):
+    """(type, payload) of each netlink attribute in data[off:]."""
+    while off + 4 <= len(data):
+        alen, atype = struct.unpack_from("=HH", data, off)
+        if alen < 4:
+            return
+        yield atype & 0x3FFF, data[off + 4:off + alen]
+        off += (alen + 3) & ~3
+
+
+def parse_qdisc_dump(data):
+    """{ifindex: backlog bytes} of the root qdiscs in one netlink buffer, and whether
+    it ended the dump. OSError on a netlink error."""
+    backlogs, done, off = {}, False, 0
+    while off + 16 <= len(data):
+        length, kind = struct.unpack_from("=IH", data, off)
+        if length < 16:
+            break
+        if kind == NLMSG_DONE:
+            done = True
+            break
+        if kind == NLMSG_ERROR:
+            raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "qdisc dump failed")
+        body = data[off + 16:off + length]
+        _, _, _, ifindex, _, parent, _ = struct.unpack_from("=BBHiIII", body)
+        if parent == TC_H_ROOT:
+            for atype, payload in attributes(body, 20):
+                if atype != TCA_STATS2:
+                    continue
+                for stype, stats in attributes(payload, 0):
+                    if stype == TCA_STATS_QUEUE:
+                        # struct gnet_stats_queue: qlen, backlog, drops, requeues, overlimits.
+                        backlogs[ifindex] = struct.unpack_from("=II", stats)[1]
+        off += (length + 3) & ~3
+    return backlogs, done
+
+
+def dump(sock, request, parse):
+    sock.send(request)
+    found = {}
     while True:
-        part, done = parse_dump(sock.recv(1 << 16))
-        sockets.update(part)
+        part, done = parse(sock.recv(1 << 16))
+        found.update(part)
         if done:
-            return sockets
+            return found
 
 
-def summarize(truesizes, rate):
-    """The queue's samples (kernel bytes) as bytes and milliseconds on a wire of `rate`
-    bytes/s: mean, p50, p90, p99 and max."""
-    if not truesizes:
+def summarize(queued, rate):
+    """The queue's samples (bytes on the wire) in bytes and milliseconds on a wire of
+    `rate` bytes/s: mean, p50, p90, p99 and max."""
+    if not queued:
         return None
-    wire = sorted(t * FRAME_BYTES / FRAME_TRUESIZE for t in truesizes)
+    wire = sorted(queued)
 
     def pct(p):
         return wire[min(len(wire) - 1, int(p / 100 * len(wire)))]
@@ -99,17 +148,37 @@ def summarize(truesizes, rate):
             "ms": {k: round(v / rate * 1000, 3) for k, v in stats.items()}}
 
 
-def sample(peers, seconds, rate, interval=SAMPLE_INTERVAL_S):
-    """Samples, for `seconds`, the send queue of the socket (in this network namespace)
-    connected to one of `peers` (inodes); its summary."""
+def socket_queue(peers):
+    """A reader of the bytes on the wire queued in the unix socket (in this network
+    namespace) connected to one of `peers` (inodes): None while there is none."""
     sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_SOCK_DIAG)
-    samples, seq = [], 1
+    seq = iter(range(1, 1 << 31))
+
+    def read():
+        found = [wq for peer, wq in dump(sock, diag_request(next(seq)), parse_dump).values() if peer in peers]
+        return found[0] * FRAME_BYTES / FRAME_TRUESIZE if found else None
+    return read
+
+
+def qdisc_queue(dev):
+    """A reader of the backlog of device `dev`'s root qdisc (in this network namespace)."""
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_ROUTE)
+    ifindex = socket.if_nametoindex(dev)
+    seq = iter(range(1, 1 << 31))
+
+    def read():
+        return dump(sock, qdisc_request(next(seq)), parse_qdisc_dump).get(ifindex)
+    return read
+
+
+def sample(read, seconds, rate, interval=SAMPLE_INTERVAL_S):
+    """Samples `read` (bytes queued, or None) every `interval` for `seconds`; its summary."""
+    samples = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        found = [wq for peer, wq in dump(sock, seq).values() if peer in peers]
-        seq += 1
-        if found:
-            samples.append(found[0])
+        queued = read()
+        if queued is not None:
+            samples.append(queued)
         time.sleep(interval)
     return summarize(samples, rate)
 
@@ -140,8 +209,16 @@ def socket_inodes(pid):
     return inodes
 
 
-# The two ends of a wire: the switch whose socket queues frames for it.
+# The two ends of a wire: the switch whose socket queues frames for it (vde), the
+# veth whose qdisc does (bridge: vbridge.py).
 DIRECTIONS = {"to_node": "switch", "from_node": "port{node}"}
+BRIDGE_DEVICES = {"to_node": "wseg{node}", "from_node": "wnode{node}"}
+
+
+def spawn(netns_pid, options):
+    """The sampler (this file as a program) in process `netns_pid`'s network namespace."""
+    argv = ["nsenter", f"--net=/proc/{netns_pid}/ns/net", sys.executable, __file__] + options
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def start(cluster, node, seconds, delay=0.0):
@@ -152,6 +229,11 @@ def start(cluster, node, seconds, delay=0.0):
     groups = cluster.meta.get("groups", {})
     if not wire or not wire.get("rate") or os.geteuid() != 0 or not shutil.which("nsenter"):
         return {}
+    options = ["--seconds", str(seconds), "--delay", str(delay), "--rate", str(wire["rate"])]
+    if cluster.meta.get("segment") == "bridge":
+        netns = cluster.meta.get("netns")
+        return {direction: spawn(netns, options + ["--dev", dev.format(node=node)])
+                for direction, dev in BRIDGE_DEVICES.items()} if netns else {}
     wirefilter = group_member(groups.get(f"wire{node}", -1), "wirefilter")
     try:
         peers = socket_inodes(wirefilter) if wirefilter else set()
@@ -159,15 +241,12 @@ def start(cluster, node, seconds, delay=0.0):
         return {}
     if not peers:
         return {}
-    options = ["--seconds", str(seconds), "--delay", str(delay), "--rate", str(wire["rate"])]
     options += [a for p in sorted(peers) for a in ("--peer", str(p))]
     samplers = {}
     for direction, group in DIRECTIONS.items():
         switch = group_member(groups.get(group.format(node=node), -1), "vde_switch")
         if switch is not None:
-            argv = ["nsenter", f"--net=/proc/{switch}/ns/net", sys.executable, __file__] + options
-            samplers[direction] = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                   text=True)
+            samplers[direction] = spawn(switch, options)
     return samplers
 
 
@@ -188,14 +267,17 @@ def finish(samplers):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--peer", type=int, action="append", required=True,
-                    help="inode of a socket of the wirefilter (repeatable)")
+    queue = ap.add_mutually_exclusive_group(required=True)
+    queue.add_argument("--peer", type=int, action="append",
+                       help="vde: inode of a socket of the wirefilter (repeatable)")
+    queue.add_argument("--dev", help="bridge: the device whose root qdisc queues for the wire")
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--rate", type=int, required=True, help="the wire's rate, bytes/s")
     ap.add_argument("--delay", type=float, default=0.0, help="seconds to wait before sampling")
     args = ap.parse_args()
+    read = qdisc_queue(args.dev) if args.dev else socket_queue(set(args.peer))
     time.sleep(args.delay)
-    print(json.dumps(sample(set(args.peer), args.seconds, args.rate)))
+    print(json.dumps(sample(read, args.seconds, args.rate)))
 
 
 if __name__ == "__main__":
