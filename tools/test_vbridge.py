@@ -5,17 +5,21 @@ import vbridge
 
 class SetupScriptTest(unittest.TestCase):
     def test_a_bottleneck_node_sits_behind_a_veth_shaped_both_ways(self):
-        script = vbridge.setup_script(2, {1: (1 << 20, 2 << 20)})
-        self.assertIn("ip link set tap0 mtu 9000 master seg up", script)
+        script = vbridge.port_script(1, (1 << 20, 2 << 20))
         self.assertIn("ip link set tap1 mtu 9000 master br1 up", script)
         self.assertIn("ip link add wseg1 type veth peer name wnode1", script)
         # 1 MiB/s is 8388608 bit/s; a 2 MiB FIFO; a bucket of two jumbo frames.
         for dev in ("wseg1", "wnode1"):
             self.assertIn(f"tc qdisc add dev {dev} root tbf rate 8388608bit burst 18400 limit 2097152", script)
-        self.assertNotIn("tap0 mtu 9000 master br", script)
+        self.assertIn("ip link set tap0 mtu 9000 master seg up", vbridge.port_script(0))
+        self.assertNotIn(" br", vbridge.port_script(0))
 
-    def test_the_script_stops_at_the_first_failure(self):
-        self.assertTrue(vbridge.setup_script(1, {}).startswith("set -e\n"))
+    def test_a_node_that_boots_again_keeps_its_port(self):
+        self.assertEqual(vbridge.port_script(2).splitlines()[1], "ip link show tap2 >/dev/null 2>&1 && exit 0")
+
+    def test_the_scripts_stop_at_the_first_failure(self):
+        self.assertTrue(vbridge.setup_script().startswith("set -e\n"))
+        self.assertTrue(vbridge.port_script(0).startswith("set -e\n"))
 
 
 if __name__ == "__main__":

@@ -25,25 +25,28 @@ def tbf(dev, rate, queue, mtu):
             f"limit {queue}")
 
 
-def setup_script(nodes, wires, mtu=JUMBO_MTU):
-    """Shell commands that build the segment in the current network namespace:
-    bridge `seg`; node n's port `tap{n}`; a node with a rate in `wires` ({node:
-    (rate bytes/s, queue bytes)}) behind its own bridge `br{n}`, joined to `seg`
-    by veth `wseg{n}` (its egress: toward the node) / `wnode{n}` (from the node)."""
-    lines = ["set -e", "ip link set lo up", "ip link add seg type bridge"]
-    for n in range(nodes):
-        lines.append(f"ip tuntap add tap{n} mode tap")
-        rate, queue = wires.get(n, (0, 0))
-        if rate:
-            lines += [f"ip link add br{n} type bridge",
-                      f"ip link add wseg{n} type veth peer name wnode{n}",
-                      f"ip link set wseg{n} mtu {mtu} master seg up",
-                      f"ip link set wnode{n} mtu {mtu} master br{n} up",
-                      f"ip link set tap{n} mtu {mtu} master br{n} up",
-                      f"ip link set br{n} mtu {mtu} up",
-                      tbf(f"wseg{n}", rate, queue, mtu),
-                      tbf(f"wnode{n}", rate, queue, mtu)]
-        else:
-            lines.append(f"ip link set tap{n} mtu {mtu} master seg up")
-    lines.append(f"ip link set seg mtu {mtu} up")
+def setup_script(mtu=JUMBO_MTU):
+    """Shell commands that build the segment, bridge `seg`, in the current network
+    namespace (the nodes' ports come with `port_script`)."""
+    return f"set -e\nip link set lo up\nip link add seg type bridge\nip link set seg mtu {mtu} up\n"
+
+
+def port_script(n, wire=None, mtu=JUMBO_MTU):
+    """Shell commands that give node n its port `tap{n}` on the segment, unless it has
+    one (a node that boots again keeps it). With `wire` (rate bytes/s, queue bytes)
+    the port sits behind its own bridge `br{n}`, joined to `seg` by veth `wseg{n}`
+    (its egress: toward the node) / `wnode{n}` (from the node)."""
+    rate, queue = wire or (0, 0)
+    lines = ["set -e", f"ip link show tap{n} >/dev/null 2>&1 && exit 0", f"ip tuntap add tap{n} mode tap"]
+    if rate:
+        lines += [f"ip link add br{n} type bridge",
+                  f"ip link add wseg{n} type veth peer name wnode{n}",
+                  f"ip link set wseg{n} mtu {mtu} master seg up",
+                  f"ip link set wnode{n} mtu {mtu} master br{n} up",
+                  f"ip link set tap{n} mtu {mtu} master br{n} up",
+                  f"ip link set br{n} mtu {mtu} up",
+                  tbf(f"wseg{n}", rate, queue, mtu),
+                  tbf(f"wnode{n}", rate, queue, mtu)]
+    else:
+        lines.append(f"ip link set tap{n} mtu {mtu} master seg up")
     return "\n".join(lines) + "\n"

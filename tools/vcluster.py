@@ -275,7 +275,7 @@ class Cluster:
                      "wires": {str(n): {"rate": rate, "queue": queue} for n, (rate, queue) in (wires or {}).items()}}
         self._save()
         if segment == "bridge":
-            self._start_bridge(nodes)
+            self._start_bridge()
         else:
             self._start_switch()
         log(f"booting {nodes} node(s) ({variant} kernel, {accel}) in {self.run}")
@@ -300,7 +300,7 @@ class Cluster:
             for n in sorted(int(n) for n in self.meta["wires"]):
                 self._start_wire(n)
 
-    def _start_bridge(self, nodes):
+    def _start_bridge(self):
         """The bridge segment (vbridge.py): a namespace kept by a sleeping process, its
         devices built in it; the guests' qemus join it."""
         self._spawn(["sleep", str(self.meta["lifetime"])], "segment", self.meta["lifetime"])
@@ -312,16 +312,18 @@ class Cluster:
             time.sleep(0.05)
         self.meta["netns"] = holder
         self._save()
-        wires = {int(n): (w["rate"], w["queue"]) for n, w in self.meta["wires"].items()}
-        built = subprocess.run(["nsenter", "-t", str(holder), "-n", "sh", "-c",
-                                vbridge.setup_script(nodes, wires)],
+        self._in_bridge(vbridge.setup_script(), "the bridge segment")
+        for n, w in sorted(self.meta["wires"].items()):
+            log(f"node {n}'s port is behind a link of {w['rate'] / 2**20:g} MiB/s, queue {w['queue'] / 2**20:g} "
+                f"MiB (tc tbf, MTU {vbridge.JUMBO_MTU})")
+
+    def _in_bridge(self, script, what):
+        """Runs shell `script` in the bridge segment's namespace; down and SystemExit if it fails."""
+        built = subprocess.run(["nsenter", "-t", str(self.meta["netns"]), "-n", "sh", "-c", script],
                                capture_output=True, text=True)
         if built.returncode:
             self.down()
-            raise SystemExit(f"vcluster: could not build the bridge segment: {built.stderr.strip()}")
-        for n, (rate, queue) in sorted(wires.items()):
-            log(f"node {n}'s port is behind a link of {rate / 2**20:g} MiB/s, queue {queue / 2**20:g} MiB "
-                f"(tc tbf, MTU {vbridge.JUMBO_MTU})")
+            raise SystemExit(f"vcluster: could not build {what}: {built.stderr.strip()}")
 
     def _start_wire(self, n):
         """Node n's port switch, joined to the segment's switch by a wirefilter."""
@@ -389,6 +391,9 @@ class Cluster:
                 "-device", "virtio-9p-pci,fsdev=run,mount_tag=run",
                 "-fsdev", f"local,id=guest,path={m['guest']},security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=guest,mount_tag=guest"]
+        if m.get("netns"):
+            wire = m.get("wires", {}).get(str(n))
+            self._in_bridge(vbridge.port_script(n, wire and (wire["rate"], wire["queue"])), f"node {n}'s port")
         remaining = int(m["lifetime"] - (time.time() - m["started"]))
         with roomy_send_buffers():
             self._spawn(argv, f"node{n}", max(remaining, 60), netns=m.get("netns"))
