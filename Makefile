@@ -109,7 +109,8 @@ test-host: deps
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,
-# then SW-Pri and link faults behind wires (release kernel), then the functional
+# then link faults behind wires and SW-Pri behind a link on the bridge segment
+# (release kernel), then the functional
 # tests on Debian's stock 7.2 kernel, unmodified (prepared by tools/kernel/debian.sh).
 test-vm:
 	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
@@ -117,6 +118,7 @@ test-vm:
 	$(MAKE) --no-print-directory guest KERNEL=release
 	tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
 	tools/vmtest.py --kernel release --suite link --run-dir build/vmtest-link
+	tools/vmtest.py --kernel release --suite bridge --run-dir build/vmtest-bridge
 	$(MAKE) --no-print-directory guest KERNEL=debian
 	tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
 

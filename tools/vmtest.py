@@ -21,7 +21,7 @@ import vwire  # noqa: E402
 # TESTS, the suites and what soak.py uses as vmtest.NAME (the setup steps, TestFailed,
 # print_console_tails).
 from litebench.vm_harness import (  # noqa: E402,F401
-    BIG, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TESTS, TestFailed, print_console_tails)
+    BIG, BRIDGE, BRIDGE_RATE, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TESTS, TestFailed, print_console_tails)
 # The tests register themselves in TESTS as their modules are imported, so this is the
 # order they run in (later tests build on the state earlier ones leave): keep it.
 from litebench import (  # noqa: E402,F401
@@ -37,10 +37,11 @@ def main():
     ap.add_argument("--kernel", default="debug", choices=KERNELS,
                     help="debian: Debian's stock kernel, unmodified (make guest KERNEL=debian)")
     ap.add_argument("--run-dir", default=str(REPO / "build" / "vmtest"))
-    ap.add_argument("--suite", default="full", choices=["full", "big", "link", "fuzz"],
-                    help="full: every test but the big, link and fuzz ones; big: the data-heavy ones (release "
-                         "kernel); link: node 1 behind a rate-limited wire (release kernel); fuzz: --calls "
-                         "unprivileged random ioctls (debug kernel)")
+    ap.add_argument("--suite", default="full", choices=["full", "big", "link", "bridge", "fuzz"],
+                    help="full: every test but the big, link, bridge and fuzz ones; big: the data-heavy ones "
+                         "(release kernel); link: node 1 behind a rate-limited wire, faults on node 2's (release "
+                         "kernel); bridge: node 1 behind a tc-shaped link on the bridge segment (jumbo frames, "
+                         "release kernel); fuzz: --calls unprivileged random ioctls (debug kernel)")
     ap.add_argument("--calls", type=int, default=FUZZ_CAMPAIGN["calls"], help="fuzz suite: calls in all (default %(default)s)")
     ap.add_argument("--processes", type=int, default=FUZZ_CAMPAIGN["processes"],
                     help="fuzz suite: fuzzing processes on each of the two nodes (default %(default)s)")
@@ -61,15 +62,17 @@ def main():
     try:
         # Node 2 boots later. The big suite holds a third of 1 GiB per node.
         # Node 2 is behind a wire without a rate (for faults) but in the big suite.
-        wires = {2: (0, vwire.DEFAULT_QUEUE)} if args.suite != "big" else None
-        if args.suite == "link":
-            wires[1] = (LINK_RATE, vwire.DEFAULT_QUEUE)
-        cluster.up(nodes=2, variant=args.kernel, mem=1536 if args.suite == "big" else 1024, wires=wires)
+        # The bridge suite's node 1 is behind a link of BRIDGE_RATE (tc), node 2 on its segment.
+        wires = {2: (0, vwire.DEFAULT_QUEUE)} if args.suite not in ("big", "bridge") else {}
+        if args.suite in ("link", "bridge"):
+            wires[1] = (LINK_RATE if args.suite == "link" else BRIDGE_RATE, vwire.DEFAULT_QUEUE)
+        cluster.up(nodes=2, variant=args.kernel, mem=1536 if args.suite == "big" else 1024, wires=wires or None,
+                   segment="bridge" if args.suite == "bridge" else "vde")
         for fn in TESTS:
             if args.only and not any(part in fn.__name__ for part in args.only.split(",")):
                 continue
-            wanted = {"big": BIG | SETUP, "link": LINK | SETUP, "fuzz": FUZZ | SETUP}.get(
-                args.suite, set(t.__name__ for t in TESTS) - BIG - LINK - FUZZ)
+            wanted = {"big": BIG | SETUP, "link": LINK | SETUP, "bridge": BRIDGE | SETUP, "fuzz": FUZZ | SETUP}.get(
+                args.suite, set(t.__name__ for t in TESTS) - BIG - LINK - BRIDGE - FUZZ)
             if args.kernel == "debian":
                 wanted = wanted - SANITIZER_RUNS
             if fn.__name__ not in wanted:

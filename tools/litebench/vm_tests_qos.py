@@ -1,6 +1,6 @@
 """Integration tests of priority classes and QoS (tools/vmtest.py): classes set,
 inherited and never raised; SW-Pri pacing bulk only beside latency traffic (big
-suite) and keeping the latency class out of a rate-limited link's queue (link suite)."""
+suite) and keeping the latency class out of a rate-limited link's queue (bridge suite)."""
 
 import json
 import re
@@ -8,7 +8,7 @@ import time
 
 import qos_bench
 
-from litebench.vm_harness import LINK_RATE, big, check, json_summary, link, test
+from litebench.vm_harness import big, bridge, check, json_summary, test
 
 
 def qos_stats(c, n):
@@ -171,16 +171,17 @@ def sw_pri_paces_bulk_only_beside_latency_traffic(c):
     check(idle["paced_in_flight"] == 0, f"paced work requests still hold places after the run: {idle}")
 
 
-@link
+@bridge
 def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
-    # Node 1 behind a 4 MiB/s wire: two bulk writers of 1 MiB from node 0, a
-    # latency-class writer of 16 B alone and then beside them (qos_bench's pass),
-    # in none and then in sw-pri mode, which must find the link itself. Generous
-    # bounds (one run on emulated guests, see the README for the measured medians):
-    # sw-pri keeps the latency class's median beside bulk under half of none's (one
-    # run measures 0.23-0.33), its p99 ratio under 0.9 of none's (0.25-0.75), and
-    # bulk more than a third of none's rate (0.54-1.01; its floor, the bulk classes'
-    # weight share, is 1/9).
+    # Node 1 behind a 1 MiB/s link (the bridge suite's): two bulk writers of 1 MiB
+    # from node 0, a latency-class writer of 16 B alone and then beside them
+    # (qos_bench's pass), in none and then in sw-pri mode, which must find the link
+    # itself. Generous bounds (one run on emulated guests; the README has the
+    # benchmark's medians). Measured on a 2-core host: p50 beside bulk 2.1 against
+    # none's 226 ms, p99 ratio 1.27 against 20.6, aggregate 0.97 of none's. Checked:
+    # sw-pri's p50 beside bulk under a fifth of none's, its p99 ratio under a third of
+    # none's and under 4, its aggregate over 0.7 of none's.
+    rate = c.meta["wires"]["1"]["rate"]
     runner = qos_bench.Runner(c, timeout=600)
     c.exec(0, f"lite-admin target --ratio 0 --us {60_000}")
     seen, pacing = {}, None
@@ -192,13 +193,13 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     agg = sw["aggregate_beside_latency_mb_s"] / max(1e-9, none["aggregate_beside_latency_mb_s"])
     print(f"    latency p50 beside bulk: none {p50['none']:.1f} ms, sw-pri {p50['sw-pri']:.1f} ms; p99 ratio: "
           f"none {none['p99_ratio']:.2f}, sw-pri {sw['p99_ratio']:.2f}; aggregate {agg:.2f} of none; link "
-          f"found {(pacing or {}).get('found_rate', 0) / 1e6:.2f} MB/s of a {LINK_RATE / 2**20:g} MiB/s wire",
+          f"found {(pacing or {}).get('found_rate', 0) / 1e6:.2f} MB/s of a {rate / 2**20:g} MiB/s link",
           flush=True)
-    check(p50["sw-pri"] <= 0.5 * p50["none"], f"sw-pri did not keep the latency class out of the queue: {seen}")
-    check(sw["p99_ratio"] <= 0.9 * none["p99_ratio"], f"sw-pri's p99 ratio is not below none's: {seen}")
-    check(agg >= 0.35, f"sw-pri gave up most of the bandwidth: {agg:.2f} of none's")
+    check(p50["sw-pri"] <= 0.2 * p50["none"], f"sw-pri did not keep the latency class out of the queue: {seen}")
+    check(sw["p99_ratio"] <= min(4.0, none["p99_ratio"] / 3), f"sw-pri's p99 ratio is not far below none's: {seen}")
+    check(agg >= 0.7, f"sw-pri gave up bandwidth: {agg:.2f} of none's")
     found = (pacing or {}).get("found_rate") or 0
-    check(0.5 * LINK_RATE <= found <= 1.05 * LINK_RATE, f"link rate found: {pacing}")
+    check(0.5 * rate <= found <= 1.05 * rate, f"link rate found: {pacing}")
     # Every paced work request gave its place back once its transfer ended.
     idle = qos_stats(c, 0)
     check(idle["paced_in_flight"] == 0 and idle["paced_places"] >= 1, f"paced places after the run: {idle}")
