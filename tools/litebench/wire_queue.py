@@ -50,40 +50,21 @@ def diag_request(seq):
     return struct.pack("=IHHII", 16 + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + req
 
 
-def parse_dump(data):
-    """{inode: (peer inode or None, send queue bytes)} from one netlink buffer, and
-    whether it ended the dump. OSError on a netlink error."""
-    sockets, done, off = {}, False, 0
+def messages(data, what):
+    """The bodies of the netlink messages in one buffer, and whether it ended the
+    dump. OSError on a netlink error."""
+    bodies, off = [], 0
     while off + 16 <= len(data):
         length, kind = struct.unpack_from("=IH", data, off)
         if length < 16:
             break
         if kind == NLMSG_DONE:
-            done = True
-            break
+            return bodies, True
         if kind == NLMSG_ERROR:
-            raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "sock_diag dump failed")
-        body = data[off + 16:off + length]
-        inode = struct.unpack_from("=I", body, 4)[0]
-        peer, wqueue, attr = None, 0, 16
-        while attr + 4 <= len(body):
-            alen, atype = struct.unpack_from("=HH", body, attr)
-            if alen < 4:
-                break
-            if atype == UNIX_DIAG_PEER:
-                peer = struct.unpack_from("=I", body, attr + 4)[0]
-            elif atype == UNIX_DIAG_RQLEN:
-                wqueue = struct.unpack_from("=II", body, attr + 4)[1]
-            attr += (alen + 3) & ~3
-        sockets[inode] = (peer, wqueue)
+            raise OSError(-struct.unpack_from("=i", data, off + 16)[0], f"{what} dump failed")
+        bodies.append(data[off + 16:off + length])
         off += (length + 3) & ~3
-    return sockets, done
-
-
-def qdisc_request(seq):
-    """A netlink dump request for every qdisc (with its statistics)."""
-    tcmsg = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
-    return struct.pack("=IHHII", 16 + len(tcmsg), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + tcmsg
+    return bodies, False
 
 
 def attributes(data, off):
@@ -96,30 +77,44 @@ def attributes(data, off):
         off += (alen + 3) & ~3
 
 
+def parse_dump(data):
+    """{inode: (peer inode or None, send queue bytes)} from one netlink buffer, and
+    whether it ended the dump. OSError on a netlink error."""
+    bodies, done = messages(data, "sock_diag")
+    sockets = {}
+    for body in bodies:
+        peer, wqueue = None, 0
+        for atype, payload in attributes(body, 16):
+            if atype == UNIX_DIAG_PEER:
+                peer = struct.unpack_from("=I", payload)[0]
+            elif atype == UNIX_DIAG_RQLEN:
+                wqueue = struct.unpack_from("=II", payload)[1]
+        sockets[struct.unpack_from("=I", body, 4)[0]] = (peer, wqueue)
+    return sockets, done
+
+
+def qdisc_request(seq):
+    """A netlink dump request for every qdisc (with its statistics)."""
+    tcmsg = struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
+    return struct.pack("=IHHII", 16 + len(tcmsg), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + tcmsg
+
+
 def parse_qdisc_dump(data):
     """{ifindex: backlog bytes} of the root qdiscs in one netlink buffer, and whether
     it ended the dump. OSError on a netlink error."""
-    backlogs, done, off = {}, False, 0
-    while off + 16 <= len(data):
-        length, kind = struct.unpack_from("=IH", data, off)
-        if length < 16:
-            break
-        if kind == NLMSG_DONE:
-            done = True
-            break
-        if kind == NLMSG_ERROR:
-            raise OSError(-struct.unpack_from("=i", data, off + 16)[0], "qdisc dump failed")
-        body = data[off + 16:off + length]
+    bodies, done = messages(data, "qdisc")
+    backlogs = {}
+    for body in bodies:
         _, _, _, ifindex, _, parent, _ = struct.unpack_from("=BBHiIII", body)
-        if parent == TC_H_ROOT:
-            for atype, payload in attributes(body, 20):
-                if atype != TCA_STATS2:
-                    continue
-                for stype, stats in attributes(payload, 0):
-                    if stype == TCA_STATS_QUEUE:
-                        # struct gnet_stats_queue: qlen, backlog, drops, requeues, overlimits.
-                        backlogs[ifindex] = struct.unpack_from("=II", stats)[1]
-        off += (length + 3) & ~3
+        if parent != TC_H_ROOT:
+            continue
+        for atype, payload in attributes(body, 20):
+            if atype != TCA_STATS2:
+                continue
+            for stype, stats in attributes(payload, 0):
+                if stype == TCA_STATS_QUEUE:
+                    # struct gnet_stats_queue: qlen, backlog, drops, requeues, overlimits.
+                    backlogs[ifindex] = struct.unpack_from("=II", stats)[1]
     return backlogs, done
 
 
