@@ -61,12 +61,13 @@ def main():
     start = time.time()
     try:
         # Node 2 boots later. The big suite holds a third of 1 GiB per node.
-        # Node 2 is behind a wire without a rate (for faults) but in the big suite.
-        # The bridge suite's node 1 is behind a link of BRIDGE_RATE (tc), node 2 on its segment.
-        wires = {2: (0, vwire.DEFAULT_QUEUE)} if args.suite not in ("big", "bridge") else {}
-        if args.suite in ("link", "bridge"):
-            wires[1] = (LINK_RATE if args.suite == "link" else BRIDGE_RATE, vwire.DEFAULT_QUEUE)
-        cluster.up(nodes=2, variant=args.kernel, mem=1536 if args.suite == "big" else 1024, wires=wires or None,
+        # Node 2 is behind a wire without a rate (for faults) but in the big and bridge
+        # suites; node 1 behind a link of LINK_RATE (link suite, a wirefilter) or
+        # BRIDGE_RATE (bridge suite, tc on the bridge segment).
+        queue = vwire.DEFAULT_QUEUE
+        wires = {"big": {}, "link": {1: (LINK_RATE, queue), 2: (0, queue)},
+                 "bridge": {1: (BRIDGE_RATE, queue)}}.get(args.suite, {2: (0, queue)})
+        cluster.up(nodes=2, variant=args.kernel, mem=1536 if args.suite == "big" else 1024, wires=wires,
                    segment="bridge" if args.suite == "bridge" else "vde")
         for fn in TESTS:
             if args.only and not any(part in fn.__name__ for part in args.only.split(",")):
