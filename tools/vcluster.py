@@ -38,9 +38,9 @@ from pathlib import Path
 
 import vbridge
 import vwire
-from vprocess import UNIX_DGRAM_QLEN, log, private_netns, real_time, roomy_send_buffers
 from litebench.wire_queue import group_member
 from vguest import KERNELS, build_initramfs, choose_accel, kernel_dir_for
+from vprocess import UNIX_DGRAM_QLEN, log, private_netns, real_time, roomy_send_buffers
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_RUN = REPO / "build" / "cluster"
