@@ -203,6 +203,10 @@ pub(crate) enum Command {
         /// Width of the timeline's intervals.
         #[arg(long, default_value_t = 250)]
         interval_ms: u64,
+        /// Each thread pauses THINK_US microseconds after each operation, as a client
+        /// that does something with each answer (0: back to back).
+        #[arg(long, default_value_t = 0)]
+        think_us: u64,
     },
     /// The RPC server of `flow --op rpc`: serves RPC ID on this node, answering every
     /// call with as many bytes as the caller's reply buffer holds.
@@ -257,6 +261,11 @@ mod tests {
             (threads, procs)
         };
         assert_eq!(parse(&[]), (1, 1));
+        let Command::Flow { think_us, .. } = Cli::try_parse_from(["lite-bench", "flow", "--holder", "1"]).unwrap().command
+        else {
+            panic!("not a flow")
+        };
+        assert_eq!(think_us, 0, "back to back unless told");
         assert_eq!(parse(&["--procs", "32", "--threads", "2"]), (2, 32));
     }
 }

@@ -1,5 +1,6 @@
 //! `flow`: one traffic flow of a priority class, LT_write, LT_read or LT_RPC back
-//! to back from threads or forked processes, with its timeline.
+//! to back (or with a pause between them) from threads or forked processes, with
+//! its timeline.
 
 use crate::cli::FlowOp;
 use crate::harness::{buffer, nanos, open, opts, rw, Progress};
@@ -92,11 +93,13 @@ fn first_rpc(lite: &Lite, spec: &FlowSpec, input: &[u8], output: &mut [u8]) -> R
     }
 }
 
-/// Who runs a flow: THREADS threads in each of PROCS processes.
+/// Who runs a flow: THREADS threads in each of PROCS processes, each thread
+/// pausing `think` after each operation (zero: back to back).
 #[derive(Clone, Copy)]
 pub(crate) struct Workers {
     pub(crate) threads: u32,
     pub(crate) procs: u32,
+    pub(crate) think: Duration,
 }
 
 /// When a flow's clock started, by the monotonic and the wall clock.
@@ -112,7 +115,7 @@ pub(crate) fn flow(
     interval_ms: u64,
 ) -> Res<Value> {
     let (holder, size, op) = (spec.holder, spec.size, spec.op);
-    let Workers { threads, procs } = workers;
+    let Workers { threads, procs, think } = workers;
     if threads == 0 || procs == 0 || size == 0 || interval_ms == 0 {
         return Err("--threads, --procs, --size and --interval-ms must be at least 1".into());
     }
@@ -146,9 +149,9 @@ pub(crate) fn flow(
     ));
     let limit = Duration::from_secs_f64(seconds);
     let (start, mut samples) = if procs > 1 {
-        flow_procs(namespace, spec, threads, procs, limit)?
+        flow_procs(namespace, spec, workers, limit)?
     } else {
-        flow_threads(namespace, spec, threads, limit, None)?
+        flow_threads(namespace, spec, threads, think, limit, None)?
     };
     let started_unix_ms = start
         .and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok())
@@ -196,6 +199,7 @@ pub(crate) fn flow(
         "mb_s": mb_s,
         "latency": latency,
         "interval_ms": interval_ms,
+        "think_us": think.as_micros() as u64,
         "started_unix_ms": started_unix_ms,
         "timeline": timeline,
     });
@@ -211,11 +215,13 @@ pub(crate) fn flow(
 
 /// A flow's THREADS threads in this process until `limit` has passed since the
 /// clock's start: `clock`, or (None) when the first thread has set up. Returns the
-/// start and every operation's completion time since it and latency.
+/// start and every operation's completion time since it and latency. Each thread
+/// pauses `think` after each operation.
 fn flow_threads(
     namespace: u32,
     spec: &FlowSpec,
     threads: u32,
+    think: Duration,
     limit: Duration,
     clock: Option<FlowStart>,
 ) -> Res<(Option<FlowStart>, Samples)> {
@@ -259,15 +265,19 @@ fn flow_threads(
                     let (input, output) = buffers.as_mut().map_err(|e| e.clone())?;
                     let t0 = start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
                     let mut mine = Vec::new();
-                    let mut last = Instant::now();
-                    while last - t0 < limit {
+                    let mut began = Instant::now();
+                    while began - t0 < limit {
                         match (lmr, op.lmr_op()) {
                             (Some(lmr), Some(lmr_op)) => rw(lmr, lmr_op, input).map_err(err(op_failed))?,
                             _ => rpc_once(lite, spec, input, output)?,
                         }
-                        let now = Instant::now();
-                        mine.push((nanos(now - t0), nanos(now - last)));
-                        last = now;
+                        let end = Instant::now();
+                        mine.push((nanos(end - t0), nanos(end - began)));
+                        began = end;
+                        if !think.is_zero() {
+                            std::thread::sleep(think);
+                            began = Instant::now();
+                        }
                     }
                     Ok(mine)
                 })();
@@ -291,14 +301,9 @@ fn flow_threads(
 
 /// The flow of `flow_threads` in PROCS forked processes at once, their clock started
 /// at the fork: each sends its samples (or its error) back through a pipe.
-fn flow_procs(
-    namespace: u32,
-    spec: &FlowSpec,
-    threads: u32,
-    procs: u32,
-    limit: Duration,
-) -> Res<(Option<FlowStart>, Samples)> {
+fn flow_procs(namespace: u32, spec: &FlowSpec, workers: Workers, limit: Duration) -> Res<(Option<FlowStart>, Samples)> {
     use std::io::Read;
+    let Workers { threads, procs, think } = workers;
     let clock = (Instant::now(), std::time::SystemTime::now());
     let mut children = Vec::new();
     let mut failure = None;
@@ -315,7 +320,7 @@ fn flow_procs(
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             drop(reader);
-            let outcome = flow_threads(namespace, spec, threads, limit, Some(clock)).map(|(_, samples)| samples);
+            let outcome = flow_threads(namespace, spec, threads, think, limit, Some(clock)).map(|(_, samples)| samples);
             let written = writer.write_all(&encode_outcome(&outcome)).is_ok();
             // SAFETY: leaves the child without running the parent's exit handlers.
             unsafe { libc::_exit(if written { 0 } else { 1 }) };

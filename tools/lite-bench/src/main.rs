@@ -51,7 +51,7 @@ use serde_json::Value;
 use serve::serve;
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 type Res<T> = Result<T, String>;
 
@@ -72,9 +72,9 @@ fn main() -> ExitCode {
         Command::Malloc { size, ref holders, repeat } => {
             malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
         }
-        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, procs, interval_ms } => {
+        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, procs, interval_ms, think_us } => {
             let spec = FlowSpec { holder, size, op, reply_size, rpc_id };
-            let workers = Workers { threads, procs };
+            let workers = Workers { threads, procs, think: Duration::from_micros(think_us) };
             flow(&progress, cli.namespace, &spec, seconds, class, workers, interval_ms)
         }
         Command::Serve { id, seconds, threads } => serve(&progress, id, seconds, threads),
