@@ -128,6 +128,13 @@ FRONTIER_MB_S = [1, 4, 16]
 FRONTIER_CHUNK_KIB = [5, 16]
 # Chunks sized to the link (the module's default).
 DEFAULT_CHUNK_KIB = 0
+# Each latency flow's pause after an operation (µs). In the link regime, 5 ms:
+# three flows back to back kept the sender's one emulated vCPU 80 % busy by
+# themselves (a guest profile, 2026-11-27), so beside bulk they waited for that
+# CPU, not for the link the regime is about; with the pause each does about 120
+# operations/s (950 in an 8 s phase). The cpu regime is about that CPU:
+# back to back there.
+DEFAULT_LATENCY_THINK_US = {"link": 5000, "cpu": 0}
 REGIMES = ["link", "cpu"]
 # The link of the link regime: slow enough that the link, not the emulation, is
 # what bulk traffic waits for. On the 2-core host of 2026-11-27 with the bridge
@@ -172,7 +179,8 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER, "modes": modes,
-                          "latency_ops": latency_ops, "segment": args.segment,
+                          "latency_ops": latency_ops, "latency_think_us": args.latency_think_us,
+                          "segment": args.segment,
                           "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
                                             for op in latency_ops},
                           "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
@@ -194,7 +202,7 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
         c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires, segment=args.segment)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
-        runner = Runner(c, timeout=int(10 * args.seconds) + 300)
+        runner = Runner(c, timeout=int(10 * args.seconds) + 300, think_us=args.latency_think_us)
         prepare(c, runner, args, latency_ops, results)
         results["config"]["fresh_node"] = args.fresh_node
         if not args.fresh_node:
@@ -283,6 +291,10 @@ def main():
                          "two cores is the bottleneck; 2 in the cpu regime)")
     ap.add_argument("--runs", type=int, default=1, help="runs of every mode, order rotated (default 1)")
     ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
+    ap.add_argument("--latency-think-us", type=int, metavar="US",
+                    help="each latency flow pauses US microseconds after each operation; 0: back to back "
+                         f"(default {DEFAULT_LATENCY_THINK_US['link']} in the link regime, "
+                         f"{DEFAULT_LATENCY_THINK_US['cpu']} in the cpu regime)")
     ap.add_argument("--target-ratio", type=float, default=DEFAULT_TARGET_RATIO,
                     help="Target99 relative to the latency class's p99 alone as the kernel measures it "
                          f"(lite-admin target --ratio; default {DEFAULT_TARGET_RATIO:g})")
@@ -334,6 +346,10 @@ def main():
         bulk_ops = parse_ops(args.bulk_ops, BULK_OPS, "--bulk-ops")
     except ValueError as e:
         ap.error(str(e))
+    if args.latency_think_us is None:
+        args.latency_think_us = DEFAULT_LATENCY_THINK_US[args.regime]
+    if args.latency_think_us < 0:
+        ap.error("--latency-think-us: 0 (back to back) or more")
     if args.frontier is None:
         args.frontier = ",".join(map(str, FRONTIER_MB_S)) if args.regime == "cpu" else ""
     if args.segment is None:
@@ -384,7 +400,8 @@ def main():
                           "wire": {"node": HOLDER, "rate_bytes_s": wire_rate, "queue_bytes": vwire.DEFAULT_QUEUE}
                           if wires else None,
                           "seconds": args.seconds, "sender": SENDER, "holder": HOLDER,
-                          "latency_ops": latency_ops, "segment": args.segment,
+                          "latency_ops": latency_ops, "latency_think_us": args.latency_think_us,
+                          "segment": args.segment,
                           "latency_flows": {op: {k: v for k, v in LATENCY_OPS[op].items() if k != "label"}
                                             for op in latency_ops},
                           "rpc_server": {"node": HOLDER, "id": RPC_ID, "command": f"lite-bench serve --id {RPC_ID}"}
@@ -396,7 +413,7 @@ def main():
         c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires, segment=args.segment)
         c.join(range(NODES))
         results["config"]["accel"] = c.meta.get("accel")
-        runner = Runner(c, timeout=int(10 * args.seconds) + 300)
+        runner = Runner(c, timeout=int(10 * args.seconds) + 300, think_us=args.latency_think_us)
         target_us = prepare(c, runner, args, latency_ops, results)
 
         def run_pass(name, mode, bulk_op):
@@ -412,6 +429,7 @@ def main():
                                                               "wire_queue": stats["wire_queue"],
                                                               "holder_cpu": stats["holder_cpu"],
                                                               "sender_cpu": stats["sender_cpu"],
+                                                              "sender_cpu_alone": stats["sender_cpu_alone"],
                                                               "host_cpu": stats["host_cpu"],
                                                               "kernel_alone": stats["alone"]}
             s = summarize_mode(alone, both, bulk, stats)

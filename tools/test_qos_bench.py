@@ -378,13 +378,15 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(list(both), ["write", "rpc", "read"])
         self.assertEqual([f["op"] for f in bulk], ["read"] * q.BULK_FLOWS)
         self.assertEqual(stats, {"alone": STATS, "beside": STATS, "wire_queue": {}, "holder_cpu": HOLDER_CPU,
-                                 "sender_cpu": HOLDER_CPU, "host_cpu": HOLDER_CPU}, "no wire: no queue samples")
+                                 "sender_cpu": HOLDER_CPU, "host_cpu": HOLDER_CPU, "sender_cpu_alone": HOLDER_CPU},
+                         "no wire: no queue samples")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "cpu" if "/proc/stat" in s else "bulk" if "--class bulk" in s else "latency" for n, s in c.commands]
-        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats"] + ["bulk"] * q.BULK_FLOWS
+        self.assertEqual(kinds, ["mode"] + ["latency"] * 3 + ["stats", "cpu"] + ["bulk"] * q.BULK_FLOWS
                          + ["latency"] * 3 + ["stats", "stats", "cpu", "cpu"], "the phase's statistics wait for "
                          "the kernel to see latency traffic")
-        self.assertEqual([n for (n, _), kind in zip(c.commands, kinds) if kind == "cpu"], [q.HOLDER, q.SENDER])
+        self.assertEqual([n for (n, _), kind in zip(c.commands, kinds) if kind == "cpu"],
+                         [q.SENDER, q.HOLDER, q.SENDER], "the sender alone, then both beside bulk")
         self.assertTrue(all(n == q.SENDER for (n, _), kind in zip(c.commands, kinds) if kind != "cpu"))
         self.assertIn("--seconds 6 ", [s for _, s in c.commands if "--class bulk" in s][0], "3 phases of bulk")
         self.assertIn("--interval-ms 1000", [s for _, s in c.commands if "stats" in s][0], "the phase less margins")

@@ -79,12 +79,14 @@ class WireQueueTest(unittest.TestCase):
         queue = {"to_node": {"ms": {"mean": 1.5, "p99": 6.25}}, "from_node": {"ms": {"mean": 0.0, "p99": 0.1}}}
         table = q.holder_table({"sw-pri": {"write": {"wire_queue": queue, "holder_cpu": HOLDER_CPU,
                                                      "sender_cpu": {"busy": 0.95, "softirq": 0.3},
+                                                     "sender_cpu_alone": {"busy": 0.55, "softirq": 0.1},
                                                      "host_cpu": {"busy": 0.9}}},
                                 "none": {"write": {}}, "hw-sep": {"read": {"holder_cpu": HOLDER_CPU}}})
         self.assertIn("queue to the holder: mean", table)
         self.assertIn("sender CPU busy", table.splitlines()[0])
+        self.assertIn("sender CPU, latency alone", table.splitlines()[0])
         self.assertRegex(table.splitlines()[1],
-                         r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10\s+40%\s+20%\s+95%\s+90%$")
+                         r"sw-pri\s+1 MiB write\s+1\.50\s+6\.25\s+0\.00\s+0\.10\s+40%\s+20%\s+95%\s+55%\s+90%$")
         self.assertRegex(table.splitlines()[2], r"hw-sep\s+1 MiB read\s+-\s+-\s+-\s+-\s+40%", "the cpu regime")
         self.assertEqual(len(table.splitlines()), 3, "a pass without either has no row")
         self.assertEqual(q.holder_table({"none": {"write": {}}}), "")
@@ -93,6 +95,9 @@ class WireQueueTest(unittest.TestCase):
         self.assertIn("holder CPU 40% busy (20% softirq)", note)
         self.assertIn("holder CPU 40% busy (20% softirq); sender CPU 95% busy (30% softirq); host 90% busy",
                       q.holder_note(queue, HOLDER_CPU, {"busy": 0.9}, {"busy": 0.95, "softirq": 0.3}))
+        self.assertIn("sender CPU 95% busy (30% softirq) (55% with the latency flows alone); host 90% busy",
+                      q.holder_note(queue, HOLDER_CPU, {"busy": 0.9}, {"busy": 0.95, "softirq": 0.3},
+                                    {"busy": 0.55, "softirq": 0.1}))
 
     def test_the_holder_s_cpu_is_read_from_two_proc_stat_lines(self):
         self.assertEqual(q.cpu_busy("noise\n" + PROC_STAT), HOLDER_CPU)

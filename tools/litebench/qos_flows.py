@@ -42,12 +42,13 @@ def in_class(klass, command):
     return f"sh -c {shlex.quote(script)}"
 
 
-def latency_flow(seconds, op="write", interval_ms=INTERVAL_MS):
-    """A latency-class flow of LATENCY_OPS[op]."""
+def latency_flow(seconds, op="write", interval_ms=INTERVAL_MS, think_us=0):
+    """A latency-class flow of LATENCY_OPS[op]: a pause of `think_us` after each
+    operation, or back to back (0)."""
     spec = LATENCY_OPS[op]
     rpc = f" --reply-size {spec['reply_size']} --rpc-id {RPC_ID}" if op == "rpc" else ""
     return in_latency_class(f"lite-bench --quiet flow --holder {HOLDER} --op {op} --size {spec['size']}{rpc} "
-                            f"--seconds {seconds} --interval-ms {interval_ms}")
+                            f"--seconds {seconds} --interval-ms {interval_ms} --think-us {think_us}")
 
 
 def bulk_flow(seconds, op="write", interval_ms=INTERVAL_MS):

@@ -56,8 +56,9 @@ def target99_us(alone_flows, stats):
 
 
 class Runner:
-    def __init__(self, c, timeout):
-        self.c, self.timeout = c, timeout
+    def __init__(self, c, timeout, think_us=0):
+        """`think_us`: the latency flows' pause after each operation (0: back to back)."""
+        self.c, self.timeout, self.think_us = c, timeout, think_us
 
     def flow(self, job, what):
         res = job.wait()
@@ -104,7 +105,7 @@ class Runner:
 
     def latency_flows(self, ops, seconds, phase="alone"):
         """Starts the latency flows of `ops` at once: {op: (job, what)}."""
-        return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op), timeout=self.timeout),
+        return {op: (self.c.exec_async(SENDER, latency_flow(seconds, op, think_us=self.think_us), timeout=self.timeout),
                      f"latency flow {op} {phase}") for op in ops}
 
     def latency_started(self, launched, seconds):
@@ -137,13 +138,15 @@ class Runner:
         """One pass: the latency flows alone, then bulk flows of `bulk_op` for 3 phases
         with the latency flows in the middle one. Returns ({op: flow} alone, {op: flow}
         beside bulk, [bulk flow], {"alone": stats, "beside": stats, "wire_queue": queue,
-        "holder_cpu": busy, "sender_cpu": busy, "host_cpu": busy}: the kernel's
-        statistics over each latency phase, SW-Pri's state at its end, and beside bulk
-        the holder's wire queue (wire_queue.py; {} on the plain segment) and how busy
-        its CPU, the sender's and this host's were (`cpu_busy`).)"""
+        "holder_cpu": busy, "sender_cpu": busy, "host_cpu": busy, "sender_cpu_alone":
+        busy}: the kernel's statistics over each latency phase, SW-Pri's state at its
+        end, and beside bulk the holder's wire queue (wire_queue.py; {} on the plain
+        segment) and how busy its CPU, the sender's and this host's were (`cpu_busy`),
+        and how busy the sender was with the latency flows alone.)"""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone_jobs = self.latency_flows(latency_ops, seconds)
         alone_stats = self.phase_stats(seconds)
+        sender_alone = self.node_cpu(SENDER, seconds)
         alone = self.flows(alone_jobs)
         bulks = {i: (self.c.exec_async(SENDER, bulk_flow(3 * seconds, bulk_op), timeout=self.timeout),
                      f"bulk flow {bulk_op}") for i in range(BULK_FLOWS)}
@@ -163,6 +166,7 @@ class Runner:
         stats = {"alone": last_json(alone_stats.wait().out), "beside": last_json(both_stats.wait().out),
                  "wire_queue": wire_queue.finish(queue), "holder_cpu": cpu_busy(holder_cpu.wait().out),
                  "sender_cpu": cpu_busy(sender_cpu.wait().out),
+                 "sender_cpu_alone": cpu_busy(sender_alone.wait().out),
                  "host_cpu": cpu_busy(host_cpu.wait())}
         return alone, both, bulk, stats
 

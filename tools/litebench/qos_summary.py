@@ -56,7 +56,8 @@ def summarize_mode(alone, both, bulks, stats=None):
     two latency phases (`stats`: {"alone": ..., "beside": ...}), `phases` says where
     each one-sided latency flow's time went in each; `wire_queue`, `holder_cpu`,
     `sender_cpu` and `host_cpu` are the holder's wire queue (wire_queue.py), its CPU,
-    the sender's and this host's (qos_runner.cpu_busy) beside bulk, where measured.)"""
+    the sender's and this host's (qos_runner.cpu_busy) beside bulk, where measured,
+    and `sender_cpu_alone` the sender's with the latency flows alone.)"""
     latency = latency_beside(alone, both, "beside_bulk", "bulk")
     both = by_op(both)
     lat_lo = min(both[op]["started_unix_ms"] for op in latency)
@@ -73,12 +74,14 @@ def summarize_mode(alone, both, bulks, stats=None):
     queue = (stats or {}).get("wire_queue")
     holder_cpu = (stats or {}).get("holder_cpu")
     sender_cpu = (stats or {}).get("sender_cpu")
+    sender_alone = (stats or {}).get("sender_cpu_alone")
     host_cpu = (stats or {}).get("host_cpu")
     return {
         **({"pacing": pacing} if pacing and pacing.get("delivered_ratio") is not None else {}),
         **({"wire_queue": queue} if queue else {}),
         **({"holder_cpu": holder_cpu} if holder_cpu else {}),
         **({"sender_cpu": sender_cpu} if sender_cpu else {}),
+        **({"sender_cpu_alone": sender_alone} if sender_alone else {}),
         **({"host_cpu": host_cpu} if host_cpu else {}),
         "phases": {op: p for op, p in phases.items() if None not in p.values()},
         "latency": latency,
@@ -208,26 +211,28 @@ def holder_table(summary):
     it (ms of the wire) and how busy its CPU was (and the sender's, and this host's);
     rows per mode and bulk operation; "" without either."""
     head = (["mode", "bulk"] + [f"queue {label}: {k}" for label in WIRE_DIRECTIONS.values() for k in ("mean", "p99")]
-            + ["holder CPU busy", "of it softirq", "sender CPU busy", "host CPU busy"])
+            + ["holder CPU busy", "of it softirq", "sender CPU busy", "sender CPU, latency alone", "host CPU busy"])
     rows = [head]
     for name, passes in summary.items():
         for bulk_op, s in passes.items():
             q, cpu, host = s.get("wire_queue") or {}, s.get("holder_cpu"), s.get("host_cpu")
-            sender = s.get("sender_cpu")
+            sender, sender_alone = s.get("sender_cpu"), s.get("sender_cpu_alone")
             if q or cpu:
                 rows.append([name, f"1 MiB {bulk_op}"] + [
                     f"{q[d]['ms'][k]:.2f}" if d in q else "-" for d in WIRE_DIRECTIONS for k in ("mean", "p99")]
                     + ([f"{cpu['busy']:.0%}", f"{cpu['softirq']:.0%}"] if cpu else ["-", "-"])
                     + [f"{sender['busy']:.0%}" if sender else "-"]
+                    + [f"{sender_alone['busy']:.0%}" if sender_alone else "-"]
                     + [f"{host['busy']:.0%}" if host else "-"])
     if len(rows) == 1:
         return ""
     return aligned(rows)
 
 
-def holder_note(queue, cpu, host=None, sender=None):
+def holder_note(queue, cpu, host=None, sender=None, sender_alone=None):
     """The holder's wire queue and CPU (and the sender's CPU, and this host's) beside
-    bulk in a line of progress ("" without)."""
+    bulk, and the sender's CPU with the latency flows alone, in a line of progress
+    ("" without)."""
     parts = [f"{WIRE_DIRECTIONS[d]} {q['ms']['mean']:.2f} ms mean, {q['ms']['p99']:.2f} p99"
              for d, q in (queue or {}).items() if d in WIRE_DIRECTIONS]
     note = f"; wire queue {', '.join(parts)}" if parts else ""
@@ -235,6 +240,8 @@ def holder_note(queue, cpu, host=None, sender=None):
         note += f"; holder CPU {cpu['busy']:.0%} busy ({cpu['softirq']:.0%} softirq)"
     if sender:
         note += f"; sender CPU {sender['busy']:.0%} busy ({sender['softirq']:.0%} softirq)"
+    if sender_alone:
+        note += f" ({sender_alone['busy']:.0%} with the latency flows alone)"
     if host:
         note += f"; host {host['busy']:.0%} busy"
     return note
@@ -244,9 +251,10 @@ def pass_line(s):
     """One pass's figures in a line of progress."""
     lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_bulk']['p99_ns'] / 1e6:.2f} ms"
                     for op, f in s["latency"].items())
+    cpu = holder_note(s.get("wire_queue"), s.get("holder_cpu"), s.get("host_cpu"), s.get("sender_cpu"),
+                      s.get("sender_cpu_alone"))
     return (f"latency p99 alone / beside bulk: {lat}; bulk {s['bulk_alone_mb_s']:.2f} MB/s alone, "
-            f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency"
-            f"{holder_note(s.get('wire_queue'), s.get('holder_cpu'), s.get('host_cpu'), s.get('sender_cpu'))}")
+            f"{s['bulk_beside_latency_mb_s']:.2f} MB/s beside latency{cpu}")
 
 
 def pacing_note(stats):
