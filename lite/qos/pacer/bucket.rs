@@ -4,18 +4,17 @@
 use super::chunk::{BUDGET_PACKETS, PACKET_BYTES};
 use super::{bytes_in, NS_PER_S};
 
-/// A token is this many bytes and carries `TOKEN_OPS` operations (Justitia: 1 800
-/// ops per 5 KB token for throughput flows).
-pub(crate) const TOKEN_BYTES: u64 = 5 * 1024;
-pub(crate) const TOKEN_OPS: u64 = 1800;
-/// Operations banked at most.
-const BURST_OPS: u64 = TOKEN_OPS * 5;
+/// The rate's bytes per operation it lets through: what one operation takes of a
+/// link besides its payload, a packet's headers and its acknowledgement, so that
+/// the operations of a flood of tiny messages are paced to the link as bulk bytes
+/// are (Justitia's tokens carry about as many: 5 000 operations per 1 MB).
+pub(crate) const BYTES_PER_OP: u64 = 200;
 
 /// Bytes and operations issued at a rate, with a bounded bank.
 pub(crate) struct TokenBucket {
     /// Bytes per second; 0 means unlimited.
     rate: u64,
-    /// Operations per second that go with `rate` (TOKEN_OPS per TOKEN_BYTES).
+    /// Operations per second that go with `rate` (one per BYTES_PER_OP).
     ops_rate: u64,
     bytes: u64,
     ops: u64,
@@ -74,7 +73,7 @@ impl TokenBucket {
     pub(crate) fn set_rate(&mut self, rate: u64, now_ns: u64) {
         self.refill(now_ns);
         self.rate = rate.min(MAX_RATE);
-        self.ops_rate = self.rate * TOKEN_OPS / TOKEN_BYTES;
+        self.ops_rate = self.rate / BYTES_PER_OP;
     }
 
     /// Chunks of `chunk` bytes from `now_ns` on. The bank holds two of them: with a
@@ -89,6 +88,12 @@ impl TokenBucket {
             .saturating_mul(2)
             .min(MAX_BANK_BYTES);
         self.bytes = self.bytes.min(self.bank_bytes);
+        self.ops = self.ops.min(self.bank_ops());
+    }
+
+    /// The most operations banked: as much of the link as the byte bank.
+    fn bank_ops(&self) -> u64 {
+        (self.bank_bytes / BYTES_PER_OP).max(1)
     }
 
     /// Adds what `elapsed` ns earn at `rate` to a balance capped at `cap`.
@@ -118,12 +123,13 @@ impl TokenBucket {
             self.rate,
             self.bank_bytes,
         );
+        let bank_ops = self.bank_ops();
         Self::earn(
             &mut self.ops,
             &mut self.op_rest,
             elapsed,
             self.ops_rate.max(1),
-            BURST_OPS,
+            bank_ops,
         );
     }
 
@@ -204,8 +210,7 @@ mod tests {
         for &(rate, chunk) in &[(100_000_000_000u64, 1u64 << 20), (1_000_000_000, 64)] {
             let (sent, ns) = simulate(&[1, 1], chunk, rate, 20_000);
             let measured = sent.iter().sum::<u64>() as f64 * 1e9 / ns as f64;
-            let want = (rate as f64)
-                .min(rate as f64 * TOKEN_OPS as f64 / TOKEN_BYTES as f64 * chunk as f64);
+            let want = (rate as f64).min(rate as f64 / BYTES_PER_OP as f64 * chunk as f64);
             assert!(
                 (measured / want - 1.0).abs() < 0.02,
                 "{measured:.0} B/s, want {want:.0}"
@@ -303,10 +308,24 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_bucket_banks_as_many_operations_as_bytes() {
+        // A flood of 8 B writes after a quiet spell bursts no more of the link
+        // than a chunk-sized bulk flow could: two 4 KiB chunks' worth.
+        let mut b = TokenBucket::new(1 << 20, 0);
+        b.set_chunk(4096, 0);
+        let later = 10_000_000_000;
+        let mut burst = 0;
+        while b.take(8, later).is_ok() {
+            burst += 1;
+        }
+        assert_eq!(burst, 2 * 4096 / BYTES_PER_OP);
+    }
+
+    #[test]
     fn operations_are_limited_too() {
         // Tiny messages: the ops balance, not the bytes, sets the pace.
         let rate = 1 << 20;
-        let ops_rate = rate * TOKEN_OPS / TOKEN_BYTES;
+        let ops_rate = rate / BYTES_PER_OP;
         let mut b = TokenBucket::new(rate, 0);
         let (mut now, mut sent) = (0u64, 0u64);
         while now < 1_000_000_000 {
