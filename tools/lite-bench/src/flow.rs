@@ -273,11 +273,12 @@ fn flow_threads(
                         }
                         let end = Instant::now();
                         mine.push((nanos(end - t0), nanos(end - began)));
-                        began = end;
-                        if !think.is_zero() {
+                        began = if think.is_zero() {
+                            end
+                        } else {
                             std::thread::sleep(think);
-                            began = Instant::now();
-                        }
+                            Instant::now()
+                        };
                     }
                     Ok(mine)
                 })();
