@@ -211,8 +211,11 @@ make_root() {
     log "installing the toolchain into the sid root: ${toolchain[*]}"
     local t0=$SECONDS
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
-    # As the host's apt does (a mirror that serves a frozen snapshot has an expired Release).
-    apt-config dump | grep -q '^Acquire::Check-Valid-Until "false"' \
+    # As the host's apt does (a mirror that serves a frozen snapshot has an expired
+    # Release). Not `apt-config dump | grep -q`: grep's early exit fails the pipe.
+    local valid_until=""
+    eval "$(apt-config shell valid_until Acquire::Check-Valid-Until)"
+    [ "$valid_until" = false ] \
       && echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99lite-host"
     in_root apt-get update -q >/dev/null
     in_root env DEBIAN_FRONTEND=noninteractive nice -n 19 apt-get install -y -q --no-install-recommends \
