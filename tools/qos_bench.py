@@ -90,10 +90,13 @@ it is ready: d's LMRs all allocated) with the latency flows again in the middle 
 First node 0 finds its link, as a node in service has: the two bulk writers run
 alone for a phase (`--fresh-node` leaves that out: then the first attack meets a
 node whose SW-Pri has not found its link's rate).
+`--runs N` takes the attacks N times, the modes' order rotated each run, and adds a
+row per attack and mode of medians: each flow's p99 ratio the median of its runs.
 The target (issue 20, point 6): in sw-pri, every latency flow's p99 beside the tenant
-<= 1.5 x its p99 alone. A row per attack and mode; the rows, the flows and what the
-tenant reported in qos-hostile.json (qos-hostile-cpu.json in the cpu regime),
-written again after every pass; no plots.
+<= 1.5 x its p99 alone (with --runs, its median). A row per attack, mode and run; the
+rows, the medians (`medians`), the last run's flows and what the tenant reported in
+qos-hostile.json (qos-hostile-cpu.json in the cpu regime), written again after every
+pass; no plots.
 """
 
 import argparse
@@ -119,7 +122,8 @@ from litebench.qos_plots import (  # noqa: F401
     timeline_columns, timeline_legend, windowed_mb_s, write_plots)
 from litebench.qos_hostile import (  # noqa: F401
     HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_MODES, HOSTILE_ORDER, HOSTILE_SETUP_S, hostile_command, hostile_label,
-    hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile, tenant_note)
+    hostile_medians, hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile,
+    tenant_note)
 from litebench.qos_runner import (  # noqa: F401
     HOST_SATURATED, STATS_MARGIN_S, HostStat, Runner, cpu_busy, measured_seconds, prepare, target99_us)
 
@@ -197,7 +201,9 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
         results["duration_s"] = round(time.time() - started, 1)
         json_path.write_text(json.dumps(results, indent=1) + "\n")
 
-    order = [(mode, a) for a in HOSTILE_ORDER if a in attacks for mode in modes]
+    # Each run takes the attacks in turn, each in every mode, the modes' order rotated.
+    order = [(run, modes[(i + run) % len(modes)], a) for run in range(args.runs)
+             for a in HOSTILE_ORDER if a in attacks for i in range(len(modes))]
     try:
         c.up(nodes=NODES, variant=args.kernel, mem=1536, smp=args.smp, wires=wires, segment=args.segment)
         c.join(range(NODES))
@@ -208,9 +214,10 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
         if not args.fresh_node:
             seconds = runner.find_link(args.seconds)
             print(f"[0] node {SENDER} found its link: {BULK_FLOWS} bulk writers alone {seconds:g} s", flush=True)
-        for i, (mode, attack) in enumerate(order, 1):
+        for i, (run, mode, attack) in enumerate(order, 1):
             label = hostile_label(attack, args.hostile_lmrs)
-            print(f"[{i}/{len(order)}] mode {mode}, attack {attack} ({label}): {len(latency_ops)} latency flow(s) "
+            print(f"[{i}/{len(order)}] run {run + 1}, mode {mode}, attack {attack} ({label}): "
+                  f"{len(latency_ops)} latency flow(s) "
                   f"alone {args.seconds:g} s, then the tenant for {3 * args.seconds:g} s with the latency flows in "
                   f"the middle ...", flush=True)
             try:
@@ -218,17 +225,18 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
                                                                args.hostile_lmrs)
             except CommandFailed as e:
                 print(f"      FAILED: {str(e)[-1500:]}", flush=True)
-                results["errors"].append({"step": f"{mode}, attack {attack}", "error": str(e)[-4000:]})
+                results["errors"].append({"step": f"run {run + 1}, {mode}, attack {attack}",
+                                          "error": str(e)[-4000:]})
                 save()
                 continue
             s = summarize_hostile(alone, beside, target)
             if report.get("rc"):
                 print(f"      the tenant exited {report['rc']}: {json.dumps(report)[-1500:]}", flush=True)
-                results["errors"].append({"step": f"{mode}, attack {attack}",
+                results["errors"].append({"step": f"run {run + 1}, {mode}, attack {attack}",
                                           "error": f"the tenant exited {report['rc']}: {json.dumps(report)[-4000:]}"})
             results["flows"].setdefault(attack, {})[mode] = {"latency_alone": alone, "latency": beside,
                                                               "tenant": report, "pacing": pacing}
-            results["rows"].append({"attack": attack, "label": label, "mode": mode, "summary": s,
+            results["rows"].append({"attack": attack, "label": label, "mode": mode, "run": run + 1, "summary": s,
                                     "tenant": tenant_note(report)})
             lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_hostile']['p99_ns'] / 1e6:.2f} ms"
                             for op, f in s["latency"].items())
@@ -245,8 +253,10 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         results["kernel_bug_reports"] = [f"node{n}: {line}" for n, line in c.splats()]
         c.down(quiet=True)
-    # Rows in the attacks' order, each attack's modes in the order given.
-    results["rows"].sort(key=lambda r: (attacks.index(r["attack"]), modes.index(r["mode"])))
+    # Rows in the attacks' order, each attack's modes in the order given, then by run.
+    results["rows"].sort(key=lambda r: (attacks.index(r["attack"]), modes.index(r["mode"]), r["run"]))
+    if args.runs > 1:
+        results["medians"] = hostile_medians(results["rows"])
     save()
     regime = (f"holder behind a {wire_rate / 2**20:g} MiB/s wire" if wires else "plain segment (CPU-bound)")
     print(f"\n== hostile bulk-class tenant, {args.regime} regime ({regime}): latency class "
@@ -254,6 +264,11 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
           f"alone (p99 alone/beside) ==")
     print(hostile_table(results["rows"]))
     sw = [r for r in results["rows"] if r["mode"] == "sw-pri"]
+    if args.runs > 1:
+        print(f"\n== the medians of {args.runs} runs: each flow's p99 ratio, the worst of those, and each run's "
+              f"worst ==")
+        print(hostile_table(results["medians"], note="worst per run"))
+        sw = [r for r in results["medians"] if r["mode"] == "sw-pri"]
     if sw:
         missed = [r["attack"] for r in sw if not r["summary"]["met"]]
         print(f"sw-pri: p99 ratio <= {target:g} against {len(sw) - len(missed)} of {len(sw)} attacks"
@@ -289,7 +304,8 @@ def main():
     ap.add_argument("--smp", type=int,
                     help="vCPUs per guest (default: 1 in the link regime, so that the wire and not the host's "
                          "two cores is the bottleneck; 2 in the cpu regime)")
-    ap.add_argument("--runs", type=int, default=1, help="runs of every mode, order rotated (default 1)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="runs of every mode (with --hostile, of every attack), order rotated (default 1)")
     ap.add_argument("--seconds", type=float, default=8, help="length of each phase (default 8)")
     ap.add_argument("--latency-think-us", type=int, metavar="US",
                     help="each latency flow pauses US microseconds after each operation; 0: back to back "

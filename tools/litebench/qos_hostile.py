@@ -1,11 +1,12 @@
 """The priority-class benchmark's hostile tenant (tools/qos_bench.py --hostile): its
 attacks as guest commands and scripts, what it reports about itself, the latency
-flows' summary beside it, and the table of a row per attack and mode."""
+flows' summary beside it, the table of a row per attack and mode, and the medians of
+several runs."""
 
 import shlex
 
 from litebench.qos_flows import BULK_SIZE, HOLDER, INTERVAL_MS, in_class, last_json
-from litebench.qos_summary import TARGETS, aligned, latency_beside, latency_label
+from litebench.qos_summary import TARGETS, aligned, latency_beside, latency_label, median_summary
 
 # --hostile: the attacks of the hostile tenant, each a command started on SENDER in
 # class bulk, aimed at HOLDER, that runs SECONDS from when it is ready: at once, or
@@ -93,15 +94,35 @@ def summarize_hostile(alone, beside, target=TARGETS["p99_ratio"][1]):
             "target": target, "met": latency[worst]["p99_ratio"] <= target}
 
 
-def hostile_table(rows):
+def hostile_medians(rows):
+    """A row per attack and mode from the `rows` of several runs (hostile_table's):
+    each latency flow's figures the median of its runs (median_summary), the worst
+    flow by those and whether it meets the target; the note says each run's worst
+    ratio."""
+    runs = {}
+    for r in rows:
+        runs.setdefault((r["attack"], r["mode"]), []).append(r)
+    out = []
+    for (attack, mode), of in runs.items():
+        s = median_summary([r["summary"] for r in of])
+        worst = max(s["latency"], key=lambda op: s["latency"][op]["p99_ratio"])
+        s.update(p99_ratio=s["latency"][worst]["p99_ratio"], worst_flow=worst,
+                 met=s["latency"][worst]["p99_ratio"] <= s["target"])
+        out.append({"attack": attack, "label": of[0]["label"], "mode": mode, "summary": s, "runs": len(of),
+                    "tenant": ", ".join(f"{r['summary']['p99_ratio']:.2f}" for r in of)})
+    return out
+
+
+def hostile_table(rows, note="tenant"):
     """A row per attack and mode: each latency flow's p99 ratio and, in brackets, its
-    p99 alone and beside the tenant; the worst ratio, the target and what the tenant
-    did. `rows`: dicts with attack, label, mode, summary and tenant (a note)."""
+    p99 alone and beside the tenant; the worst ratio, the target and a note (headed
+    `note`). `rows`: dicts with attack, label, mode, summary and tenant (the note:
+    what the tenant did, or hostile_medians' worst ratio per run)."""
     ops = []
     for r in rows:
         ops += [op for op in r["summary"]["latency"] if op not in ops]
     target = rows[0]["summary"]["target"] if rows else TARGETS["p99_ratio"][1]
-    head = ["attack", "mode"] + [latency_label(op) for op in ops] + ["worst", f"<= {target:g}", "tenant"]
+    head = ["attack", "mode"] + [latency_label(op) for op in ops] + ["worst", f"<= {target:g}", note]
     out = [head]
     for r in rows:
         s = r["summary"]
