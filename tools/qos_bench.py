@@ -45,7 +45,7 @@ which shows what any SafeUtil and chunk size could trade between the two targets
 on this cluster, whatever AIMD would choose.
 
 Target99 (what sw-pri steers the latency class's p99 to) is relative by default:
-`--target-ratio` (1.5) times the latency class's p99 alone as the kernel measures
+`--target-ratio` (1.25) times the latency class's p99 alone as the kernel measures
 it (its recent operations while no bulk transfer of the node was in progress or
 had just ended; `lite-admin target --ratio`), so that it follows each pass's own
 phase alone: emulated guests have millisecond latencies that move between phases,
@@ -160,9 +160,14 @@ LINK_SMP = 1
 CPU_SMP = 2
 # The largest Target99 the module takes (10 s): AIMD never halves below it.
 UNREACHABLE_TARGET_US = 10_000_000
-# Target99 relative to the latency class's p99 alone: the target for the
-# p99 ratio (1.4 held SafeUtil lower in one benchmark, without a lower p99).
-DEFAULT_TARGET_RATIO = 1.5
+# Target99 relative to the latency class's p99 alone, below the target for
+# the p99 ratio (1.5): AIMD holds the p99 about its setpoint, so a setpoint at the
+# target leaves half the runs over it. On a host whose emulated CPU keeps up, the
+# link's queue sets the tail: 1.25 gave 1.43 / 1.42 (worst flow, median of 3 runs,
+# beside bulk writes / reads) at 0.92 / 0.94 of none, against 1.61 / 1.56 at 0.94 /
+# 0.95 with 1.5 (2026-11-28). On a slower host 1.4 held SafeUtil lower without a
+# lower p99: there the CPU set it.
+DEFAULT_TARGET_RATIO = 1.25
 
 
 def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
