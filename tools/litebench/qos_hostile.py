@@ -104,10 +104,10 @@ def hostile_medians(rows):
         runs.setdefault((r["attack"], r["mode"]), []).append(r)
     out = []
     for (attack, mode), of in runs.items():
+        # median_summary's p99_ratio is already the worst of the flows' medians.
         s = median_summary([r["summary"] for r in of])
-        worst = max(s["latency"], key=lambda op: s["latency"][op]["p99_ratio"])
-        s.update(p99_ratio=s["latency"][worst]["p99_ratio"], worst_flow=worst,
-                 met=s["latency"][worst]["p99_ratio"] <= s["target"])
+        s.update(worst_flow=max(s["latency"], key=lambda op: s["latency"][op]["p99_ratio"]),
+                 met=s["p99_ratio"] <= s["target"])
         out.append({"attack": attack, "label": of[0]["label"], "mode": mode, "summary": s, "runs": len(of),
                     "tenant": ", ".join(f"{r['summary']['p99_ratio']:.2f}" for r in of)})
     return out
