@@ -129,8 +129,15 @@ struct lite_paced_stat {
 	unsigned long long wrs;
 };
 void lite_paced_stat(struct lite_dev *dev, struct lite_paced_stat *stat);
+/* Bytes of RDMA READs and WRITEs from `dev` completed without error, summed since it
+ * was added: a count taken as completions run, for the link's delivery rate. */
+unsigned long long lite_dev_delivered(const struct lite_dev *dev);
+/* RDMA READs and WRITEs of one op in flight at most (through one QP: they complete in
+ * the order posted, which is how each completion knows its bytes). */
+#define LITE_OP_MAX_RDMA 16
 /* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer;
- * `paced`: NULL, or the device one of whose places (lite_paced_enter()) the WR holds. */
+ * `paced`: NULL, or the device one of whose places (lite_paced_enter()) the WR holds.
+ * -ENOSPC when LITE_OP_MAX_RDMA of the op's are in flight. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
 		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced);

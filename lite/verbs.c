@@ -397,6 +397,17 @@ struct lite_op {
 	/* When the last completion ran (ktime ns; 0: none yet). */
 	u64 done_ns;
 	wait_queue_head_t progress;
+	/* Completes an unpaced RDMA READ or WRITE. */
+	struct ib_cqe rdma_cqe;
+	/*
+	 * Bytes of each RDMA READ or WRITE in flight, oldest at rdma_done: one QP
+	 * completes them in the order posted. Completed ones count in their
+	 * device's `delivered`.
+	 */
+	u32 rdma_bytes[LITE_OP_MAX_RDMA];
+	unsigned int rdma_posted;
+	unsigned int rdma_done;
+	struct lite_dev *rdma_dev;
 };
 
 /* A WR of `op` is about to be posted (1) or failed to post (-1). */
@@ -452,11 +463,18 @@ unsigned int lite_dev_max_sge(const struct lite_dev *dev)
 	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
 }
 
-static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc)
+/* A WR of `op` completed; `rdma`: an RDMA READ or WRITE, whose bytes were delivered. */
+static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rdma)
 {
 	unsigned long flags;
+	u32 bytes;
 
 	spin_lock_irqsave(&op->lock, flags);
+	if (rdma) {
+		bytes = op->rdma_bytes[op->rdma_done++ % LITE_OP_MAX_RDMA];
+		if (wc->status == IB_WC_SUCCESS)
+			atomic64_add(bytes, &op->rdma_dev->delivered);
+	}
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
 	if (!--op->pending)
@@ -467,7 +485,12 @@ static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc)
 
 static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc);
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc, false);
+}
+
+static void lite_op_rdma_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, rdma_cqe), wc, true);
 }
 
 static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -476,7 +499,7 @@ static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
 
 	/* Before the op's count drops: its waiter may free it right after. */
 	lite_paced_leave(op->paced_dev);
-	lite_op_complete(op, wc);
+	lite_op_complete(op, wc, true);
 }
 
 struct lite_op *lite_op_new(void)
@@ -487,6 +510,7 @@ struct lite_op *lite_op_new(void)
 		return NULL;
 	op->cqe.done = lite_op_done;
 	op->paced_cqe.done = lite_op_paced_done;
+	op->rdma_cqe.done = lite_op_rdma_done;
 	spin_lock_init(&op->lock);
 	init_waitqueue_head(&op->progress);
 	return op;
@@ -570,6 +594,44 @@ void lite_op_free(struct lite_op *op)
 	kfree(op);
 }
 
+unsigned long long lite_dev_delivered(const struct lite_dev *dev)
+{
+	return atomic64_read(&dev->delivered);
+}
+
+/*
+ * An RDMA READ or WRITE of `bytes` through `dev` is about to be posted for `op`:
+ * counted as lite_op_count() does, and its bytes queued for its completion.
+ */
+static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 bytes)
+{
+	unsigned long flags;
+	int err = 0;
+
+	spin_lock_irqsave(&op->lock, flags);
+	if (op->rdma_posted - op->rdma_done >= LITE_OP_MAX_RDMA) {
+		err = -ENOSPC;
+	} else {
+		op->rdma_bytes[op->rdma_posted++ % LITE_OP_MAX_RDMA] = bytes;
+		op->rdma_dev = dev;
+		op->pending++;
+	}
+	spin_unlock_irqrestore(&op->lock, flags);
+	return err;
+}
+
+/* The RDMA READ or WRITE last counted failed to post: no completion will come. */
+static void lite_op_uncount_rdma(struct lite_op *op)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&op->lock, flags);
+	op->rdma_posted--;
+	op->pending--;
+	wake_up(&op->progress);
+	spin_unlock_irqrestore(&op->lock, flags);
+}
+
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
 		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced)
@@ -577,7 +639,7 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 	struct ib_sge sg[LITE_MAX_SGE];
 	struct ib_rdma_wr wr = {
 		.wr = {
-			.wr_cqe = paced ? &op->paced_cqe : &op->cqe,
+			.wr_cqe = paced ? &op->paced_cqe : &op->rdma_cqe,
 			.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
 			.send_flags = IB_SEND_SIGNALED,
 			.sg_list = sg,
@@ -587,6 +649,7 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		.rkey = rkey,
 	};
 	unsigned int i;
+	u32 bytes = 0;
 	int err;
 
 	if (nsge == 0 || nsge > LITE_MAX_SGE) {
@@ -597,14 +660,17 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		sg[i].addr = sge[i].addr;
 		sg[i].length = sge[i].len;
 		sg[i].lkey = qp->dev->global_mr->lkey;
+		bytes += sge[i].len;
 	}
 	if (paced)
 		op->paced_dev = paced;
-	lite_op_count(op, 1);
+	err = lite_op_count_rdma(op, qp->dev, bytes);
+	if (err)
+		goto unposted;
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (!err)
 		return 0;
-	lite_op_count(op, -1);
+	lite_op_uncount_rdma(op);
 unposted:
 	if (paced)
 		lite_paced_leave(paced);

@@ -30,6 +30,8 @@ struct lite_dev {
 	u64 paced_wrs;
 	/* Time tasks waited for a place, summed. */
 	atomic64_t paced_wait_ns;
+	/* Bytes of RDMA READs and WRITEs completed without error, summed. */
+	atomic64_t delivered;
 };
 
 struct lite_qp {

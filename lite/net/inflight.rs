@@ -16,7 +16,6 @@ pub(crate) struct InFlight {
     /// Bytes of the last `MAX_INFLIGHT` requests posted, oldest first (a ring).
     sizes: [usize; MAX_INFLIGHT],
     posted: usize,
-    posted_bytes: u64,
     budget: usize,
 }
 
@@ -25,19 +24,8 @@ impl InFlight {
         InFlight {
             sizes: [0; MAX_INFLIGHT],
             posted: 0,
-            posted_bytes: 0,
             budget,
         }
-    }
-
-    /// Bytes of the requests that completed, when `pending` of them are still in
-    /// flight (the newest ones).
-    pub(crate) fn completed_bytes(&self, pending: u32) -> u64 {
-        let pending = (pending as usize).min(self.posted).min(MAX_INFLIGHT);
-        let in_flight: usize = (0..pending)
-            .map(|k| self.sizes[(self.posted - 1 - k) % MAX_INFLIGHT])
-            .sum();
-        self.posted_bytes - in_flight as u64
     }
 
     /// Before posting a request of `bytes`: at most how many of the earlier ones may
@@ -65,7 +53,6 @@ impl InFlight {
     pub(crate) fn posted(&mut self, bytes: usize) {
         self.sizes[self.posted % MAX_INFLIGHT] = bytes;
         self.posted += 1;
-        self.posted_bytes += bytes as u64;
     }
 }
 
@@ -121,30 +108,5 @@ mod tests {
             assert!(newest + bytes <= 10_000);
             f.posted(bytes);
         }
-    }
-
-    #[test]
-    fn completed_bytes_are_the_oldest_requests() {
-        let mut f = InFlight::new(1 << 20);
-        assert_eq!(f.completed_bytes(0), 0);
-        for bytes in [1000, 2000, 3000] {
-            f.posted(bytes);
-        }
-        assert_eq!(f.completed_bytes(3), 0);
-        assert_eq!(
-            f.completed_bytes(1),
-            3000,
-            "the 3000-byte request is the newest"
-        );
-        assert_eq!(f.completed_bytes(0), 6000);
-        for _ in 0..40 {
-            f.posted(100);
-        }
-        assert_eq!(f.completed_bytes(16), 6000 + 24 * 100);
-        assert_eq!(
-            f.completed_bytes(99),
-            6000 + 24 * 100,
-            "never more in flight than the ring holds"
-        );
     }
 }

@@ -29,6 +29,8 @@ const TRANSFER_CREDITS: u32 = MAX_INFLIGHT as u32;
 const PACED_WAIT_NS: u64 = 1_000_000_000;
 // A paced chunk is one work request.
 const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
+// An op counts the bytes of its work requests in flight, each until it completes.
+const _: () = assert!(MAX_INFLIGHT <= ffi::LITE_OP_MAX_RDMA as usize);
 
 /// Local runs, in order, going to the contiguous remote range at `remote`.
 fn contiguous(
@@ -80,9 +82,11 @@ impl Peer {
     ) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
         let nr_qps = self.link.lock().qps.len().max(1);
-        let mut ticket = self
-            .qos
-            .begin(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
+        let mut ticket = self.qos.begin(
+            &self.dev,
+            nr_qps,
+            self.next_qp.fetch_add(1, Ordering::Relaxed),
+        );
         let qp_index = ticket.qp();
         let turn = now_ns();
         self.take_credits(qp_index, TRANSFER_CREDITS)?;
@@ -153,7 +157,6 @@ impl Peer {
             deadline,
         );
         if completed.is_ok() && posted.is_ok() {
-            ticket.acknowledged(ticket.bytes());
             ticket.completed(write, op.done_ns());
         }
         self.return_credits(qp_index, TRANSFER_CREDITS);
@@ -186,7 +189,7 @@ impl Peer {
     ) -> Result<usize> {
         let bytes = sges.iter().map(|sge| sge.len as usize).sum();
         let turn = now_ns();
-        let limit = match ticket.admit(bytes, &self.dev)? {
+        let limit = match ticket.admit(bytes)? {
             Admit::Go(limit) => limit,
             Admit::ProbeFirst(limit) => {
                 // A failed probe only means no sample: the transfer's own error tells.
@@ -199,11 +202,9 @@ impl Peer {
         let admitted = now_ns();
         deadline.excuse(admitted.saturating_sub(turn));
         deadline.posting(bytes as u64);
-        let Some(pending) = op.wait_below(inflight.may_remain(bytes), deadline.left_ns(admitted))
-        else {
+        if !op.wait_below(inflight.may_remain(bytes), deadline.left_ns(admitted)) {
             return Err(self.wc_error(self.expire(op)));
-        };
-        ticket.acknowledged(inflight.completed_bytes(pending));
+        }
         inflight.posted(bytes);
         let place = match ticket.paced_places() {
             Some(places) => {

@@ -3,7 +3,7 @@
 //! by WF²Q+ and the token bucket while latency traffic is active.
 
 use super::classes::qp_for;
-use super::pacer::{self, Flow};
+use super::pacer::{self, Delivered, Flow};
 use super::state::{Phases, QosState, Who};
 use super::{fatal_signal, now_ns, Qos, PROBE_BELOW_SAMPLES, PROBE_NS, TURN_WAIT_MS};
 use crate::ffi;
@@ -15,9 +15,9 @@ use kernel::sync::{new_condvar, Arc, CondVar};
 use kernel::time::msecs_to_jiffies;
 
 impl Qos {
-    /// A transfer of the current task starts: its class, QP and first work request
-    /// size are decided at once; pacing decisions go through the ticket.
-    pub(crate) fn begin(&self, nr_qps: usize, spread: usize) -> Ticket<'_> {
+    /// A transfer of the current task through `dev` starts: its class, QP and first
+    /// work request size are decided at once; pacing decisions go through the ticket.
+    pub(crate) fn begin<'a>(&'a self, dev: &'a Device, nr_qps: usize, spread: usize) -> Ticket<'a> {
         let who = Who::current();
         let mut st = self.state.lock();
         let class = st.class_of(&who).0.min(LITE_NR_CLASSES - 1);
@@ -28,6 +28,7 @@ impl Qos {
         let chunk = st.chunk();
         Ticket {
             qos: self,
+            dev,
             class,
             qp,
             probe_qp,
@@ -45,8 +46,6 @@ impl Qos {
             phases: None,
             bytes: 0,
             wrs: 0,
-            acknowledged: 0,
-            reported: 0,
         }
     }
 }
@@ -57,6 +56,9 @@ const BACKLOGGED_WRS: u32 = 2;
 /// A transfer in progress: its class, its WF²Q+ flow once paced, and its latency.
 pub(crate) struct Ticket<'a> {
     qos: &'a Qos,
+    /// The device its work requests go through, whose places over time size the
+    /// paced window and whose delivered bytes find the link's rate.
+    dev: &'a Device,
     class: u32,
     qp: usize,
     /// Where a reference probe goes: where latency-class operations would.
@@ -78,13 +80,9 @@ pub(crate) struct Ticket<'a> {
     phases: Option<(usize, Phases)>,
     bytes: u64,
     /// Work requests posted; from the second on the transfer is backlogged, and
-    /// its acknowledged bytes are samples of the link's delivery rate (those of a
-    /// transfer that fits one work request are the application's rate).
+    /// its time counts for the link's delivery rate (a transfer that fits one work
+    /// request goes at the application's rate).
     wrs: u32,
-    /// Bytes the transfer knows were acknowledged, and those of them reported to
-    /// the link's delivery rate.
-    acknowledged: u64,
-    reported: u64,
 }
 
 /// What the ticket lets the next work request carry.
@@ -147,18 +145,25 @@ impl Ticket<'_> {
         self.wrs >= BACKLOGGED_WRS
     }
 
+    /// The device's delivered bytes now.
+    fn delivered(&self) -> Delivered {
+        Delivered {
+            device: self.dev.key(),
+            bytes: self.dev.delivered_bytes(),
+        }
+    }
+
     /// A work request of the transfer was posted just now.
     pub(crate) fn posted(&mut self) {
         self.last_post_ns = now_ns();
         self.wrs = self.wrs.saturating_add(1);
         if self.wrs == BACKLOGGED_WRS {
-            // What was acknowledged before it was backlogged is not the link's rate.
-            self.reported = self.acknowledged;
+            let count = self.delivered();
             self.qos
                 .state
                 .lock()
                 .delivery
-                .backlog_begins(self.last_post_ns);
+                .backlog_begins(self.last_post_ns, count);
         }
     }
 
@@ -178,37 +183,20 @@ impl Ticket<'_> {
         self.phases = Some((usize::from(!write), phases));
     }
 
-    /// `bytes` of the transfer (in all) are known to be acknowledged by the peer.
-    pub(crate) fn acknowledged(&mut self, bytes: u64) {
-        self.acknowledged = self.acknowledged.max(bytes);
-    }
-
-    /// Hands what was acknowledged since the last report to the delivery rate,
-    /// while the transfer is backlogged.
-    fn report(&mut self, st: &mut QosState, now: u64) {
-        if !self.backlogged() {
-            return;
-        }
-        let fresh = self.acknowledged.saturating_sub(self.reported);
-        self.reported = self.acknowledged;
-        if fresh > 0 {
-            st.delivered(fresh, now);
-        }
-    }
-
     /// Waits until a work request of `bytes` may go (at once for the latency class,
     /// and whenever pacing is off). EINTR when the task is killed meanwhile.
-    /// `dev` is the device it goes through, whose places over time size the paced
-    /// window.
-    pub(crate) fn admit(&mut self, bytes: usize, dev: &Device) -> Result<Admit> {
+    pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
         self.bytes += bytes as u64;
         let bytes = bytes as u64;
         if self.class == LITE_CLASS_LATENCY {
             return Ok(Admit::Go(usize::MAX));
         }
         let mut waited_from = None;
+        let count = self.delivered();
         let mut st = self.qos.state.lock();
-        self.report(&mut st, now_ns());
+        if self.backlogged() {
+            st.delivered(now_ns(), count);
+        }
         loop {
             let now = now_ns();
             st.control(now);
@@ -270,6 +258,7 @@ impl Ticket<'_> {
                         }
                         st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(bytes);
                         let chunk = st_ref.chunk();
+                        let dev = self.dev;
                         st_ref.hold.sample(dev.key(), chunk, now, || {
                             let places = dev.paced_stat();
                             (places.held_ns, places.wrs)
@@ -355,12 +344,12 @@ impl Ticket<'_> {
 impl Drop for Ticket<'_> {
     fn drop(&mut self) {
         let now = now_ns();
+        let count = self.delivered();
         let next = {
             let mut guard = self.qos.state.lock();
             let st = &mut *guard;
-            self.report(st, now);
             if self.backlogged() {
-                st.backlog_ends(now);
+                st.backlog_ends(now, count);
             }
             let next = self.leave_flow(st);
             let class = self.class as usize;

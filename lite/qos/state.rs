@@ -5,8 +5,8 @@
 
 use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
 use super::pacer::{
-    self, Aimd, AloneP99, ChunkScale, DeliveryRate, Flow, LatencyWindow, PlaceHold, TokenBucket,
-    Wf2q, WINDOW,
+    self, Aimd, AloneP99, ChunkScale, Delivered, DeliveryRate, Flow, LatencyWindow, PlaceHold,
+    TokenBucket, Wf2q, WINDOW,
 };
 use super::{
     ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
@@ -346,17 +346,17 @@ impl QosState {
         }
     }
 
-    /// `bytes` of a backlogged transfer were acknowledged: a faster link found
-    /// changes the ceiling and chunks.
-    pub(crate) fn delivered(&mut self, bytes: u64, now: u64) {
-        if self.delivery.delivered(bytes, now) && self.link_rate == 0 {
+    /// The device had delivered `count` by `now` while a transfer is backlogged: a
+    /// faster link found changes the ceiling and chunks.
+    pub(crate) fn delivered(&mut self, now: u64, count: Delivered) {
+        if self.delivery.progress(now, count) && self.link_rate == 0 {
             self.reconfigure(now);
         }
     }
 
     /// A backlogged transfer ended (see `delivered`).
-    pub(crate) fn backlog_ends(&mut self, now: u64) {
-        if self.delivery.backlog_ends(now) && self.link_rate == 0 {
+    pub(crate) fn backlog_ends(&mut self, now: u64, count: Delivered) {
+        if self.delivery.backlog_ends(now, count) && self.link_rate == 0 {
             self.reconfigure(now);
         }
     }

@@ -57,6 +57,13 @@ impl Device {
         &self.name
     }
 
+    /// Bytes of RDMA reads and writes this device completed without error, summed
+    /// as their completions ran.
+    pub(crate) fn delivered_bytes(&self) -> u64 {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { ffi::lite_dev_delivered(self.raw.as_ptr()) }
+    }
+
     pub(crate) fn port(&self) -> u32 {
         // SAFETY: `self.raw` is valid for the life of `self` (see `new`).
         unsafe { ffi::lite_dev_port(self.raw.as_ptr()) }

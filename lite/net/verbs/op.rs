@@ -29,13 +29,10 @@ impl Op {
     }
 
     /// Waits until at most `outstanding` posted work requests are still in flight,
-    /// for at most `timeout_ns`; returns how many were then, or `None` if more were
-    /// still when the time ran out.
-    pub(crate) fn wait_below(&self, outstanding: u32, timeout_ns: u64) -> Option<u32> {
+    /// for at most `timeout_ns`; false if more were still when the time ran out.
+    pub(crate) fn wait_below(&self, outstanding: u32, timeout_ns: u64) -> bool {
         // SAFETY: `self.raw` is live.
-        let pending =
-            unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding, timeout_ns) };
-        u32::try_from(pending).ok()
+        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding, timeout_ns) >= 0 }
     }
 
     /// As [`Self::wait_timeout`], busy-polling `dev`'s send CQ for up to `budget_ns`

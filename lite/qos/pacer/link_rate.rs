@@ -4,26 +4,39 @@
 
 use super::per_second;
 
-/// The link's rate as this node finds it: the best rate at which the bytes of its
-/// backlogged transfers (those of more than one work request) were acknowledged,
-/// over `RATE_INTERVAL_NS` of the time such transfers were in progress.
+/// The link's rate as this node finds it: the best rate at which its device
+/// delivered bytes over `RATE_INTERVAL_NS` of the time it had backlogged transfers
+/// (those of more than one work request) in progress.
 ///
 /// Only backlogged time counts, as BBR leaves out app-limited samples: a node whose
 /// first traffic was latency-class operations of 16 bytes, or a flood of 8-byte
 /// writes, found the rate of those (0.06 MB/s) and held later bulk transfers below
 /// it while latency traffic stayed active. Paced intervals never raise it (they run
 /// below it); an unpaced backlogged interval, at the bottleneck's rate, sets it.
-/// Intervals are long because transfers learn of their completions a work request
-/// late: the lag (a few 32 KiB requests per transfer) must be small against an
-/// interval's bytes.
+///
+/// Bytes count when their completions run (the device's `Delivered` count), not
+/// when their transfers learn of them: a transfer learns a few work requests late,
+/// and 32 transfers at once, each with 128 KiB of completions unseen, put several
+/// MiB of earlier bytes into a 2 MB interval and found a 1.03 MB/s link at 1.31.
 pub(crate) struct DeliveryRate {
     /// Backlogged transfers in progress, and since when there were any.
     backlogged: u32,
     since_ns: u64,
-    /// The interval so far: its backlogged time before `since_ns`, and its bytes.
+    /// The device's count when they began (or the interval did, if later).
+    since: Delivered,
+    /// The interval so far: its backlogged time before `since_ns`, and the bytes
+    /// delivered in that time.
     busy_ns: u64,
     bytes: u64,
     best: u64,
+}
+
+/// A device's count of the bytes it delivered (of RDMA reads and writes completed
+/// without error), and which device's it is: counts of two devices do not subtract.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Delivered {
+    pub(crate) device: usize,
+    pub(crate) bytes: u64,
 }
 
 pub(crate) const RATE_INTERVAL_NS: u64 = 2_000_000_000;
@@ -61,6 +74,10 @@ impl DeliveryRate {
         DeliveryRate {
             backlogged: 0,
             since_ns: 0,
+            since: Delivered {
+                device: 0,
+                bytes: 0,
+            },
             busy_ns: 0,
             bytes: 0,
             best: 0,
@@ -72,56 +89,64 @@ impl DeliveryRate {
         self.best
     }
 
-    /// A transfer became backlogged (it posted its second work request).
-    pub(crate) fn backlog_begins(&mut self, now_ns: u64) {
+    /// A transfer became backlogged (it posted its second work request) at
+    /// `now_ns`, when its device had delivered `count`.
+    pub(crate) fn backlog_begins(&mut self, now_ns: u64, count: Delivered) {
         if self.backlogged == 0 {
-            self.since_ns = now_ns;
+            (self.since_ns, self.since) = (now_ns, count);
+        } else if count.device != self.since.device {
+            self.restart(now_ns, count);
         }
         self.backlogged = self.backlogged.saturating_add(1);
     }
 
     /// A backlogged transfer ended; true when the found rate rose.
-    pub(crate) fn backlog_ends(&mut self, now_ns: u64) -> bool {
+    pub(crate) fn backlog_ends(&mut self, now_ns: u64, count: Delivered) -> bool {
         if self.backlogged == 0 {
             return false;
         }
+        let rose = self.progress(now_ns, count);
         self.backlogged -= 1;
         if self.backlogged == 0 {
             self.busy_ns = self
                 .busy_ns
                 .saturating_add(now_ns.saturating_sub(self.since_ns));
+            self.bytes = self
+                .bytes
+                .saturating_add(count.bytes.saturating_sub(self.since.bytes));
         }
-        self.judge(now_ns)
+        rose
     }
 
-    /// `bytes` of a backlogged transfer were acknowledged by `now_ns` (bytes while
-    /// none is in progress do not count); true when the found rate rose.
-    pub(crate) fn delivered(&mut self, bytes: u64, now_ns: u64) -> bool {
+    /// The device had delivered `count` by `now_ns` (nothing counts while no
+    /// backlogged transfer is in progress); true when the found rate rose.
+    pub(crate) fn progress(&mut self, now_ns: u64, count: Delivered) -> bool {
         if self.backlogged == 0 {
             return false;
         }
-        self.bytes = self.bytes.saturating_add(bytes);
-        self.judge(now_ns)
-    }
-
-    /// Ends the interval once it has `RATE_INTERVAL_NS` of backlogged time.
-    fn judge(&mut self, now_ns: u64) -> bool {
-        let running = if self.backlogged > 0 {
-            now_ns.saturating_sub(self.since_ns)
-        } else {
-            0
-        };
-        let busy = self.busy_ns.saturating_add(running);
+        if count.device != self.since.device || count.bytes < self.since.bytes {
+            self.restart(now_ns, count);
+            return false;
+        }
+        let busy = self
+            .busy_ns
+            .saturating_add(now_ns.saturating_sub(self.since_ns));
         if busy < RATE_INTERVAL_NS {
             return false;
         }
-        let rate = per_second(self.bytes, busy);
-        (self.busy_ns, self.bytes, self.since_ns) = (0, 0, now_ns);
+        let bytes = self.bytes.saturating_add(count.bytes - self.since.bytes);
+        let rate = per_second(bytes, busy);
+        self.restart(now_ns, count);
         if rate > self.best {
             self.best = rate;
             return true;
         }
         false
+    }
+
+    /// A new interval starts at `now_ns`, from `count`.
+    fn restart(&mut self, now_ns: u64, count: Delivered) {
+        (self.busy_ns, self.bytes, self.since_ns, self.since) = (0, 0, now_ns, count);
     }
 }
 
@@ -131,30 +156,60 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    /// One backlogged transfer of `lumps` 32 KiB lumps at `rate` from `now`.
-    fn transfer(d: &mut DeliveryRate, now: &mut u64, lumps: u32, rate: u64) -> u32 {
-        let lump = 32u64 << 10;
-        let mut rose = 0;
-        d.backlog_begins(*now);
-        for _ in 0..lumps {
-            *now += lump * 1_000_000_000 / rate;
-            rose += d.delivered(lump, *now) as u32;
+    /// A device's count, delivering in lumps at a rate.
+    struct Device {
+        count: Delivered,
+    }
+
+    impl Device {
+        fn new(key: usize) -> Self {
+            Device {
+                count: Delivered {
+                    device: key,
+                    bytes: 0,
+                },
+            }
         }
-        rose + d.backlog_ends(*now) as u32
+
+        /// Delivers `bytes` at `rate` from `now`: the time they take passes.
+        fn deliver(&mut self, now: &mut u64, bytes: u64, rate: u64) -> Delivered {
+            *now += bytes * 1_000_000_000 / rate;
+            self.count.bytes += bytes;
+            self.count
+        }
+    }
+
+    /// One backlogged transfer of `lumps` 32 KiB lumps at `rate` from `now`,
+    /// looking at the count after each; how often the found rate rose.
+    fn transfer(
+        d: &mut DeliveryRate,
+        dev: &mut Device,
+        now: &mut u64,
+        lumps: u32,
+        rate: u64,
+    ) -> u32 {
+        let mut rose = 0;
+        d.backlog_begins(*now, dev.count);
+        for _ in 0..lumps {
+            let count = dev.deliver(now, 32 << 10, rate);
+            rose += d.progress(*now, count) as u32;
+        }
+        rose + d.backlog_ends(*now, dev.count) as u32
     }
 
     #[test]
     fn the_delivery_rate_finds_the_bottleneck_and_paced_intervals_keep_it() {
         let mut d = DeliveryRate::new();
+        let mut dev = Device::new(1);
         assert_eq!(d.found(), 0);
         // 4 MB/s delivered in 32 KiB lumps: found after the first interval.
         let mut now = 0;
-        let rose = transfer(&mut d, &mut now, 400, 4_000_000);
+        let rose = transfer(&mut d, &mut dev, &mut now, 400, 4_000_000);
         let found = d.found() as f64;
         assert!((found / 4e6 - 1.0).abs() < 0.02, "{found:.0} B/s");
         assert!(rose >= 1);
         // Paced at 2 MB/s: the link's rate stays what it was.
-        transfer(&mut d, &mut now, 400, 2_000_000);
+        transfer(&mut d, &mut dev, &mut now, 400, 2_000_000);
         assert_eq!(d.found() as f64, found);
     }
 
@@ -173,10 +228,11 @@ mod tests {
     #[test]
     fn idle_time_between_backlogged_transfers_does_not_count() {
         let mut d = DeliveryRate::new();
+        let mut dev = Device::new(1);
         let mut now = 0;
         // 1 MiB transfers at 4 MB/s, each followed by a second of nothing.
         for _ in 0..8 {
-            transfer(&mut d, &mut now, 32, 4_000_000);
+            transfer(&mut d, &mut dev, &mut now, 32, 4_000_000);
             now += 1000 * MS;
         }
         let found = d.found() as f64;
@@ -186,24 +242,76 @@ mod tests {
     #[test]
     fn bytes_outside_backlogged_transfers_find_nothing() {
         let mut d = DeliveryRate::new();
+        let mut dev = Device::new(1);
         // A flood of single work requests: 8 bytes every 100 us for 10 s.
-        for i in 1..=100_000u64 {
-            d.delivered(8, i * 100_000);
+        let mut now = 0;
+        for _ in 0..100_000 {
+            let count = dev.deliver(&mut now, 8, 80_000);
+            d.progress(now, count);
         }
         assert_eq!(d.found(), 0);
         // Two overlapping transfers count their time once.
-        let mut now = 20_000 * MS;
-        d.backlog_begins(now);
-        d.backlog_begins(now);
+        d.backlog_begins(now, dev.count);
+        d.backlog_begins(now, dev.count);
         for _ in 0..250 {
-            now += 8 * MS;
-            d.delivered(32 << 10, now);
+            let count = dev.deliver(&mut now, 32 << 10, 4_096_000);
+            d.progress(now, count);
         }
-        d.backlog_ends(now);
-        d.backlog_ends(now);
+        d.backlog_ends(now, dev.count);
+        d.backlog_ends(now, dev.count);
         let found = d.found() as f64;
         assert!((found / 4.096e6 - 1.0).abs() < 0.02, "{found:.0} B/s");
         // An end without a beginning changes nothing.
-        assert!(!d.backlog_ends(now + MS));
+        assert!(!d.backlog_ends(now + MS, dev.count));
+    }
+
+    /// 32 transfers of 1 MiB at once share a 1 MB/s link, 32 KiB work requests
+    /// round robin, and each looks at the count only when it posts its next
+    /// requests, four at a time, and when it ends, as 32 unpaced bulk processes
+    /// do; a new one starts as each ends. Bytes count when delivered, so however
+    /// late the transfers look, the rate found is the link's.
+    #[test]
+    fn many_transfers_that_look_late_find_the_link() {
+        let mut d = DeliveryRate::new();
+        let mut dev = Device::new(1);
+        let mut now = 0;
+        let mut left = [32u32; 32];
+        for _ in 0..32 {
+            d.backlog_begins(now, dev.count);
+        }
+        for wr in 0..32 * 32 * 4 {
+            let t = wr % 32;
+            let count = dev.deliver(&mut now, 32 << 10, 1_000_000);
+            left[t] -= 1;
+            if left[t] == 0 {
+                d.backlog_ends(now, count);
+                d.backlog_begins(now, count);
+                left[t] = 32;
+            } else if left[t] % 4 == 0 {
+                d.progress(now, count);
+            }
+        }
+        let found = d.found() as f64;
+        assert!((found / 1e6 - 1.0).abs() < 0.02, "{found:.0} B/s");
+    }
+
+    #[test]
+    fn another_devices_count_starts_a_new_interval() {
+        let mut d = DeliveryRate::new();
+        let (mut one, mut two) = (Device::new(1), Device::new(2));
+        let mut now = 0;
+        // Device 2 counted far more before: none of it is this interval's.
+        two.count.bytes = 1 << 40;
+        d.backlog_begins(now, one.count);
+        for _ in 0..100 {
+            one.deliver(&mut now, 32 << 10, 2_000_000);
+        }
+        d.backlog_begins(now, two.count);
+        for _ in 0..200 {
+            let count = two.deliver(&mut now, 32 << 10, 2_000_000);
+            d.progress(now, count);
+        }
+        let found = d.found() as f64;
+        assert!((found / 2e6 - 1.0).abs() < 0.02, "{found:.0} B/s");
     }
 }

@@ -19,7 +19,7 @@
 //!   fed at the rate it drains never empties), and is unlimited when no latency
 //!   traffic exists (work conserving).
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
-//!   rate at which its transfers' bytes were acknowledged over whole intervals.
+//!   rate at which its device delivered bytes over whole intervals of backlogged time.
 //! - `PlaceHold` (hold.rs): how long a paced work request holds its place, from
 //!   post to completion, the least of the recent means.
 //! - `paced_window`, `paced_places`, `transfer_share` (window.rs): the paced bytes
@@ -50,7 +50,7 @@ pub(crate) use alone::AloneP99;
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
 pub(crate) use hold::PlaceHold;
-pub(crate) use link_rate::{port_rate, DeliveryRate};
+pub(crate) use link_rate::{port_rate, Delivered, DeliveryRate};
 pub(crate) use wf2q::{Flow, Wf2q};
 pub(crate) use window::{paced_places, paced_window, transfer_share};
 
