@@ -112,9 +112,10 @@ void lite_op_free(struct lite_op *op);
 /*
  * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever
  * transfers they belong to. lite_paced_enter() waits (killable) for at most
- * `timeout_ns` until fewer than `limit` are, then takes a place: 0, -ETIMEDOUT or
- * -EINTR. A WR posted with `paced` set to the device holds the place until its
- * completion (or failure to post); lite_paced_leave() gives back one never posted.
+ * `timeout_ns` until fewer than `limit` are and no unpaced bulk WR is, then takes
+ * a place: 0, -ETIMEDOUT or -EINTR. A WR posted LITE_PACING_PACED holds the place
+ * until its completion (or failure to post); lite_paced_leave() gives back one
+ * never posted.
  */
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns);
 void lite_paced_leave(struct lite_dev *dev);
@@ -135,12 +136,17 @@ unsigned long long lite_dev_delivered(const struct lite_dev *dev);
 /* RDMA READs and WRITEs of one op in flight at most (through one QP: they complete in
  * the order posted, which is how each completion knows its bytes). */
 #define LITE_OP_MAX_RDMA 16
-/* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer;
- * `paced`: NULL, or the device one of whose places (lite_paced_enter()) the WR holds.
+/* How an RDMA READ or WRITE stands to SW-Pri's pacing: the latency class's, or its
+ * probe, never waited for; bulk not paced, while any of which is in flight no paced WR
+ * takes a place; paced, holding a place of its QP's device (lite_paced_enter()). */
+#define LITE_PACING_EXEMPT 0
+#define LITE_PACING_UNPACED 1
+#define LITE_PACING_PACED 2
+/* RDMA WRITE (`write`) from or READ into the local SGEs, at `remote_addr` of the peer.
  * -ENOSPC when LITE_OP_MAX_RDMA of the op's are in flight. */
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
-		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced);
+		      unsigned long long remote_addr, unsigned int rkey, int pacing);
 /* 8-byte atomic at `remote_addr`: compare-and-swap (`compare_swap`) of `compare_add`
  * by `swap`, else fetch-and-add of `compare_add`; the old value lands at `result_dma`. */
 int lite_qp_post_atomic(struct lite_qp *qp, struct lite_op *op, int compare_swap,

@@ -302,7 +302,12 @@ static bool lite_paced_try(struct lite_dev *dev, int most)
 	bool taken = false;
 
 	spin_lock_irqsave(&dev->paced_lock, flags);
-	if (atomic_read(&dev->paced) < most) {
+	/*
+	 * Unpaced bulk bytes still in flight are a queue at the bottleneck, left from
+	 * before pacing began: paced WRs wait until it drained, at the link's whole
+	 * rate rather than at what SafeUtil leaves of it.
+	 */
+	if (atomic_read(&dev->paced) < most && atomic64_read(&dev->unpaced_bytes) <= 0) {
 		lite_paced_account(dev, ktime_get_ns());
 		atomic_inc(&dev->paced);
 		taken = true;
@@ -387,8 +392,6 @@ struct lite_op {
 	struct ib_cqe cqe;
 	/* Completes a WR that holds a place among its device's paced ones. */
 	struct ib_cqe paced_cqe;
-	/* The device whose places its paced WRs hold. */
-	struct lite_dev *paced_dev;
 	spinlock_t lock;
 	/* Posted WRs not yet completed. */
 	unsigned int pending;
@@ -397,16 +400,18 @@ struct lite_op {
 	/* When the last completion ran (ktime ns; 0: none yet). */
 	u64 done_ns;
 	wait_queue_head_t progress;
-	/* Completes an unpaced RDMA READ or WRITE. */
+	/* Complete an RDMA READ or WRITE exempt from pacing, and an unpaced bulk one. */
 	struct ib_cqe rdma_cqe;
+	struct ib_cqe unpaced_cqe;
 	/*
 	 * Bytes of each RDMA READ or WRITE in flight, oldest at rdma_done: one QP
 	 * completes them in the order posted. Completed ones count in their
-	 * device's `delivered`.
+	 * device's `delivered`, and unpaced bulk ones leave its `unpaced_bytes`.
 	 */
 	u32 rdma_bytes[LITE_OP_MAX_RDMA];
 	unsigned int rdma_posted;
 	unsigned int rdma_done;
+	/* Their QP's device, whose places paced ones hold. */
 	struct lite_dev *rdma_dev;
 };
 
@@ -463,9 +468,14 @@ unsigned int lite_dev_max_sge(const struct lite_dev *dev)
 	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
 }
 
-/* A WR of `op` completed; `rdma`: an RDMA READ or WRITE, whose bytes were delivered. */
-static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rdma)
+/*
+ * A WR of `op` completed; `rdma`: an RDMA READ or WRITE, whose bytes were delivered;
+ * `unpaced`: bulk posted LITE_PACING_UNPACED.
+ */
+static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rdma,
+			     bool unpaced)
 {
+	struct lite_dev *dev = op->rdma_dev;
 	unsigned long flags;
 	u32 bytes;
 
@@ -473,7 +483,10 @@ static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rd
 	if (rdma) {
 		bytes = op->rdma_bytes[op->rdma_done++ % LITE_OP_MAX_RDMA];
 		if (wc->status == IB_WC_SUCCESS)
-			atomic64_add(bytes, &op->rdma_dev->delivered);
+			atomic64_add(bytes, &dev->delivered);
+		/* Before the op's count drops: its waiter may free it right after. */
+		if (unpaced && atomic64_sub_return(bytes, &dev->unpaced_bytes) <= 0)
+			wake_up(&dev->paced_room);
 	}
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
@@ -485,12 +498,17 @@ static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rd
 
 static void lite_op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc, false);
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, cqe), wc, false, false);
 }
 
 static void lite_op_rdma_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, rdma_cqe), wc, true);
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, rdma_cqe), wc, true, false);
+}
+
+static void lite_op_unpaced_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	lite_op_complete(container_of(wc->wr_cqe, struct lite_op, unpaced_cqe), wc, true, true);
 }
 
 static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -498,8 +516,8 @@ static void lite_op_paced_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct lite_op *op = container_of(wc->wr_cqe, struct lite_op, paced_cqe);
 
 	/* Before the op's count drops: its waiter may free it right after. */
-	lite_paced_leave(op->paced_dev);
-	lite_op_complete(op, wc, true);
+	lite_paced_leave(op->rdma_dev);
+	lite_op_complete(op, wc, true, false);
 }
 
 struct lite_op *lite_op_new(void)
@@ -511,6 +529,7 @@ struct lite_op *lite_op_new(void)
 	op->cqe.done = lite_op_done;
 	op->paced_cqe.done = lite_op_paced_done;
 	op->rdma_cqe.done = lite_op_rdma_done;
+	op->unpaced_cqe.done = lite_op_unpaced_done;
 	spin_lock_init(&op->lock);
 	init_waitqueue_head(&op->progress);
 	return op;
@@ -601,9 +620,10 @@ unsigned long long lite_dev_delivered(const struct lite_dev *dev)
 
 /*
  * An RDMA READ or WRITE of `bytes` through `dev` is about to be posted for `op`:
- * counted as lite_op_count() does, and its bytes queued for its completion.
+ * counted as lite_op_count() does, and its bytes queued for its completion (and
+ * among the device's unpaced bulk bytes if `unpaced`).
  */
-static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 bytes)
+static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 bytes, bool unpaced)
 {
 	unsigned long flags;
 	int err = 0;
@@ -615,18 +635,24 @@ static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 byte
 		op->rdma_bytes[op->rdma_posted++ % LITE_OP_MAX_RDMA] = bytes;
 		op->rdma_dev = dev;
 		op->pending++;
+		if (unpaced)
+			atomic64_add(bytes, &dev->unpaced_bytes);
 	}
 	spin_unlock_irqrestore(&op->lock, flags);
 	return err;
 }
 
 /* The RDMA READ or WRITE last counted failed to post: no completion will come. */
-static void lite_op_uncount_rdma(struct lite_op *op)
+static void lite_op_uncount_rdma(struct lite_op *op, bool unpaced)
 {
+	struct lite_dev *dev = op->rdma_dev;
 	unsigned long flags;
+	u32 bytes;
 
 	spin_lock_irqsave(&op->lock, flags);
-	op->rdma_posted--;
+	bytes = op->rdma_bytes[--op->rdma_posted % LITE_OP_MAX_RDMA];
+	if (unpaced && atomic64_sub_return(bytes, &dev->unpaced_bytes) <= 0)
+		wake_up(&dev->paced_room);
 	op->pending--;
 	wake_up(&op->progress);
 	spin_unlock_irqrestore(&op->lock, flags);
@@ -634,12 +660,14 @@ static void lite_op_uncount_rdma(struct lite_op *op)
 
 int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		      const struct lite_sge *sge, unsigned int nsge,
-		      unsigned long long remote_addr, unsigned int rkey, struct lite_dev *paced)
+		      unsigned long long remote_addr, unsigned int rkey, int pacing)
 {
+	bool paced = pacing == LITE_PACING_PACED, unpaced = pacing == LITE_PACING_UNPACED;
 	struct ib_sge sg[LITE_MAX_SGE];
 	struct ib_rdma_wr wr = {
 		.wr = {
-			.wr_cqe = paced ? &op->paced_cqe : &op->rdma_cqe,
+			.wr_cqe = paced ? &op->paced_cqe :
+				  unpaced ? &op->unpaced_cqe : &op->rdma_cqe,
 			.opcode = write ? IB_WR_RDMA_WRITE : IB_WR_RDMA_READ,
 			.send_flags = IB_SEND_SIGNALED,
 			.sg_list = sg,
@@ -662,18 +690,16 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 		sg[i].lkey = qp->dev->global_mr->lkey;
 		bytes += sge[i].len;
 	}
-	if (paced)
-		op->paced_dev = paced;
-	err = lite_op_count_rdma(op, qp->dev, bytes);
+	err = lite_op_count_rdma(op, qp->dev, bytes, unpaced);
 	if (err)
 		goto unposted;
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (!err)
 		return 0;
-	lite_op_uncount_rdma(op);
+	lite_op_uncount_rdma(op, unpaced);
 unposted:
 	if (paced)
-		lite_paced_leave(paced);
+		lite_paced_leave(qp->dev);
 	return err;
 }
 

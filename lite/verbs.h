@@ -32,6 +32,8 @@ struct lite_dev {
 	atomic64_t paced_wait_ns;
 	/* Bytes of RDMA READs and WRITEs completed without error, summed. */
 	atomic64_t delivered;
+	/* Bytes of unpaced bulk RDMA READs and WRITEs in flight. */
+	atomic64_t unpaced_bytes;
 };
 
 struct lite_qp {

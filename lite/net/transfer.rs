@@ -8,7 +8,9 @@ use crate::ffi;
 use crate::net::deadline::Deadline;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
-use crate::net::verbs::{Atomic, DmaBuf, Op, PacedPlace, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
+use crate::net::verbs::{
+    Atomic, DmaBuf, Op, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT,
+};
 use crate::qos::{Admit, Ticket};
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
@@ -172,8 +174,8 @@ impl Peer {
         self.transfer(&op, true, Wait::Sleep, pieces, &mut deadline)
     }
 
-    /// Posts one RDMA read or write on QP `qp_index` once the bytes of `op` still in
-    /// flight leave room for it and the ticket lets it go; returns the largest work
+    /// Posts one RDMA read or write on QP `qp_index` once the ticket lets it go and
+    /// the bytes of `op` still in flight leave room for it; returns the largest work
     /// request the ticket allows next.
     #[allow(clippy::too_many_arguments)]
     fn post_rdma(
@@ -202,25 +204,29 @@ impl Peer {
         let admitted = now_ns();
         deadline.excuse(admitted.saturating_sub(turn));
         deadline.posting(bytes as u64);
+        // Its tokens are taken while its earlier work requests are still in flight.
+        // One let go unpaced just before pacing began still goes unpaced, and paced
+        // ones wait until it completed, as for all others (Pacing::Unpaced).
         if !op.wait_below(inflight.may_remain(bytes), deadline.left_ns(admitted)) {
             return Err(self.wc_error(self.expire(op)));
         }
         inflight.posted(bytes);
-        let place = match ticket.paced_places() {
+        let pacing = match ticket.paced_places() {
             Some(places) => {
                 let turn = now_ns();
                 let place = self.enter_paced(places)?;
                 deadline.excuse(now_ns().saturating_sub(turn));
-                Some(place)
+                Pacing::Paced(place)
             }
-            None => None,
+            None if ticket.class() == LITE_CLASS_LATENCY => Pacing::Exempt,
+            None => Pacing::Unpaced,
         };
         let link = self.link.lock();
         let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
             return Err(EHOSTDOWN());
         };
         let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
-        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, place)?;
+        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, pacing)?;
         drop(link);
         ticket.posted();
         Ok(limit)
@@ -268,7 +274,7 @@ impl Peer {
                     &sge,
                     remote.mailbox_addr,
                     remote.mailbox_rkey,
-                    None,
+                    Pacing::Exempt,
                 )
             },
         )?;

@@ -6,6 +6,11 @@
 //! 3.6 MB/s wire) at the bottleneck. A transfer learns its own completions only
 //! when it next waits, so the count lives with the device and each completion
 //! gives its place back, whichever transfer it belongs to.
+//!
+//! `Pacing`: how a work request stands to pacing. The device also counts its
+//! unpaced bulk bytes in flight, and no paced work request takes a place while
+//! any is: when pacing begins they are a queue at the bottleneck, which then
+//! drains at the link's whole rate rather than at what SafeUtil leaves of it.
 
 use super::Device;
 use kernel::error::to_result;
@@ -82,13 +87,22 @@ impl core::ops::Add for PacedStat {
 }
 
 impl PacedPlace<'_> {
-    /// The device the place belongs to, for the work request that takes it over
-    /// (whose completion, or failure to post, gives it back).
-    pub(in crate::net::verbs) fn hand_over(self) -> *mut crate::ffi::lite_dev {
-        let raw = self.dev.raw.as_ptr();
+    /// The work request posted next through this device's QP takes the place over:
+    /// its completion, or failure to post, gives it back.
+    pub(in crate::net::verbs) fn hand_over(self) {
         core::mem::forget(self);
-        raw
     }
+}
+
+/// How an RDMA read or write stands to SW-Pri's pacing.
+pub(crate) enum Pacing<'a> {
+    /// The latency class's, or its probe: never waited for.
+    Exempt,
+    /// Bulk while not paced: paced work requests wait until it completed (what
+    /// is in flight of it queues at the bottleneck).
+    Unpaced,
+    /// Paced, holding this place among the QP's device's paced work requests.
+    Paced(PacedPlace<'a>),
 }
 
 impl Drop for PacedPlace<'_> {

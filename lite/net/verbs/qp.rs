@@ -2,7 +2,7 @@
 //! `Qp`: an RC QP, its connection, and posting on it: writes with immediate
 //! (`WriteImm`), RDMA reads and writes, and atomics (`Atomic`).
 
-use super::{DmaBuf, Op, PacedPlace};
+use super::{DmaBuf, Op, Pacing};
 use crate::ffi;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -99,8 +99,9 @@ pub(crate) struct WriteImm<'a> {
 
 impl Qp {
     /// Posts one RDMA WRITE (`write`) from, or READ into, the local `sges` at
-    /// `remote_addr` of the peer, counted in `op`, holding `place` if paced. The
-    /// memory behind `sges` must stay mapped until `op.wait()` returns.
+    /// `remote_addr` of the peer, counted in `op`, paced as `pacing` says (a paced
+    /// one's place must be this QP's device's). The memory behind `sges` must stay
+    /// mapped until `op.wait()` returns.
     pub(crate) fn post_rdma(
         &self,
         op: &Op,
@@ -108,13 +109,19 @@ impl Qp {
         sges: &[ffi::lite_sge],
         remote_addr: u64,
         rkey: u32,
-        place: Option<PacedPlace<'_>>,
+        pacing: Pacing<'_>,
     ) -> Result {
-        // NULL, or the live device whose place the work request takes over (given back
-        // on its completion or failure to post).
-        let paced = place.map_or(core::ptr::null_mut(), PacedPlace::hand_over);
-        // SAFETY: `self.raw`, `op.raw` and `paced` (if not NULL) are live; the helper
-        // copies `sges` (checked against LITE_MAX_SGE) before returning.
+        let pacing = match pacing {
+            Pacing::Exempt => ffi::LITE_PACING_EXEMPT,
+            Pacing::Unpaced => ffi::LITE_PACING_UNPACED,
+            Pacing::Paced(place) => {
+                // Given back on the work request's completion or failure to post.
+                place.hand_over();
+                ffi::LITE_PACING_PACED
+            }
+        };
+        // SAFETY: `self.raw` and `op.raw` are live; the helper copies `sges` (checked
+        // against LITE_MAX_SGE) before returning.
         to_result(unsafe {
             ffi::lite_qp_post_rdma(
                 self.raw.as_ptr(),
@@ -124,7 +131,7 @@ impl Qp {
                 sges.len() as u32,
                 remote_addr,
                 rkey,
-                paced,
+                pacing as i32,
             )
         })
     }
