@@ -112,8 +112,8 @@ void lite_op_free(struct lite_op *op);
 /*
  * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever
  * transfers they belong to. lite_paced_enter() waits (killable) for at most
- * `timeout_ns` until fewer than `limit` are and no unpaced bulk WR is, then takes
- * a place: 0, -ETIMEDOUT or -EINTR. A WR posted LITE_PACING_PACED holds the place
+ * `timeout_ns` until fewer than `limit` are and no unpaced bulk WR is (that for 500
+ * ms at most), then takes a place: 0, -ETIMEDOUT or -EINTR. A WR posted LITE_PACING_PACED holds the place
  * until its completion (or failure to post); lite_paced_leave() gives back one
  * never posted.
  */

@@ -295,8 +295,18 @@ static void lite_paced_account(struct lite_dev *dev, u64 now)
 	dev->paced_since_ns = now;
 }
 
-/* Takes a place among `dev`'s paced WRs in flight if fewer than `most` are. */
-static bool lite_paced_try(struct lite_dev *dev, int most)
+/*
+ * Longest a paced WR waits for the unpaced bulk bytes in flight to drain: a dead
+ * peer's drain only when its WRs are flushed, which must not hold the paced
+ * transfers to the other peers.
+ */
+#define LITE_UNPACED_DRAIN_NS (500 * NSEC_PER_MSEC)
+
+/*
+ * Takes a place among `dev`'s paced WRs in flight if fewer than `most` are, and no
+ * unpaced bulk bytes are unless `waited_out`.
+ */
+static bool lite_paced_try(struct lite_dev *dev, int most, bool waited_out)
 {
 	unsigned long flags;
 	bool taken = false;
@@ -307,7 +317,8 @@ static bool lite_paced_try(struct lite_dev *dev, int most)
 	 * before pacing began: paced WRs wait until it drained, at the link's whole
 	 * rate rather than at what SafeUtil leaves of it.
 	 */
-	if (atomic_read(&dev->paced) < most && atomic64_read(&dev->unpaced_bytes) <= 0) {
+	if (atomic_read(&dev->paced) < most &&
+	    (waited_out || atomic64_read(&dev->unpaced_bytes) <= 0)) {
 		lite_paced_account(dev, ktime_get_ns());
 		atomic_inc(&dev->paced);
 		taken = true;
@@ -319,15 +330,18 @@ static bool lite_paced_try(struct lite_dev *dev, int most)
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns)
 {
 	int most = min(limit, (unsigned int)INT_MAX);
-	long left = lite_timeout_jiffies(timeout_ns);
-	u64 start = 0;
+	long left = lite_timeout_jiffies(timeout_ns), nap;
+	u64 begun = ktime_get_ns(), now, start = 0;
+	bool waited_out;
 	DEFINE_WAIT(wait);
 	int err = 0;
 
 	/* Exclusive: each place given back wakes one waiter, not all of them. */
 	for (;;) {
 		prepare_to_wait_exclusive(&dev->paced_room, &wait, TASK_KILLABLE);
-		if (lite_paced_try(dev, most))
+		now = ktime_get_ns();
+		waited_out = now - begun >= LITE_UNPACED_DRAIN_NS;
+		if (lite_paced_try(dev, most, waited_out))
 			break;
 		if (fatal_signal_pending(current)) {
 			err = -EINTR;
@@ -338,8 +352,11 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 			break;
 		}
 		if (!start)
-			start = ktime_get_ns();
-		left = schedule_timeout(left);
+			start = now;
+		/* Nothing signals the drain's wait running out: wake up for it. */
+		nap = waited_out ? left :
+		      min(left, lite_timeout_jiffies(begun + LITE_UNPACED_DRAIN_NS - now));
+		left -= nap - schedule_timeout(nap);
 	}
 	finish_wait(&dev->paced_room, &wait);
 	if (start)
