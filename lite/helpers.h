@@ -112,10 +112,10 @@ void lite_op_free(struct lite_op *op);
 /*
  * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever
  * transfers they belong to. lite_paced_enter() waits (killable) for at most
- * `timeout_ns` until fewer than `limit` are and no unpaced bulk WR is (that for 500
- * ms at most), then takes a place: 0, -ETIMEDOUT or -EINTR. A WR posted LITE_PACING_PACED holds the place
- * until its completion (or failure to post); lite_paced_leave() gives back one
- * never posted.
+ * `timeout_ns` until fewer than `limit` are and no unpaced bulk WR is (unless those
+ * stalled: none posted or completed for 500 ms), then takes a place: 0, -ETIMEDOUT
+ * or -EINTR. A WR posted LITE_PACING_PACED holds the place until its completion (or
+ * failure to post); lite_paced_leave() gives back one never posted.
  */
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns);
 void lite_paced_leave(struct lite_dev *dev);

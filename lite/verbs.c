@@ -296,17 +296,25 @@ static void lite_paced_account(struct lite_dev *dev, u64 now)
 }
 
 /*
- * Longest a paced WR waits for the unpaced bulk bytes in flight to drain: a dead
- * peer's drain only when its WRs are flushed, which must not hold the paced
- * transfers to the other peers.
+ * How long unpaced bulk bytes may stay in flight with none of them posted or
+ * completed before paced WRs stop waiting for them: a dead peer's drain only when
+ * its WRs are flushed, seconds later, which must not hold the paced transfers to
+ * the other peers. A live link completes one of them at least every few tens of
+ * ms (the unpaced window is 60 ms of the link).
  */
-#define LITE_UNPACED_DRAIN_NS (500 * NSEC_PER_MSEC)
+#define LITE_UNPACED_STALL_NS (500 * NSEC_PER_MSEC)
+
+/* When `dev`'s unpaced bulk bytes in flight count as stalled (ktime ns). */
+static u64 lite_unpaced_stalls_at(struct lite_dev *dev)
+{
+	return (u64)atomic64_read(&dev->unpaced_moved_ns) + LITE_UNPACED_STALL_NS;
+}
 
 /*
  * Takes a place among `dev`'s paced WRs in flight if fewer than `most` are, and no
- * unpaced bulk bytes are unless `waited_out`.
+ * unpaced bulk bytes are unless they stalled by `now`.
  */
-static bool lite_paced_try(struct lite_dev *dev, int most, bool waited_out)
+static bool lite_paced_try(struct lite_dev *dev, int most, u64 now)
 {
 	unsigned long flags;
 	bool taken = false;
@@ -318,8 +326,8 @@ static bool lite_paced_try(struct lite_dev *dev, int most, bool waited_out)
 	 * rate rather than at what SafeUtil leaves of it.
 	 */
 	if (atomic_read(&dev->paced) < most &&
-	    (waited_out || atomic64_read(&dev->unpaced_bytes) <= 0)) {
-		lite_paced_account(dev, ktime_get_ns());
+	    (atomic64_read(&dev->unpaced_bytes) <= 0 || now >= lite_unpaced_stalls_at(dev))) {
+		lite_paced_account(dev, now);
 		atomic_inc(&dev->paced);
 		taken = true;
 	}
@@ -331,8 +339,7 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 {
 	int most = min(limit, (unsigned int)INT_MAX);
 	long left = lite_timeout_jiffies(timeout_ns), nap;
-	u64 begun = ktime_get_ns(), now, start = 0;
-	bool waited_out;
+	u64 now, start = 0, stalls_at;
 	DEFINE_WAIT(wait);
 	int err = 0;
 
@@ -340,8 +347,7 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 	for (;;) {
 		prepare_to_wait_exclusive(&dev->paced_room, &wait, TASK_KILLABLE);
 		now = ktime_get_ns();
-		waited_out = now - begun >= LITE_UNPACED_DRAIN_NS;
-		if (lite_paced_try(dev, most, waited_out))
+		if (lite_paced_try(dev, most, now))
 			break;
 		if (fatal_signal_pending(current)) {
 			err = -EINTR;
@@ -353,9 +359,10 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 		}
 		if (!start)
 			start = now;
-		/* Nothing signals the drain's wait running out: wake up for it. */
-		nap = waited_out ? left :
-		      min(left, lite_timeout_jiffies(begun + LITE_UNPACED_DRAIN_NS - now));
+		/* Nothing signals unpaced bytes stalling: wake up for it. */
+		stalls_at = lite_unpaced_stalls_at(dev);
+		nap = atomic64_read(&dev->unpaced_bytes) <= 0 || now >= stalls_at ? left :
+		      min(left, lite_timeout_jiffies(stalls_at - now));
 		left -= nap - schedule_timeout(nap);
 	}
 	finish_wait(&dev->paced_room, &wait);
@@ -502,8 +509,11 @@ static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rd
 		if (wc->status == IB_WC_SUCCESS)
 			atomic64_add(bytes, &dev->delivered);
 		/* Before the op's count drops: its waiter may free it right after. */
-		if (unpaced && atomic64_sub_return(bytes, &dev->unpaced_bytes) <= 0)
-			wake_up(&dev->paced_room);
+		if (unpaced) {
+			atomic64_set(&dev->unpaced_moved_ns, ktime_get_ns());
+			if (atomic64_sub_return(bytes, &dev->unpaced_bytes) <= 0)
+				wake_up(&dev->paced_room);
+		}
 	}
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
@@ -652,8 +662,10 @@ static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 byte
 		op->rdma_bytes[op->rdma_posted++ % LITE_OP_MAX_RDMA] = bytes;
 		op->rdma_dev = dev;
 		op->pending++;
-		if (unpaced)
+		if (unpaced) {
+			atomic64_set(&dev->unpaced_moved_ns, ktime_get_ns());
 			atomic64_add(bytes, &dev->unpaced_bytes);
+		}
 	}
 	spin_unlock_irqrestore(&op->lock, flags);
 	return err;

@@ -34,6 +34,8 @@ struct lite_dev {
 	atomic64_t delivered;
 	/* Bytes of unpaced bulk RDMA READs and WRITEs in flight. */
 	atomic64_t unpaced_bytes;
+	/* When one of them was last posted or completed (ktime ns). */
+	atomic64_t unpaced_moved_ns;
 };
 
 struct lite_qp {

@@ -9,9 +9,9 @@
 //!
 //! `Pacing`: how a work request stands to pacing. The device also counts its
 //! unpaced bulk bytes in flight, and no paced work request takes a place while
-//! any is (for 500 ms at most: a dead peer's drain only when flushed): when
-//! pacing begins they are a queue at the bottleneck, which then drains at the
-//! link's whole rate rather than at what SafeUtil leaves of it.
+//! any is, unless none moved for 500 ms (a dead peer's drain only when flushed,
+//! seconds later): when pacing begins they are a queue at the bottleneck, which
+//! then drains at the link's whole rate rather than at what SafeUtil leaves of it.
 
 use super::Device;
 use kernel::error::to_result;
