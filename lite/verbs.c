@@ -304,15 +304,20 @@ static void lite_paced_account(struct lite_dev *dev, u64 now)
  */
 #define LITE_UNPACED_STALL_NS (500 * NSEC_PER_MSEC)
 
-/* When `dev`'s unpaced bulk bytes in flight count as stalled (ktime ns). */
-static u64 lite_unpaced_stalls_at(struct lite_dev *dev)
+/*
+ * How much longer paced WRs wait at `now` for `dev`'s unpaced bulk bytes in flight
+ * (ns): 0 once none is, or none moved for LITE_UNPACED_STALL_NS.
+ */
+static u64 lite_unpaced_hold_ns(struct lite_dev *dev, u64 now)
 {
-	return (u64)atomic64_read(&dev->unpaced_moved_ns) + LITE_UNPACED_STALL_NS;
+	u64 stalls_at = (u64)atomic64_read(&dev->unpaced_moved_ns) + LITE_UNPACED_STALL_NS;
+
+	return atomic64_read(&dev->unpaced_bytes) > 0 && now < stalls_at ? stalls_at - now : 0;
 }
 
 /*
  * Takes a place among `dev`'s paced WRs in flight if fewer than `most` are, and no
- * unpaced bulk bytes are unless they stalled by `now`.
+ * unpaced bulk bytes hold them at `now`.
  */
 static bool lite_paced_try(struct lite_dev *dev, int most, u64 now)
 {
@@ -325,8 +330,7 @@ static bool lite_paced_try(struct lite_dev *dev, int most, u64 now)
 	 * before pacing began: paced WRs wait until it drained, at the link's whole
 	 * rate rather than at what SafeUtil leaves of it.
 	 */
-	if (atomic_read(&dev->paced) < most &&
-	    (atomic64_read(&dev->unpaced_bytes) <= 0 || now >= lite_unpaced_stalls_at(dev))) {
+	if (atomic_read(&dev->paced) < most && !lite_unpaced_hold_ns(dev, now)) {
 		lite_paced_account(dev, now);
 		atomic_inc(&dev->paced);
 		taken = true;
@@ -339,7 +343,7 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 {
 	int most = min(limit, (unsigned int)INT_MAX);
 	long left = lite_timeout_jiffies(timeout_ns), nap;
-	u64 now, start = 0, stalls_at;
+	u64 now, start = 0, hold;
 	DEFINE_WAIT(wait);
 	int err = 0;
 
@@ -360,9 +364,8 @@ int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long lon
 		if (!start)
 			start = now;
 		/* Nothing signals unpaced bytes stalling: wake up for it. */
-		stalls_at = lite_unpaced_stalls_at(dev);
-		nap = atomic64_read(&dev->unpaced_bytes) <= 0 || now >= stalls_at ? left :
-		      min(left, lite_timeout_jiffies(stalls_at - now));
+		hold = lite_unpaced_hold_ns(dev, now);
+		nap = hold ? min(left, lite_timeout_jiffies(hold)) : left;
 		left -= nap - schedule_timeout(nap);
 	}
 	finish_wait(&dev->paced_room, &wait);

@@ -104,6 +104,18 @@ def lmr_counts(c, n):
     return c.status(n)["memory"]
 
 
+def qos_stats(c, n):
+    return json.loads(c.exec(n, "lite-admin stats --json --interval-ms 10").out)
+
+
+def by_class(stats):
+    return {k["class"]: k for k in stats["classes"]}
+
+
+def class_ops(c, n):
+    return by_class(qos_stats(c, n))
+
+
 def check_no_lmr_state(c, nodes=(0, 1, 2)):
     """Every LMR, mapping, byte of held memory and lock or barrier queue is gone on `nodes` (waits a little:
     a killed process's file is released asynchronously)."""

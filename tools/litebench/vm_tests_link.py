@@ -2,14 +2,14 @@
 cut for longer than the manager waits, for less than RC's retry budget and past it,
 and faulty (loss, duplication, delay, bit errors)."""
 
-import json
 import time
 
 from vcluster import Background
 import vwire
 
-from litebench.vm_harness import (call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, integrity,
-                                  json_summary, link, lmr_counts, ping, restart_manager, rpc_calls, wait_peers)
+from litebench.vm_harness import (call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, class_ops,
+                                  integrity, json_summary, link, lmr_counts, ping, restart_manager, rpc_calls,
+                                  wait_peers)
 
 
 @link
@@ -210,13 +210,13 @@ def paced_beside_a_writer_to_node_2(c, cut):
     bulk = c.exec_async(0, "lite-bench --quiet flow --holder 1 --size 1M --seconds 12 --class bulk "
                            "--interval-ms 500", timeout=300)
     time.sleep(3)
-    paced_before = bulk_paced_chunks(c, 0)
+    paced_before = class_ops(c, 0)["bulk"]["paced_chunks"]
     try:
         if cut:
             vwire.apply(mgmt, ["loss 100"])
         paced_from_ms = 1000 * int(c.exec(0, "lite-admin mode sw-pri >/dev/null; date +%s").out)
         flow = json_summary(0, bulk.wait(), "bulk flow")
-        paced = bulk_paced_chunks(c, 0) - paced_before
+        paced = class_ops(c, 0)["bulk"]["paced_chunks"] - paced_before
         check(json_summary(0, latency.wait(), "latency flow")["ops"] > 0, "the latency flow did not run")
         res = to_node_2.wait(timeout=RETRY_BOUND_S + 60)
     finally:
@@ -234,10 +234,6 @@ def paced_beside_a_writer_to_node_2(c, cut):
     moved = sum(i["mb_s"] for i in flow["timeline"] if lo <= i["t"] * 1000 < lo + 5000)
     return moved * flow["interval_ms"] / 5000, paced
 
-
-def bulk_paced_chunks(c, n):
-    stats = json.loads(c.exec(n, "lite-admin stats --json --interval-ms 10").out)
-    return next(k["paced_chunks"] for k in stats["classes"] if k["class"] == "bulk")
 
 # Faults on node 2's wire, one at a time, and the longest each round of operations
 # may take: RC recovers a lost frame by a sequence NAK (mid-stream) or its 2.1 s

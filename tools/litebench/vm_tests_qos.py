@@ -8,23 +8,11 @@ import time
 
 import qos_bench
 
-from litebench.vm_harness import big, bridge, check, json_summary, test
-
-
-def qos_stats(c, n):
-    return json.loads(c.exec(n, "lite-admin stats --json --interval-ms 10").out)
+from litebench.vm_harness import big, bridge, by_class, check, class_ops, json_summary, qos_stats, test
 
 
 def aimd_steps(stats):
     return stats["decreases"] + stats["increases"]
-
-
-def by_class(stats):
-    return {k["class"]: k for k in stats["classes"]}
-
-
-def class_ops(c, n):
-    return by_class(qos_stats(c, n))
 
 
 @test
