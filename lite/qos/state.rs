@@ -291,6 +291,11 @@ impl QosState {
     /// since the last step, once `STEP_SAMPLES` arrived (or `UPDATE_NS` passed with a
     /// few); with no latency traffic active, no limit.
     pub(crate) fn control(&mut self, now: u64) {
+        if self.pacing(now) && self.bucket.rate() == 0 {
+            // Latency traffic just began: bulk is paced from now, not from the first step.
+            self.aimd.begin();
+            self.bucket.set_rate(self.aimd.safe_util(), now);
+        }
         let samples = self.windows.control.len();
         let active = self.latency_active(now);
         let due = now >= self.next_update_ns;

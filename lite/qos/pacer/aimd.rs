@@ -95,6 +95,14 @@ impl Aimd {
         self.safe = self.safe.clamp(self.floor, self.max_rate);
     }
 
+    /// Latency traffic begins: SafeUtil starts one additive step below its ceiling.
+    /// The ceiling is what the wire has left only when the rate found is exact and
+    /// nothing else shares it; the latency class's own headers do. Started at the
+    /// ceiling, bulk kept a standing queue of two chunks until AIMD's first cut.
+    pub(crate) fn begin(&mut self) {
+        self.safe = (self.max_rate - self.max_rate / INCREASE_DIVISOR).max(self.floor);
+    }
+
     /// A new Target99 (ns), from the next step on.
     pub(crate) fn set_target(&mut self, target_ns: u64) {
         self.target_ns = target_ns;
@@ -181,6 +189,26 @@ mod tests {
         // No latency traffic at all: unlimited at once.
         a.update(Some(1_000_000));
         assert_eq!(a.update(None), max);
+    }
+
+    #[test]
+    fn latency_traffic_starts_one_step_below_the_ceiling_and_climbs_back() {
+        let mut a = Aimd::new(1000, 100, 100);
+        a.begin();
+        assert_eq!(a.safe_util(), 875);
+        assert_eq!(
+            a.update(Some(50)),
+            1000,
+            "below the target: back to the ceiling"
+        );
+        // After idle (no latency traffic: unlimited), the next start steps down again.
+        a.update(None);
+        a.begin();
+        assert_eq!(a.safe_util(), 875);
+        // Never below the floor.
+        let mut a = Aimd::new(1000, 950, 100);
+        a.begin();
+        assert_eq!(a.safe_util(), 950);
     }
 
     #[test]

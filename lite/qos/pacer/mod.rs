@@ -13,11 +13,12 @@
 //!   arms a timer instead of spinning.
 //! - `Wf2q` (wf2q.rs): WF²Q+ (Tassel) among the backlogged bulk flows: virtual start
 //!   and finish times by weight, so 1 000 flows get accurate weighted shares.
-//! - `Aimd` and `LatencyWindow` (aimd.rs): SafeUtil drops by a quarter when the
-//!   latency class's p99 is above Target99 (never below the bulk classes' share),
-//!   grows additively below it, never exceeds `headroom` of the link's rate (a queue
-//!   fed at the rate it drains never empties), and is unlimited when no latency
-//!   traffic exists (work conserving).
+//! - `Aimd` and `LatencyWindow` (aimd.rs): SafeUtil starts one step below its
+//!   ceiling when latency traffic begins, drops by the p99's excess (at most a
+//!   quarter) when the latency class's p99 is above Target99 (never below the bulk
+//!   classes' share), grows additively below it, never exceeds `headroom` of the
+//!   link's rate (a queue fed at the rate it drains never empties), and is
+//!   unlimited when no latency traffic exists (work conserving).
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
 //!   rate at which its device delivered bytes over whole intervals of backlogged time.
 //! - `PlaceHold` (hold.rs): how long a paced work request holds its place, from
