@@ -286,6 +286,15 @@ class QosBenchTest(unittest.TestCase):
         for _, mb_s in points:
             self.assertAlmostEqual(mb_s, 2 * (1 << 20) / 1e6)
 
+    def test_a_window_shorter_than_an_operation_shows_its_rate_not_nothing(self):
+        # Back to back 1 MiB operations of 2.25 s each, one completing every 9th
+        # interval: every 2 s window holds 8/9 of one's bytes, split across its edges.
+        bulk = flow(0, 6.75, 1 << 20, ([1] + [0] * 8) * 4, p50=2_250_000_000)
+        points = q.windowed_mb_s(bulk, 0)
+        self.assertEqual(len(points), 20)
+        for _, mb_s in points:
+            self.assertAlmostEqual(mb_s, (1 << 20) / 2.25 / 1e6)
+
     def test_the_plots_are_written_as_svg_and_png(self):
         f = flow(0, 3.0, MB, [1] * 12)
         results = {"flows": {"none": {"write": {"latency": latency_flows(0, {"write": MB, "read": MB}), "bulk": [f]}}},

@@ -4,7 +4,7 @@ frontier plot; litebench.plots draws them."""
 
 import math
 
-from litebench.qos_flows import BULK_FLOWS, BULK_OPS, INTERVAL_MS, LATENCY_OPS, MODES, op_bytes
+from litebench.qos_flows import BULK_FLOWS, BULK_OPS, INTERVAL_MS, LATENCY_OPS, MODES, bandwidth
 from litebench.qos_summary import TARGETS, per_bulk
 
 # Colors of the flows in the time plots, and of the frontier plot's points.
@@ -17,15 +17,16 @@ BANDWIDTH_WINDOW_S = 2.0
 
 def windowed_mb_s(flow, t0_ms, window_s=BANDWIDTH_WINDOW_S):
     """`flow`'s bandwidth over a trailing window, at the end of each of its intervals
-    from the first full window on: [(seconds since t0_ms, MB/s)]. An interval of a
-    bulk flow holds one 1 MiB operation or none, so its own MB/s would only say
-    which."""
-    step = flow.get("interval_ms", INTERVAL_MS) / 1000
-    done = {round(b["t"] / step): b["ops"] * op_bytes(flow) for b in flow["timeline"]}
-    width = max(1, round(window_s / step))
-    start = (flow["started_unix_ms"] - t0_ms) / 1000
-    return [(start + end * step, sum(done.get(i, 0) for i in range(end - width, end)) / (width * step) / 1e6)
-            for end in range(width, math.ceil(flow["seconds"] / step) + 1)]
+    from the first full window on: [(seconds since t0_ms, MB/s)], each operation's
+    bytes spread over the time it took (`bandwidth`). Counted whole by when they
+    completed, a flow that takes the window's length for each 1 MiB operation read
+    its rate or nothing, at random."""
+    step_ms = flow.get("interval_ms", INTERVAL_MS)
+    width = max(1, round(window_s * 1000 / step_ms))
+    start = flow["started_unix_ms"]
+    return [((start + end * step_ms - t0_ms) / 1000,
+             bandwidth([flow], start + (end - width) * step_ms, start + end * step_ms))
+            for end in range(width, math.ceil(flow["seconds"] * 1000 / step_ms) + 1)]
 
 
 def latency_color(flow):
