@@ -122,8 +122,8 @@ from litebench.qos_plots import (  # noqa: F401
     timeline_columns, timeline_legend, windowed_mb_s, write_plots)
 from litebench.qos_hostile import (  # noqa: F401
     HOSTILE_ATTACKS, HOSTILE_LMRS, HOSTILE_MODES, HOSTILE_ORDER, HOSTILE_SETUP_S, hostile_command, hostile_label,
-    hostile_medians, hostile_ready_script, hostile_report, hostile_script, hostile_table, summarize_hostile,
-    tenant_note)
+    hostile_medians, hostile_ready_script, hostile_report, hostile_script, hostile_table, queue_note,
+    summarize_hostile, tenant_note)
 from litebench.qos_runner import (  # noqa: F401
     HOST_SATURATED, STATS_MARGIN_S, HostStat, Runner, cpu_busy, measured_seconds, prepare, target99_us)
 
@@ -226,8 +226,8 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
                   f"alone {args.seconds:g} s, then the tenant for {3 * args.seconds:g} s with the latency flows in "
                   f"the middle ...", flush=True)
             try:
-                alone, beside, report, pacing = runner.hostile(mode, attack, args.seconds, latency_ops,
-                                                               args.hostile_lmrs)
+                alone, beside, report, pacing, queue = runner.hostile(mode, attack, args.seconds, latency_ops,
+                                                                      args.hostile_lmrs)
             except CommandFailed as e:
                 print(f"      FAILED: {str(e)[-1500:]}", flush=True)
                 results["errors"].append({"step": f"run {run + 1}, {mode}, attack {attack}",
@@ -241,12 +241,14 @@ def run_hostile(args, modes, latency_ops, attacks, wire_rate, out_dir):
                                           "error": f"the tenant exited {report['rc']}: {json.dumps(report)[-4000:]}"})
             results["flows"].setdefault(attack, {})[mode] = {"latency_alone": alone, "latency": beside,
                                                               "tenant": report, "pacing": pacing}
+            # Each run's timelines and queue too: the flows above are the last run's.
             results["rows"].append({"attack": attack, "label": label, "mode": mode, "run": run + 1, "summary": s,
-                                    "tenant": tenant_note(report)})
+                                    "tenant": tenant_note(report), "wire_queue": queue,
+                                    "latency_timeline": {op: f.get("timeline") for op, f in beside.items()}})
             lat = ", ".join(f"{op} {f['alone']['p99_ns'] / 1e6:.2f} / {f['beside_hostile']['p99_ns'] / 1e6:.2f} ms"
                             for op, f in s["latency"].items())
             print(f"      latency p99 alone / beside the tenant: {lat}; worst ratio {s['p99_ratio']:.2f}; "
-                  f"tenant: {tenant_note(report)}{pacing_note(pacing)}", flush=True)
+                  f"tenant: {tenant_note(report)}{pacing_note(pacing)}{queue_note(queue)}", flush=True)
             save()
     except CommandFailed as e:
         print(f"\nqos-bench: {e}", flush=True)

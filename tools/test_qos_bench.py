@@ -459,11 +459,12 @@ class RunnerTest(unittest.TestCase):
 
     def test_a_hostile_pass_runs_the_latency_flows_alone_then_beside_the_tenant(self):
         c = HostileFakeCluster()
-        alone, beside, report, pacing = q.Runner(c, 100).hostile("sw-pri", "a", 2)
+        alone, beside, report, pacing, queue = q.Runner(c, 100).hostile("sw-pri", "a", 2)
         self.assertEqual((list(alone), list(beside)), (["write", "rpc", "read"], ["write", "rpc", "read"]))
         self.assertEqual((report["op"], report["rc"]), ("write", 0))
         self.assertNotIn("timeline", report)
         self.assertEqual(pacing, {"mode": "sw-pri", "latency_active": True})
+        self.assertEqual(queue, {}, "no rate-limited wire, no queue")
         kinds = ["mode" if "lite-admin mode" in s else "stats" if "stats --json" in s else
                  "tenant" if "bulk >/dev/null" in s else "rm" if s.startswith("rm -f") else "latency"
                  for n, s in c.commands]
@@ -476,7 +477,7 @@ class RunnerTest(unittest.TestCase):
 
     def test_a_tenant_that_needs_setting_up_is_waited_for(self):
         c = HostileFakeCluster()
-        _, _, report, _ = q.Runner(c, 100).hostile("none", "d", 1, ["write"], lmrs=1000)
+        _, _, report, _, _ = q.Runner(c, 100).hostile("none", "d", 1, ["write"], lmrs=1000)
         self.assertEqual(q.tenant_note(report), "allocated in 3.615 s")
         scripts = [s for _, s in c.commands]
         tenant = next(i for i, s in enumerate(scripts) if "lmr-many 1000 " in s)
@@ -492,7 +493,7 @@ class RunnerTest(unittest.TestCase):
                     job.wait.return_value = Result(1, json.dumps(dict(FAIL_LOOP, unexpected=1)))
                 return job
 
-        _, beside, report, _ = q.Runner(Failing(), 100).hostile("sw-pri", "c", 1, ["read"])
+        _, beside, report, _, _ = q.Runner(Failing(), 100).hostile("sw-pri", "c", 1, ["read"])
         self.assertEqual((report["rc"], report["unexpected"], list(beside)), (1, 1, ["read"]))
         self.assertEqual(q.tenant_note(report), "exited 1")
         c = Failing(fail_op="read")

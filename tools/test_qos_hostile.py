@@ -26,6 +26,15 @@ class HostileTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             q.summarize_hostile({"write": alone["write"]}, {"read": beside["read"]})
 
+    def test_the_queue_note_shows_each_direction_and_its_first_intervals(self):
+        queue = {"to_node": {"ms": {"mean": 1.5, "p99": 8.25}, "interval_ms": 250,
+                             "timeline_ms": [7.5, 2.0, None] + [0.0] * 9},
+                 "from_node": {"ms": {"mean": 0.0, "p99": 0.0}, "interval_ms": 250, "timeline_ms": [0.0]}}
+        self.assertEqual(q.queue_note(queue),
+                         "; queue at the link, mean / p99: to node 1.50 / 8.25 ms (per 250 ms from the start: "
+                         "7.5 2 - 0 0 0 0 0), from node 0.00 / 0.00 ms (per 250 ms from the start: 0)")
+        self.assertEqual(q.queue_note({}), "", "no wire, no note")
+
     def test_the_table_has_a_row_per_attack_and_mode(self):
         alone = latency_flows(0, {"write": 2 * MB, "rpc": 4 * MB, "read": 2 * MB})
         rows = [{"attack": "a", "label": "8 B LT_write flood, 16 threads", "mode": "sw-pri",

@@ -63,11 +63,22 @@ class WireQueueTest(unittest.TestCase):
 
     def test_the_queue_is_bytes_and_time_on_the_wire(self):
         # Two full frames queued half the time: one frame's wire time on average.
-        s = wire_queue.summarize([0, 2 * wire_queue.FRAME_BYTES] * 50, rate=1_082_000)
+        frames = [0, 2 * wire_queue.FRAME_BYTES] * 50
+        s = wire_queue.summarize([(i / 1000, q) for i, q in enumerate(frames)], rate=1_082_000)
         self.assertEqual(s["samples"], 100)
         self.assertEqual(s["bytes"]["mean"], wire_queue.FRAME_BYTES)
         self.assertEqual((s["ms"]["mean"], s["ms"]["p50"], s["ms"]["p99"]), (1.0, 2.0, 2.0))
         self.assertIsNone(wire_queue.summarize([], 1))
+
+    def test_the_timeline_is_the_mean_per_interval(self):
+        # 4 ms of queue for the first 0.25 s, none in the next, no sample in the third,
+        # 1 ms in the fourth.
+        rate = 1_000_000
+        samples = ([(i / 1000, 4000) for i in range(250)] + [(0.25 + i / 1000, 0) for i in range(250)]
+                   + [(0.8, 1000)])
+        s = wire_queue.summarize(samples, rate)
+        self.assertEqual(s["interval_ms"], 250)
+        self.assertEqual(s["timeline_ms"], [4.0, 0.0, None, 1.0])
 
     def test_no_wire_no_sampler(self):
         self.assertEqual(wire_queue.start(FakeCluster(), q.HOLDER, 1), {})

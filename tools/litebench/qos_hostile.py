@@ -84,6 +84,17 @@ def tenant_note(report):
     return ""
 
 
+def queue_note(queue, intervals=8):
+    """The holder's wire queue while the latency flows ran beside the tenant: each
+    direction's mean and p99, and the mean of its first `intervals` intervals."""
+    parts = []
+    for direction, q in sorted(queue.items(), reverse=True):
+        first = " ".join("-" if v is None else f"{v:g}" for v in q.get("timeline_ms", [])[:intervals])
+        parts.append(f"{direction.replace('_', ' ')} {q['ms']['mean']:.2f} / {q['ms']['p99']:.2f} ms"
+                     + (f" (per {q['interval_ms']} ms from the start: {first})" if first else ""))
+    return f"; queue at the link, mean / p99: {', '.join(parts)}" if parts else ""
+
+
 def summarize_hostile(alone, beside, target=TARGETS["p99_ratio"][1]):
     """The latency flows alone and beside the hostile tenant ({op: flow}, or one
     flow): each flow's p50/p99 and p99 ratio, the worst ratio and whether it meets

@@ -175,7 +175,9 @@ class Runner:
         of `attack` for 3 phases from when it is ready, with the latency flows in the
         middle one. Returns ({op: flow} alone, {op: flow} beside the tenant, what the
         tenant reported and its exit status (`rc`: a tenant that fails after the latency
-        flows ran still makes a pass, to be flagged), SW-Pri's state halfway)."""
+        flows ran still makes a pass, to be flagged), SW-Pri's state halfway, and the
+        holder's wire queue while the latency flows ran (wire_queue.py; {} on the
+        plain segment))."""
         self.c.exec(SENDER, f"lite-admin mode {mode}")
         alone = self.flows(self.latency_flows(latency_ops, seconds))
         log = f"/tmp/{tag}.log"
@@ -183,22 +185,24 @@ class Runner:
         self.c.exec(SENDER, f"rm -f {log} {log}.rc")
         tenant = self.c.exec_async(SENDER, hostile_script(attack, 3 * seconds, log, lmrs),
                                    timeout=self.timeout + HOSTILE_SETUP_S)
-        failed, beside, pacing = None, {}, None
+        failed, beside, pacing, queue = None, {}, None, {}
         try:
             marker = HOSTILE_ATTACKS[attack].get("ready")
             if marker:
                 self.c.exec(SENDER, hostile_ready_script(log, marker), timeout=HOSTILE_SETUP_S)
             time.sleep(seconds)
             jobs = self.latency_flows(latency_ops, seconds, "beside the hostile tenant")
+            queue = wire_queue.start(self.c, HOLDER, seconds)
             time.sleep(seconds / 2)
             pacing = last_json(self.c.exec(SENDER, "lite-admin stats --json").out)
             beside = self.flows(jobs)
         except CommandFailed as e:
             failed = e
         res = tenant.wait()
+        queue = wire_queue.finish(queue)
         if failed:
             raise failed
-        return alone, beside, {**hostile_report(res.out), "rc": res.rc}, pacing
+        return alone, beside, {**hostile_report(res.out), "rc": res.rc}, pacing, queue
 
 
 def prepare(c, runner, args, latency_ops, results):

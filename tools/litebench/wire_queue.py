@@ -41,6 +41,8 @@ UNIX_DIAG_PEER, UNIX_DIAG_RQLEN = 2, 4
 FRAME_BYTES = 1082
 FRAME_TRUESIZE = 2304
 SAMPLE_INTERVAL_S = 0.001
+# The summary's timeline: the latency flows' interval (qos_flows.INTERVAL_MS).
+TIMELINE_INTERVAL_S = 0.25
 
 
 def diag_request(seq):
@@ -128,19 +130,26 @@ def dump(sock, request, parse):
             return found
 
 
-def summarize(queued, rate):
-    """The queue's samples (bytes on the wire) in bytes and milliseconds on a wire of
-    `rate` bytes/s: mean, p50, p90, p99 and max."""
-    if not queued:
+def summarize(samples, rate, interval_s=TIMELINE_INTERVAL_S):
+    """The queue's samples ([(seconds since sampling began, bytes on the wire)]) in
+    bytes and milliseconds on a wire of `rate` bytes/s: mean, p50, p90, p99 and max,
+    and the mean per `interval_s` (ms) from the first sample's interval on."""
+    if not samples:
         return None
-    wire = sorted(queued)
+    wire = sorted(q for _, q in samples)
 
     def pct(p):
         return wire[min(len(wire) - 1, int(p / 100 * len(wire)))]
 
     stats = {"mean": sum(wire) / len(wire), "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": wire[-1]}
+    intervals = {}
+    for t, q in samples:
+        intervals.setdefault(int(t / interval_s), []).append(q)
+    timeline = [round(sum(qs) / len(qs) / rate * 1000, 2) if (qs := intervals.get(i)) else None
+                for i in range(max(intervals) + 1)]
     return {"samples": len(wire), "bytes": {k: round(v) for k, v in stats.items()},
-            "ms": {k: round(v / rate * 1000, 3) for k, v in stats.items()}}
+            "ms": {k: round(v / rate * 1000, 3) for k, v in stats.items()},
+            "interval_ms": round(interval_s * 1000), "timeline_ms": timeline}
 
 
 def socket_queue(peers):
@@ -167,15 +176,18 @@ def qdisc_queue(dev):
 
 
 def sample(read, seconds, rate, interval=SAMPLE_INTERVAL_S):
-    """Samples `read` (bytes queued, or None) every `interval` for `seconds`; its summary."""
+    """Samples `read` (bytes queued, or None) every `interval` for `seconds`; its
+    summary, and when sampling began (`started_unix_ms`)."""
     samples = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
+    started_unix_ms = time.time() * 1000
+    begin = time.monotonic()
+    while (now := time.monotonic()) < begin + seconds:
         queued = read()
         if queued is not None:
-            samples.append(queued)
+            samples.append((now - begin, queued))
         time.sleep(interval)
-    return summarize(samples, rate)
+    summary = summarize(samples, rate)
+    return summary and {**summary, "started_unix_ms": round(started_unix_ms)}
 
 
 def group_member(group, comm):
