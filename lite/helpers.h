@@ -120,6 +120,9 @@ void lite_op_free(struct lite_op *op);
 int lite_paced_enter(struct lite_dev *dev, unsigned int limit, unsigned long long timeout_ns);
 void lite_paced_leave(struct lite_dev *dev);
 unsigned int lite_paced_inflight(const struct lite_dev *dev);
+/* How much longer (ns) unpaced bulk bytes in flight hold `dev`'s paced WRs: 0 when
+ * none are in flight, or none moved for 500 ms. */
+unsigned long long lite_unpaced_hold(struct lite_dev *dev);
 /* A device's places over time, summed since it was added (ns, and WRs). */
 struct lite_paced_stat {
 	/* Places held: the integral over time of the paced WRs in flight. */

@@ -394,6 +394,11 @@ unsigned int lite_paced_inflight(const struct lite_dev *dev)
 	return atomic_read(&dev->paced);
 }
 
+unsigned long long lite_unpaced_hold(struct lite_dev *dev)
+{
+	return lite_unpaced_hold_ns(dev, ktime_get_ns());
+}
+
 void lite_paced_stat(struct lite_dev *dev, struct lite_paced_stat *stat)
 {
 	unsigned long flags;

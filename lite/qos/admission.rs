@@ -14,6 +14,10 @@ use kernel::prelude::*;
 use kernel::sync::{new_condvar, Arc, CondVar};
 use kernel::time::msecs_to_jiffies;
 
+/// How often the flow picked rechecks whether unpaced bytes still hold paced work
+/// requests: nothing signals their last completion to it.
+const UNPACED_POLL_NS: u64 = 2_000_000;
+
 impl Qos {
     /// A transfer of the current task through `dev` starts: its class, QP and first
     /// work request size are decided at once; pacing decisions go through the ticket.
@@ -246,11 +250,23 @@ impl Ticket<'_> {
             let st_ref = &mut *st;
             st_ref.wf.arrive(&mut st_ref.flows[index], bytes);
             if st_ref.wf.pick(&st_ref.flows) == Some(index) {
-                match st_ref.bucket.take(bytes, now) {
+                // While unpaced bulk bytes are queued at the bottleneck, the device
+                // holds paced work requests back (`enter_paced`); the flow picked
+                // waits for them without tokens, and the bucket earns none.
+                let hold = self.dev.unpaced_hold_ns();
+                let taken = if hold > 0 {
+                    st_ref.held_by_unpaced(now);
+                    Err(now + hold.min(UNPACED_POLL_NS))
+                } else {
+                    st_ref.bucket.take(bytes, now)
+                };
+                match taken {
                     Ok(()) => {
                         st_ref.wf.served(&mut st_ref.flows, index, 0);
                         let class = &mut st_ref.classes[self.class as usize];
-                        let waited = waited_from.map_or(0, |from| now.saturating_sub(from));
+                        let held = st_ref.unpaced_held_ns;
+                        let waited =
+                            waited_from.map_or(0, |from: u64| now.saturating_sub(from.max(held)));
                         if waited_from.is_some() {
                             class.queued -= 1;
                             class.paced_chunks += 1;

@@ -132,6 +132,7 @@ impl Qos {
             used: KVec::new(),
             turns: KVec::new(),
             last_latency_ns: 0,
+            unpaced_held_ns: 0,
             next_update_ns: 0,
             next_probe_ns: 0,
             probes: 0,

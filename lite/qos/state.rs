@@ -140,6 +140,8 @@ pub(crate) struct QosState {
     /// and is woken alone when the pick moves to it.
     pub(crate) turns: KVec<Arc<CondVar>>,
     pub(crate) last_latency_ns: u64,
+    /// When the flow picked last found unpaced bytes holding paced work requests.
+    pub(crate) unpaced_held_ns: u64,
     pub(crate) next_update_ns: u64,
     pub(crate) next_probe_ns: u64,
     pub(crate) probes: u64,
@@ -285,6 +287,16 @@ impl QosState {
         self.classes[LITE_CLASS_DEFAULT as usize].active == 0
             && self.classes[LITE_CLASS_BULK as usize].active == 0
             && self.others_ended_ns.saturating_add(UNPACED_WINDOW_NS) <= since
+    }
+
+    /// The flow picked found, at `now`, paced work requests held back while unpaced
+    /// bulk bytes are queued at the bottleneck: the link's time is theirs, so the
+    /// bucket earns nothing, ChunkScale judges none of it, and the flows' waits for
+    /// tokens and turns count from the end of it.
+    pub(crate) fn held_by_unpaced(&mut self, now: u64) {
+        self.bucket.restart(now);
+        self.scale.restart(now);
+        self.unpaced_held_ns = now;
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples

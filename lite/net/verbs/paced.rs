@@ -12,6 +12,9 @@
 //! any is, unless none moved for 500 ms (a dead peer's drain only when flushed,
 //! seconds later): when pacing begins they are a queue at the bottleneck, which
 //! then drains at the link's whole rate rather than at what SafeUtil leaves of it.
+//! Admission (`qos/admission.rs`) holds the flow picked meanwhile, before it takes
+//! tokens: tokens taken during the drain were work requests that then went at
+//! once, as fast as places came back, a queue of their own.
 
 use super::Device;
 use kernel::error::to_result;
@@ -37,6 +40,13 @@ impl Device {
     fn paced_in_flight(&self) -> u32 {
         // SAFETY: `self.raw` is valid for the life of `self`.
         unsafe { crate::ffi::lite_paced_inflight(self.raw.as_ptr()) }
+    }
+
+    /// How much longer (ns) unpaced bulk bytes in flight hold this device's paced
+    /// work requests: 0 when none are, or none moved for 500 ms.
+    pub(crate) fn unpaced_hold_ns(&self) -> u64 {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        unsafe { crate::ffi::lite_unpaced_hold(self.raw.as_ptr()) }
     }
 
     /// A key that tells this device from the node's others while it exists.

@@ -76,6 +76,19 @@ impl TokenBucket {
         self.ops_rate = self.rate / BYTES_PER_OP;
     }
 
+    /// Nothing banked, and nothing earned or offered up to `now_ns`: while unpaced
+    /// bulk bytes still queued at the bottleneck hold paced work requests, the
+    /// link's time is theirs, and tokens earned meanwhile would follow that queue
+    /// as a burst of paced work requests (32 transfers held about 100 KiB of them,
+    /// a queue of 2-3 chunks at a 1 MiB/s link for a second).
+    pub(crate) fn restart(&mut self, now_ns: u64) {
+        self.at_ns = self.at_ns.max(now_ns);
+        self.bytes = 0;
+        self.ops = 0;
+        self.byte_rest = 0;
+        self.op_rest = 0;
+    }
+
     /// Chunks of `chunk` bytes from `now_ns` on. The bank holds two of them: with a
     /// bank of one, every chunk would wait for a full bank, and what the bucket earns
     /// between the time it names and the taker's wakeup would be lost (a 32 KiB chunk
@@ -229,6 +242,25 @@ mod tests {
         // Unlimited: always now.
         let mut free = TokenBucket::new(0, 0);
         assert_eq!(free.take(1 << 30, 0), Ok(()));
+    }
+
+    #[test]
+    fn a_restart_banks_and_offers_nothing_for_the_time_before() {
+        let ms = 1_000_000;
+        let mut b = TokenBucket::new(1_000_000, 0); // 1 MB/s
+        b.set_chunk(4096, 0);
+        assert_eq!(b.banked(100 * ms), 8192, "a full bank after 100 ms");
+        let offered = b.offered(100 * ms);
+        b.restart(200 * ms);
+        assert_eq!(b.offered(200 * ms), offered, "the time held is not offered");
+        // The next chunk waits for its own time from the restart: 4096 B at 1 MB/s.
+        assert_eq!(b.take(4096, 200 * ms), Err(200 * ms + 4_096_000));
+        assert_eq!(b.take(4096, 200 * ms + 4_096_000), Ok(()));
+        // A debt (the bucket's clock ahead of now) is kept.
+        let _ = b.take(b.bank_bytes * 4, 400 * ms);
+        let ahead = b.at_ns;
+        b.restart(401 * ms);
+        assert_eq!(b.at_ns, ahead.max(401 * ms));
     }
 
     #[test]

@@ -64,6 +64,13 @@ impl ChunkScale {
         self.scale
     }
 
+    /// The interval being judged starts again at `now_ns`: until then the flows
+    /// could not hand chunks out (unpaced bytes held them), however fast they are.
+    pub(crate) fn restart(&mut self, now_ns: u64) {
+        (self.from_ns, self.bytes, self.waited_ns) = (now_ns, 0, 0);
+        self.lowest_rate = u64::MAX;
+    }
+
     /// A paced chunk of `bytes` went after waiting `waited_ns` for its turn and
     /// tokens, from a bucket filled at `rate`.
     pub(crate) fn admitted(&mut self, bytes: u64, waited_ns: u64, rate: u64) {
@@ -178,6 +185,23 @@ mod tests {
         c.admitted(1_000_000, second, 2_000_000);
         assert!(c.judge(3_000_000, 2 * second));
         assert_eq!(c.scale(), 2);
+    }
+
+    #[test]
+    fn time_held_by_unpaced_bytes_is_not_judged() {
+        let (second, rate) = (1_000_000_000, 3_000_000);
+        let mut c = ChunkScale::new(0);
+        // A quarter of the interval held, then the flows keep up with the rate.
+        c.admitted(0, second / 4, rate);
+        c.restart(second / 4);
+        c.admitted(rate * 3 / 4, second * 3 / 4, rate);
+        assert!(!c.judge(rate, second));
+        assert_eq!(c.scale(), 1);
+        // Without the restart the same interval looks short: 75 % of the rate.
+        let mut d = ChunkScale::new(0);
+        d.admitted(0, second / 4, rate);
+        d.admitted(rate * 3 / 4, second * 3 / 4, rate);
+        assert!(d.judge(rate, second));
     }
 
     #[test]
