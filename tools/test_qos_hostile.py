@@ -31,8 +31,8 @@ class HostileTest(unittest.TestCase):
                              "timeline_ms": [7.5, 2.0, None] + [0.0] * 9},
                  "from_node": {"ms": {"mean": 0.0, "p99": 0.0}, "interval_ms": 250, "timeline_ms": [0.0]}}
         self.assertEqual(q.queue_note(queue),
-                         "; queue at the link, mean / p99: to node 1.50 / 8.25 ms (per 250 ms from the start: "
-                         "7.5 2 - 0 0 0 0 0), from node 0.00 / 0.00 ms (per 250 ms from the start: 0)")
+                         "; wire queue to the holder 1.50 ms mean, 8.25 p99, from the holder 0.00 ms mean, 0.00 p99 "
+                         "(ms per 250 ms from the start: to the holder 7.5 2 - 0 0 0 0 0, from the holder 0)")
         self.assertEqual(q.queue_note({}), "", "no wire, no note")
 
     def test_the_table_has_a_row_per_attack_and_mode(self):

@@ -6,7 +6,8 @@ several runs."""
 import shlex
 
 from litebench.qos_flows import BULK_SIZE, HOLDER, INTERVAL_MS, in_class, last_json
-from litebench.qos_summary import TARGETS, aligned, latency_beside, latency_label, median_summary
+from litebench.qos_summary import (TARGETS, WIRE_DIRECTIONS, aligned, holder_note, latency_beside, latency_label,
+                                     median_summary)
 
 # --hostile: the attacks of the hostile tenant, each a command started on SENDER in
 # class bulk, aimed at HOLDER, that runs SECONDS from when it is ready: at once, or
@@ -85,14 +86,14 @@ def tenant_note(report):
 
 
 def queue_note(queue, intervals=8):
-    """The holder's wire queue while the latency flows ran beside the tenant: each
-    direction's mean and p99, and the mean of its first `intervals` intervals."""
-    parts = []
-    for direction, q in sorted(queue.items(), reverse=True):
-        first = " ".join("-" if v is None else f"{v:g}" for v in q.get("timeline_ms", [])[:intervals])
-        parts.append(f"{direction.replace('_', ' ')} {q['ms']['mean']:.2f} / {q['ms']['p99']:.2f} ms"
-                     + (f" (per {q['interval_ms']} ms from the start: {first})" if first else ""))
-    return f"; queue at the link, mean / p99: {', '.join(parts)}" if parts else ""
+    """The holder's wire queue while the latency flows ran beside the tenant, as the
+    link regime's passes show it, and each direction's mean over its first
+    `intervals` intervals."""
+    timed = [(d, q) for d, q in queue.items() if d in WIRE_DIRECTIONS and q.get("timeline_ms")]
+    firsts = [f"{WIRE_DIRECTIONS[d]} " + " ".join("-" if v is None else f"{v:g}" for v in q["timeline_ms"][:intervals])
+              for d, q in timed]
+    timeline = f" (ms per {timed[0][1]['interval_ms']} ms from the start: {', '.join(firsts)})" if timed else ""
+    return holder_note(queue, None) + timeline
 
 
 def summarize_hostile(alone, beside, target=TARGETS["p99_ratio"][1]):

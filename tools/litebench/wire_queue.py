@@ -176,18 +176,15 @@ def qdisc_queue(dev):
 
 
 def sample(read, seconds, rate, interval=SAMPLE_INTERVAL_S):
-    """Samples `read` (bytes queued, or None) every `interval` for `seconds`; its
-    summary, and when sampling began (`started_unix_ms`)."""
+    """Samples `read` (bytes queued, or None) every `interval` for `seconds`; its summary."""
     samples = []
-    started_unix_ms = time.time() * 1000
     begin = time.monotonic()
     while (now := time.monotonic()) < begin + seconds:
         queued = read()
         if queued is not None:
             samples.append((now - begin, queued))
         time.sleep(interval)
-    summary = summarize(samples, rate)
-    return summary and {**summary, "started_unix_ms": round(started_unix_ms)}
+    return summarize(samples, rate)
 
 
 def group_member(group, comm):
