@@ -264,9 +264,8 @@ impl Ticket<'_> {
                     Ok(()) => {
                         st_ref.wf.served(&mut st_ref.flows, index, 0);
                         let class = &mut st_ref.classes[self.class as usize];
-                        let held = st_ref.unpaced_held_ns;
                         let waited =
-                            waited_from.map_or(0, |from: u64| now.saturating_sub(from.max(held)));
+                            waited_from.map_or(0, |from: u64| st_ref.drain.token_wait(from, now));
                         if waited_from.is_some() {
                             class.queued -= 1;
                             class.paced_chunks += 1;

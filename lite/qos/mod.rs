@@ -53,7 +53,7 @@ use crate::ffi;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
-use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, Wf2q};
+use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, UnpacedDrain, Wf2q};
 use state::{ClassCounters, QosState, Who, Windows};
 
 /// Latency traffic counts as active for this long after its last operation.
@@ -132,7 +132,7 @@ impl Qos {
             used: KVec::new(),
             turns: KVec::new(),
             last_latency_ns: 0,
-            unpaced_held_ns: 0,
+            drain: UnpacedDrain::default(),
             next_update_ns: 0,
             next_probe_ns: 0,
             probes: 0,

@@ -6,7 +6,7 @@
 use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
 use super::pacer::{
     self, Aimd, AloneP99, ChunkScale, Delivered, DeliveryRate, Flow, LatencyWindow, PlaceHold,
-    TokenBucket, Wf2q, WINDOW,
+    TokenBucket, UnpacedDrain, Wf2q, WINDOW,
 };
 use super::{
     ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
@@ -140,8 +140,8 @@ pub(crate) struct QosState {
     /// and is woken alone when the pick moves to it.
     pub(crate) turns: KVec<Arc<CondVar>>,
     pub(crate) last_latency_ns: u64,
-    /// When the flow picked last found unpaced bytes holding paced work requests.
-    pub(crate) unpaced_held_ns: u64,
+    /// When unpaced bytes last held paced work requests back.
+    pub(crate) drain: UnpacedDrain,
     pub(crate) next_update_ns: u64,
     pub(crate) next_probe_ns: u64,
     pub(crate) probes: u64,
@@ -291,12 +291,13 @@ impl QosState {
 
     /// The flow picked found, at `now`, paced work requests held back while unpaced
     /// bulk bytes are queued at the bottleneck: the link's time is theirs, so the
-    /// bucket earns nothing, ChunkScale judges none of it, and the flows' waits for
-    /// tokens and turns count from the end of it.
+    /// bucket earns nothing, ChunkScale judges none of it, the flows' waits for
+    /// tokens and turns count from the end of it, and latency operations that start
+    /// before then do not judge SafeUtil.
     pub(crate) fn held_by_unpaced(&mut self, now: u64) {
         self.bucket.restart(now);
         self.scale.restart(now);
-        self.unpaced_held_ns = now;
+        self.drain.held(now);
     }
 
     /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
@@ -346,13 +347,16 @@ impl QosState {
     }
 
     /// An operation of `class` took `ns`, ending at `now`: a sample of its latency
-    /// statistics, and of AIMD's window when it is the latency class's (and of
-    /// the class's p99 alone when nothing else of this node's was in progress).
+    /// statistics, and of AIMD's window when it is the latency class's and did not
+    /// start behind the unpaced drain (and of the class's p99 alone when nothing
+    /// else of this node's was in progress).
     pub(crate) fn sample(&mut self, class: u32, ns: u64, now: u64) {
         let class = class.min(LITE_NR_CLASSES - 1);
         self.windows.stats[class as usize].add(ns);
         if class == LITE_CLASS_LATENCY {
-            self.windows.control.add(ns);
+            if self.drain.judges(now.saturating_sub(ns)) {
+                self.windows.control.add(ns);
+            }
             self.last_latency_ns = now;
             if self.others_idle_since(now.saturating_sub(ns)) {
                 let w = &mut *self.windows;

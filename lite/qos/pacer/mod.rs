@@ -21,6 +21,9 @@
 //!   unlimited when no latency traffic exists (work conserving).
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
 //!   rate at which its device delivered bytes over whole intervals of backlogged time.
+//! - `UnpacedDrain` (drain.rs): when the bulk bytes sent unpaced before latency
+//!   traffic began drain: token waits count from then, and latency operations that
+//!   started before then do not judge SafeUtil.
 //! - `PlaceHold` (hold.rs): how long a paced work request holds its place, from
 //!   post to completion, the least of the recent means.
 //! - `paced_window`, `paced_places`, `transfer_share` (window.rs): the paced bytes
@@ -39,6 +42,7 @@ mod aimd;
 mod alone;
 mod bucket;
 mod chunk;
+mod drain;
 mod hold;
 mod link_rate;
 #[cfg(test)]
@@ -50,6 +54,7 @@ pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
 pub(crate) use alone::AloneP99;
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
+pub(crate) use drain::UnpacedDrain;
 pub(crate) use hold::PlaceHold;
 pub(crate) use link_rate::{port_rate, Delivered, DeliveryRate};
 pub(crate) use wf2q::{Flow, Wf2q};
