@@ -306,6 +306,9 @@ impl QosState {
     pub(crate) fn control(&mut self, now: u64) {
         if self.pacing(now) && self.bucket.rate() == 0 {
             // Latency traffic just began: bulk is paced from now, not from the first step.
+            // The samples so far were taken before pacing began: they judge nothing
+            // of SafeUtil, and stepped on at once, they undid the step down.
+            self.windows.control.clear();
             self.aimd.begin();
             self.bucket.set_rate(self.aimd.safe_util(), now);
         }
