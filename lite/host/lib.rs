@@ -6,6 +6,8 @@
 mod classes;
 #[path = "../net/deadline.rs"]
 mod deadline;
+#[path = "../net/gather.rs"]
+mod gather;
 #[path = "../net/inflight.rs"]
 mod inflight;
 #[path = "../lmr/layout.rs"]

@@ -12,6 +12,7 @@
 //! - `transfer`: one-sided RDMA reads, writes and atomics.
 //! - `polling`, `inflight`: completion polling budget and the in-flight window (pure).
 //! - `deadline`: how long a one-sided operation may take (pure).
+//! - `gather`: a work request's gather list cut where the pacer's grant ends (pure).
 //! - `membership`: identity, peers, the loopback peer, ping.
 //! - `ioctl`: the cluster family of /dev/lite ioctls, which chardev hands on.
 //!
@@ -23,6 +24,7 @@
 //! held together with `link`.
 
 pub(crate) mod deadline;
+pub(crate) mod gather;
 pub(crate) mod inflight;
 mod ioctl;
 mod mailbox;

@@ -6,12 +6,13 @@ use crate::compat::now_ns;
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::ffi;
 use crate::net::deadline::Deadline;
+use crate::net::gather;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
 use crate::net::verbs::{
     Atomic, DmaBuf, Op, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT,
 };
-use crate::qos::{Admit, Ticket};
+use crate::qos::Ticket;
 use crate::uapi::*;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -174,8 +175,9 @@ impl Peer {
         self.transfer(&op, true, Wait::Sleep, pieces, &mut deadline)
     }
 
-    /// Posts one RDMA read or write on QP `qp_index` once the ticket lets it go and
-    /// the bytes of `op` still in flight leave room for it; returns the largest work
+    /// Posts the RDMA read or write gathered in `sges` on QP `qp_index` as the ticket
+    /// lets it go, in pieces when pacing began since it was gathered, each once the
+    /// bytes of `op` still in flight leave room for it; returns the largest work
     /// request the ticket allows next.
     #[allow(clippy::too_many_arguments)]
     fn post_rdma(
@@ -189,20 +191,73 @@ impl Peer {
         sges: &[ffi::lite_sge],
         remote_addr: u64,
     ) -> Result<usize> {
-        let bytes = sges.iter().map(|sge| sge.len as usize).sum();
-        let turn = now_ns();
-        let limit = match ticket.admit(bytes)? {
-            Admit::Go(limit) => limit,
-            Admit::ProbeFirst(limit) => {
+        let mut rest = [ffi::lite_sge {
+            addr: 0,
+            len: 0,
+            reserved: 0,
+        }; ffi::LITE_MAX_SGE as usize];
+        let mut count = sges.len().min(rest.len());
+        rest[..count].copy_from_slice(&sges[..count]);
+        let mut at = remote_addr;
+        loop {
+            let lens = || rest[..count].iter().map(|sge| sge.len as usize);
+            let turn = now_ns();
+            let admit = ticket.admit(lens().sum())?;
+            if admit.probe {
                 // A failed probe only means no sample: the transfer's own error tells.
                 if let Ok(ns) = self.probe(ticket.probe_qp()) {
                     self.qos.probed(ns);
                 }
-                limit
             }
-        };
-        let admitted = now_ns();
-        deadline.excuse(admitted.saturating_sub(turn));
+            let admitted = now_ns();
+            deadline.excuse(admitted.saturating_sub(turn));
+            let (whole, part) = gather::cut(lens(), admit.bytes);
+            let mut piece = rest;
+            let mut entries = whole;
+            if part > 0 {
+                piece[whole].len = part as u32;
+                entries += 1;
+            }
+            self.post_admitted(
+                qp_index,
+                op,
+                ticket,
+                inflight,
+                deadline,
+                write,
+                &piece[..entries],
+                at,
+                admitted,
+            )?;
+            rest.copy_within(whole..count, 0);
+            count -= whole;
+            if part > 0 {
+                rest[0].addr += part as u64;
+                rest[0].len -= part as u32;
+            }
+            at += admit.bytes as u64;
+            if count == 0 {
+                return Ok(admit.next);
+            }
+        }
+    }
+
+    /// Posts `sges`, which the ticket let go at `admitted`, once the bytes of `op`
+    /// still in flight leave room for them.
+    #[allow(clippy::too_many_arguments)]
+    fn post_admitted(
+        &self,
+        qp_index: usize,
+        op: &Op,
+        ticket: &mut Ticket<'_>,
+        inflight: &mut InFlight,
+        deadline: &mut Deadline,
+        write: bool,
+        sges: &[ffi::lite_sge],
+        remote_addr: u64,
+        admitted: u64,
+    ) -> Result {
+        let bytes = sges.iter().map(|sge| sge.len as usize).sum();
         deadline.posting(bytes as u64);
         // Its tokens are taken while its earlier work requests are still in flight.
         // One let go unpaced just before pacing began still goes unpaced, and paced
@@ -229,7 +284,7 @@ impl Peer {
         qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, pacing)?;
         drop(link);
         ticket.posted();
-        Ok(limit)
+        Ok(())
     }
 
     /// A place among this node's paced work requests in flight (at most `places`).

@@ -89,12 +89,15 @@ pub(crate) struct Ticket<'a> {
     wrs: u32,
 }
 
-/// What the ticket lets the next work request carry.
-pub(crate) enum Admit {
-    /// Go, with work requests of at most this many bytes.
-    Go(usize),
-    /// Go after a reference probe (this task was picked to send it).
-    ProbeFirst(usize),
+/// What the ticket lets go of the work request it was asked for, and what next.
+pub(crate) struct Admit {
+    /// Bytes that go now, at most those asked for: a paced chunk when pacing began
+    /// after the work request was gathered. The rest waits for its own admission.
+    pub(crate) bytes: usize,
+    /// The most bytes the transfer's next work request may carry.
+    pub(crate) next: usize,
+    /// This task was picked to send a reference probe before these bytes.
+    pub(crate) probe: bool,
 }
 
 impl Ticket<'_> {
@@ -187,13 +190,19 @@ impl Ticket<'_> {
         self.phases = Some((usize::from(!write), phases));
     }
 
-    /// Waits until a work request of `bytes` may go (at once for the latency class,
-    /// and whenever pacing is off). EINTR when the task is killed meanwhile.
+    /// Waits until a work request of `bytes`, or while paced its first chunk, may go
+    /// (at once for the latency class, and whenever pacing is off). EINTR when the
+    /// task is killed meanwhile.
     pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
-        self.bytes += bytes as u64;
+        let asked = bytes;
         let bytes = bytes as u64;
         if self.class == LITE_CLASS_LATENCY {
-            return Ok(Admit::Go(usize::MAX));
+            self.bytes += bytes;
+            return Ok(Admit {
+                bytes: asked,
+                next: usize::MAX,
+                probe: false,
+            });
         }
         let mut waited_from = None;
         let count = self.delivered();
@@ -216,8 +225,13 @@ impl Ticket<'_> {
                 if let Some(turn) = next {
                     turn.notify_all();
                 }
+                self.bytes += bytes;
                 // A work request larger than the window would be in flight alone, over it.
-                return Ok(Admit::Go(self.inflight.try_into().unwrap_or(usize::MAX)));
+                return Ok(Admit {
+                    bytes: asked,
+                    next: self.inflight.try_into().unwrap_or(usize::MAX),
+                    probe: false,
+                });
             }
             let index = match self.flow {
                 Some(i) => i,
@@ -248,7 +262,8 @@ impl Ticket<'_> {
                 }
             };
             let st_ref = &mut *st;
-            st_ref.wf.arrive(&mut st_ref.flows[index], bytes);
+            let grant = bytes.min(st_ref.chunk().max(1));
+            st_ref.wf.arrive(&mut st_ref.flows[index], grant);
             if st_ref.wf.pick(&st_ref.flows) == Some(index) {
                 // While unpaced bulk bytes are queued at the bottleneck, the device
                 // holds paced work requests back (`enter_paced`); the flow picked
@@ -258,7 +273,7 @@ impl Ticket<'_> {
                     st_ref.held_by_unpaced(now);
                     Err(now + hold.min(UNPACED_POLL_NS))
                 } else {
-                    st_ref.bucket.take(bytes, now)
+                    st_ref.bucket.take(grant, now)
                 };
                 match taken {
                     Ok(()) => {
@@ -271,7 +286,8 @@ impl Ticket<'_> {
                             class.paced_chunks += 1;
                             class.paced_ns += waited;
                         }
-                        st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(bytes);
+                        st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(grant);
+                        self.bytes += grant;
                         let chunk = st_ref.chunk();
                         let dev = self.dev;
                         st_ref.hold.sample(dev.key(), chunk, now, || {
@@ -279,7 +295,7 @@ impl Ticket<'_> {
                             (places.held_ns, places.wrs)
                         });
                         let rate = st_ref.bucket.rate();
-                        st_ref.scale.admitted(bytes, waited, rate);
+                        st_ref.scale.admitted(grant, waited, rate);
                         if st_ref.scale.judge(rate, now) {
                             let chunk = st_ref.chunk();
                             st_ref.bucket.set_chunk(chunk, now);
@@ -298,11 +314,10 @@ impl Ticket<'_> {
                         if let Some(turn) = next {
                             turn.notify_all();
                         }
-                        let limit = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
-                        return Ok(if probe {
-                            Admit::ProbeFirst(limit)
-                        } else {
-                            Admit::Go(limit)
+                        return Ok(Admit {
+                            bytes: grant as usize,
+                            next: pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize,
+                            probe,
                         });
                     }
                     Err(wake_ns) => {

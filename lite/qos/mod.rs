@@ -44,7 +44,7 @@ pub(crate) mod pacer;
 mod settings;
 mod state;
 
-pub(crate) use admission::{Admit, Ticket};
+pub(crate) use admission::Ticket;
 pub(crate) use ioctl::ioctl;
 
 use crate::compat::{init_zeroed, now_ns};
