@@ -196,8 +196,11 @@ impl Peer {
             len: 0,
             reserved: 0,
         }; ffi::LITE_MAX_SGE as usize];
-        let mut count = sges.len().min(rest.len());
-        rest[..count].copy_from_slice(&sges[..count]);
+        let mut count = 0;
+        for (to, from) in rest.iter_mut().zip(sges) {
+            *to = *from;
+            count += 1;
+        }
         let mut at = remote_addr;
         loop {
             let lens = || rest[..count].iter().map(|sge| sge.len as usize);
@@ -218,17 +221,39 @@ impl Peer {
                 piece[whole].len = part as u32;
                 entries += 1;
             }
-            self.post_admitted(
-                qp_index,
+            deadline.posting(admit.bytes as u64);
+            // Its tokens are taken while its earlier work requests are still in flight.
+            // One let go unpaced just before pacing began still goes unpaced, and paced
+            // ones wait until it completed, as for all others (Pacing::Unpaced).
+            if !op.wait_below(inflight.may_remain(admit.bytes), deadline.left_ns(admitted)) {
+                return Err(self.wc_error(self.expire(op)));
+            }
+            inflight.posted(admit.bytes);
+            let pacing = match ticket.paced_places() {
+                Some(places) => {
+                    let turn = now_ns();
+                    let place = self.enter_paced(places)?;
+                    deadline.excuse(now_ns().saturating_sub(turn));
+                    Pacing::Paced(place)
+                }
+                None if ticket.class() == LITE_CLASS_LATENCY => Pacing::Exempt,
+                None => Pacing::Unpaced,
+            };
+            let link = self.link.lock();
+            let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
+                return Err(EHOSTDOWN());
+            };
+            let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
+            qp.post_rdma(
                 op,
-                ticket,
-                inflight,
-                deadline,
                 write,
                 &piece[..entries],
                 at,
-                admitted,
+                remote.mailbox_rkey,
+                pacing,
             )?;
+            drop(link);
+            ticket.posted();
             rest.copy_within(whole..count, 0);
             count -= whole;
             if part > 0 {
@@ -240,51 +265,6 @@ impl Peer {
                 return Ok(admit.next);
             }
         }
-    }
-
-    /// Posts `sges`, which the ticket let go at `admitted`, once the bytes of `op`
-    /// still in flight leave room for them.
-    #[allow(clippy::too_many_arguments)]
-    fn post_admitted(
-        &self,
-        qp_index: usize,
-        op: &Op,
-        ticket: &mut Ticket<'_>,
-        inflight: &mut InFlight,
-        deadline: &mut Deadline,
-        write: bool,
-        sges: &[ffi::lite_sge],
-        remote_addr: u64,
-        admitted: u64,
-    ) -> Result {
-        let bytes = sges.iter().map(|sge| sge.len as usize).sum();
-        deadline.posting(bytes as u64);
-        // Its tokens are taken while its earlier work requests are still in flight.
-        // One let go unpaced just before pacing began still goes unpaced, and paced
-        // ones wait until it completed, as for all others (Pacing::Unpaced).
-        if !op.wait_below(inflight.may_remain(bytes), deadline.left_ns(admitted)) {
-            return Err(self.wc_error(self.expire(op)));
-        }
-        inflight.posted(bytes);
-        let pacing = match ticket.paced_places() {
-            Some(places) => {
-                let turn = now_ns();
-                let place = self.enter_paced(places)?;
-                deadline.excuse(now_ns().saturating_sub(turn));
-                Pacing::Paced(place)
-            }
-            None if ticket.class() == LITE_CLASS_LATENCY => Pacing::Exempt,
-            None => Pacing::Unpaced,
-        };
-        let link = self.link.lock();
-        let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
-            return Err(EHOSTDOWN());
-        };
-        let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
-        qp.post_rdma(op, write, sges, remote_addr, remote.mailbox_rkey, pacing)?;
-        drop(link);
-        ticket.posted();
-        Ok(())
     }
 
     /// A place among this node's paced work requests in flight (at most `places`).
