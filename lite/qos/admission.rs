@@ -194,16 +194,11 @@ impl Ticket<'_> {
     /// (at once for the latency class, and whenever pacing is off). EINTR when the
     /// task is killed meanwhile.
     pub(crate) fn admit(&mut self, bytes: usize) -> Result<Admit> {
+        if self.class == LITE_CLASS_LATENCY {
+            return Ok(self.grant(bytes, usize::MAX, false));
+        }
         let asked = bytes;
         let bytes = bytes as u64;
-        if self.class == LITE_CLASS_LATENCY {
-            self.bytes += bytes;
-            return Ok(Admit {
-                bytes: asked,
-                next: usize::MAX,
-                probe: false,
-            });
-        }
         let mut waited_from = None;
         let count = self.delivered();
         let mut st = self.qos.state.lock();
@@ -225,13 +220,9 @@ impl Ticket<'_> {
                 if let Some(turn) = next {
                     turn.notify_all();
                 }
-                self.bytes += bytes;
                 // A work request larger than the window would be in flight alone, over it.
-                return Ok(Admit {
-                    bytes: asked,
-                    next: self.inflight.try_into().unwrap_or(usize::MAX),
-                    probe: false,
-                });
+                let next = self.inflight.try_into().unwrap_or(usize::MAX);
+                return Ok(self.grant(asked, next, false));
             }
             let index = match self.flow {
                 Some(i) => i,
@@ -287,7 +278,6 @@ impl Ticket<'_> {
                             class.paced_ns += waited;
                         }
                         st_ref.paced_bytes = st_ref.paced_bytes.wrapping_add(grant);
-                        self.bytes += grant;
                         let chunk = st_ref.chunk();
                         let dev = self.dev;
                         st_ref.hold.sample(dev.key(), chunk, now, || {
@@ -314,11 +304,8 @@ impl Ticket<'_> {
                         if let Some(turn) = next {
                             turn.notify_all();
                         }
-                        return Ok(Admit {
-                            bytes: grant as usize,
-                            next: pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize,
-                            probe,
-                        });
+                        let next = pacer::chunk_len(u64::MAX, Some(self.chunk)) as usize;
+                        return Ok(self.grant(grant as usize, next, probe));
                     }
                     Err(wake_ns) => {
                         if waited_from.is_none() {
@@ -355,6 +342,12 @@ impl Ticket<'_> {
                 }
             }
         }
+    }
+
+    /// Lets `bytes` of the work request asked for go, counted to the transfer.
+    fn grant(&mut self, bytes: usize, next: usize, probe: bool) -> Admit {
+        self.bytes += bytes as u64;
+        Admit { bytes, next, probe }
     }
 
     /// The transfer is no longer paced: its flow leaves the schedule. Returns the
