@@ -77,9 +77,10 @@ impl Lite {
 
     /// LT_map: asks the master of `name` for `perm` and returns a new handle and the size.
     ///
-    /// The LMR may be freed between the lookup and the new mapping's registration,
-    /// and its revocation would then miss the mapping: the registration checks,
-    /// under `mem`, that no revocation of the LMR ran since the lookup began.
+    /// The LMR may be freed, or a holder of it go, between the lookup and the new
+    /// mapping's registration, and its revocation would then miss the mapping: the
+    /// registration checks, under `mem`, that no revocation of the LMR or of its
+    /// holders ran since the lookup began.
     pub(crate) fn lmr_map(
         &self,
         file: &Mutex<FileLmrs>,
@@ -103,7 +104,7 @@ impl Lite {
             let lh = self.new_handle();
             let mut files = file.lock();
             let mut mem = self.lmr.mem.lock();
-            if mem.revoked_since(since, master, id) {
+            if mem.revoked_since(since, master, id, &extents) {
                 continue;
             }
             let local = mem.local_memory(master, id)?;

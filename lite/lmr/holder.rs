@@ -11,9 +11,10 @@ use crate::net::wire::{self, MsgKind};
 use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
+use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 
-use super::layout::{self, CHUNK_MAX};
+use super::layout::{self, CHUNK_MAX, NAME_LEN};
 use super::reserve::zero_chunks;
 
 /// A peer may not make this node hold more than this share of its RAM.
@@ -147,14 +148,20 @@ impl Lite {
     }
 
     /// Node `node` is gone (or this node left): what it mastered is unreachable, so
-    /// its mappings fail and the memory held for it is freed.
+    /// its mappings fail and the memory held for it is freed; and what it held is
+    /// gone with it, so every mapping that reaches it fails and the LMRs this node
+    /// masters with memory on it are freed (`retire_held_by`). Its next incarnation
+    /// may reuse those addresses for anything: no RDMA may reach them again.
     ///
     /// Other nodes may still map memory held here for `node` and write to it, so
     /// they are told to fail those mappings (and wait for their operations) before
-    /// the memory is freed. A node that cannot be told cannot reach us either: its
-    /// QPs to us are in error or destroyed.
+    /// the memory is freed. A node that cannot be told is fenced off: its QPs to us
+    /// are drained (`Peer::fence`) or destroyed.
     pub(crate) fn forget_node(&self, node: u32) {
         self.revoke_master(node);
+        self.revoke_reaching(node);
+        self.forget_mapper(node);
+        self.retire_held_by(node);
         let holds = {
             let mut mem = self.lmr.mem.lock();
             cursor_lower_bound_mut(&mut mem.held, &(node, 0, 0))
@@ -181,9 +188,33 @@ impl Lite {
         }
     }
 
-    /// The device went away or this node left: revoke every mapping, free all memory held.
+    /// Mappings on this node with memory on `holder` fail from now on.
+    fn revoke_reaching(&self, holder: u32) {
+        let maps = self.lmr.mem.lock().take_maps_reaching(holder);
+        for mapping in maps.iter() {
+            mapping.revoke(EHOSTDOWN());
+        }
+    }
+
+    /// The device went away or this node left: revoke every mapping, free all memory
+    /// held, and forget the LMRs this node mastered, whose memory elsewhere the other
+    /// nodes free when they see this incarnation go.
     pub(crate) fn forget_all(&self) {
         let _serial = self.lmr.alloc_lock.lock();
+        {
+            // First, so that `forget_node` finds no LMR of this master to retire.
+            let mut mem = self.lmr.mem.lock();
+            mem.lmrs = RBTree::new();
+            // Names being allocated (id 0) stay: their allocation removes them.
+            let mut cursor = cursor_lower_bound_mut(&mut mem.names, &(0, [0; NAME_LEN]));
+            while let Some(c) = cursor {
+                cursor = if *c.current().1 != 0 {
+                    c.remove_current().0
+                } else {
+                    c.move_next()
+                };
+            }
+        }
         for node in 0..LITE_MAX_NODES {
             self.forget_node(node);
         }

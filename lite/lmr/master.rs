@@ -38,7 +38,7 @@ impl MasterLmr {
         }
     }
 
-    fn holders(&self) -> u32 {
+    pub(super) fn holders(&self) -> u32 {
         self.extents.iter().fold(0, |mask, e| mask | 1 << e.node)
     }
 }
@@ -156,6 +156,38 @@ impl Lite {
             }
         }
         Ok(lmr.holders())
+    }
+
+    /// Node `node` is gone, and its mappings with it: no free of an LMR of this
+    /// master waits for it (its next incarnation, maybe connecting by then, never
+    /// mapped them).
+    pub(crate) fn forget_mapper(&self, node: u32) {
+        let mut mem = self.lmr.mem.lock();
+        for (_, lmr) in mem.lmrs.iter_mut() {
+            lmr.mappers &= !(1 << node);
+        }
+    }
+
+    /// Node `node`, which held memory of LMRs this node masters, is gone: those
+    /// LMRs lost part of their memory, and the extents peers would look up point
+    /// at addresses the node's next incarnation may reuse. Each is freed: retired
+    /// (every mapping revoked) and its memory released at the holders left.
+    pub(crate) fn retire_held_by(&self, node: u32) {
+        let Ok(me) = self.me() else { return };
+        loop {
+            let lost = {
+                let mem = self.lmr.mem.lock();
+                mem.lmrs
+                    .iter()
+                    .find(|(_, lmr)| lmr.holders() & (1 << node) != 0)
+                    .map(|(&id, _)| id)
+            };
+            let Some(id) = lost else { return };
+            // Taken out of the registry here, so the loop ends.
+            if let Ok(holders) = self.retire_lmr(me, id) {
+                self.unwind_allocation(me, id, holders & !(1 << node));
+            }
+        }
     }
 
     /// Frees LMRs `ids` of this master, as `free_lmr` each (ids freed already are

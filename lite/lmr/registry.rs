@@ -14,7 +14,7 @@ use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
 use super::handles::{FileLmrs, Handle};
 use super::holder::{Held, LocalMemory};
-use super::layout::NAME_LEN;
+use super::layout::{Extent, NAME_LEN};
 use super::mapping::Mapping;
 use super::master::MasterLmr;
 
@@ -26,6 +26,27 @@ pub(crate) type NameKey = (u32, [u8; NAME_LEN]);
 
 /// Key of a mapping or of held memory: the LMR (master node, id) and a sequence number.
 pub(crate) type Key = (u32, u64, u64);
+
+/// What one revocation covered (see `Memory::revoked_since`).
+#[derive(Clone, Copy)]
+pub(crate) enum Revoked {
+    /// LMR (master, id).
+    Lmr(u32, u64),
+    /// Every LMR of a master.
+    Master(u32),
+    /// Every LMR with memory on a holder node.
+    Holder(u32),
+}
+
+impl Revoked {
+    fn covers(self, master: u32, id: u64, extents: &[Extent]) -> bool {
+        match self {
+            Revoked::Lmr(m, i) => (m, i) == (master, id),
+            Revoked::Master(m) => m == master,
+            Revoked::Holder(node) => extents.iter().any(|e| e.node == node),
+        }
+    }
+}
 
 /// Removes every entry of `tree` whose key starts with (`master`, `id`) (`id`
 /// `None`: any LMR of `master`), handing each value to `each`.
@@ -92,9 +113,8 @@ pub(crate) struct Memory {
     pub(crate) maps: RBTree<Key, Arc<Mapping>>,
     /// Revocations (`take_maps` calls) since the module was loaded.
     pub(crate) revocations: u64,
-    /// The last `REVOCATION_LOG` of them: (master, LMR id or `None` for all of
-    /// the master's), at index `revocation % REVOCATION_LOG`.
-    pub(crate) revoked: [(u32, Option<u64>); REVOCATION_LOG],
+    /// The last `REVOCATION_LOG` of them, at index `revocation % REVOCATION_LOG`.
+    pub(crate) revoked: [Revoked; REVOCATION_LOG],
     /// Zeroed chunks of `CHUNK_MAX` bytes ready for `hold` (`LITE_IOC_RESERVE`).
     pub(crate) reserve: KVec<DmaBuf>,
     /// Chunks the reserve is refilled to.
@@ -118,7 +138,8 @@ impl Memory {
             held_bytes: 0,
             maps: RBTree::new(),
             revocations: 0,
-            revoked: [(0, None); REVOCATION_LOG],
+            // Only entries below `revocations` are ever read.
+            revoked: [Revoked::Master(0); REVOCATION_LOG],
             reserve: KVec::new(),
             reserve_target: 0,
             reserve_used: 0,
@@ -149,18 +170,41 @@ impl Memory {
         self.next_seq
     }
 
+    fn log_revocation(&mut self, what: Revoked) {
+        self.revoked[(self.revocations % REVOCATION_LOG as u64) as usize] = what;
+        self.revocations += 1;
+    }
+
     /// Removes the mappings of (`master`, `id`) and returns them, to be revoked
     /// without `mem` held.
     pub(crate) fn take_maps(&mut self, master: u32, id: Option<u64>) -> KVec<Arc<Mapping>> {
-        self.revoked[(self.revocations % REVOCATION_LOG as u64) as usize] = (master, id);
-        self.revocations += 1;
+        self.log_revocation(match id {
+            Some(id) => Revoked::Lmr(master, id),
+            None => Revoked::Master(master),
+        });
         let mut out = KVec::new();
         take_prefix(&mut self.maps, master, id, |mapping| {
-            if out.push(mapping.clone(), GFP_KERNEL).is_err() {
-                // No room to defer it: revoke here (operations never wait for `mem`).
-                mapping.revoke(EHOSTDOWN());
-            }
+            defer_revoke(&mut out, mapping)
         });
+        out
+    }
+
+    /// Removes every mapping with memory on node `holder` and returns them, to be
+    /// revoked without `mem` held: that incarnation of the holder is gone, and its
+    /// addresses may be reused memory in the next one.
+    pub(crate) fn take_maps_reaching(&mut self, holder: u32) -> KVec<Arc<Mapping>> {
+        self.log_revocation(Revoked::Holder(holder));
+        let mut out = KVec::new();
+        let mut cursor = cursor_lower_bound_mut(&mut self.maps, &(0, 0, 0));
+        while let Some(c) = cursor {
+            if c.current().1.extents.iter().any(|e| e.node == holder) {
+                let (next, node) = c.remove_current();
+                defer_revoke(&mut out, node.to_key_value().1);
+                cursor = next;
+            } else {
+                cursor = c.move_next();
+            }
+        }
         out
     }
 
@@ -170,20 +214,22 @@ impl Memory {
         self.held_bytes -= freed;
     }
 
-    /// Whether (`master`, `id`) may have been revoked since `revocations` read
-    /// `since`: a mapping made from a lookup that started then must not be added,
-    /// or it would escape the revocation. True also when the log no longer reaches
-    /// back that far.
-    pub(crate) fn revoked_since(&self, since: u64, master: u32, id: u64) -> bool {
+    /// Whether (`master`, `id`), with memory at `extents`, may have been revoked
+    /// since `revocations` read `since`: a mapping made from a lookup that started
+    /// then must not be added, or it would escape the revocation. True also when the
+    /// log no longer reaches back that far.
+    pub(crate) fn revoked_since(
+        &self,
+        since: u64,
+        master: u32,
+        id: u64,
+        extents: &[Extent],
+    ) -> bool {
         if self.revocations - since > REVOCATION_LOG as u64 {
             return true;
         }
-        (since..self.revocations).any(|n| {
-            match self.revoked[(n % REVOCATION_LOG as u64) as usize] {
-                (m, None) => m == master,
-                (m, Some(i)) => (m, i) == (master, id),
-            }
-        })
+        (since..self.revocations)
+            .any(|n| self.revoked[(n % REVOCATION_LOG as u64) as usize].covers(master, id, extents))
     }
 
     /// This node's memory of (`master`, `id`), if it holds any.
@@ -223,5 +269,13 @@ impl Memory {
         file.nr_handles += 1;
         self.maps.insert(node);
         Ok(())
+    }
+}
+
+/// Adds `mapping` to `out`, or revokes it at once when there is no room in `out`
+/// (operations on a mapping never wait for `mem`, so that is safe under it).
+fn defer_revoke(out: &mut KVec<Arc<Mapping>>, mapping: Arc<Mapping>) {
+    if out.push(mapping.clone(), GFP_KERNEL).is_err() {
+        mapping.revoke(EHOSTDOWN());
     }
 }

@@ -10,10 +10,12 @@
 //!   lite-selftest user-hostile PEER bounds, undone results, relocking (PEER serves 4242)
 //!   lite-selftest lmr-serve NAME --size BYTES [--holders LIST] [--perm PERM] [--grant NODE:PERM]...
 //!                                  allocate NAME with a known pattern, print `ready`,
-//!                                  free it on a stdin line `free`, exit on EOF
+//!                                  free it on a stdin line `free`, answer `read`,
+//!                                  `write`, `atomic` with `ok` or an errno, exit on EOF
 //!   lite-selftest lmr-client NAME --perm PERM [--expect-error ERRNO] [--check-pattern]
 //!                                  [--write-pattern] [--hold]
-//!                                  map NAME and check the outcome
+//!                                  map NAME and check the outcome; with --hold, answer
+//!                                  `read`, `write`, `atomic` with `ok` or an errno
 //!   lite-selftest lmr-many COUNT --size BYTES [--holders LIST] [--threads T] [--hold-seconds S]
 //!                                  allocate COUNT LMRs (hold them S s) and exit without freeing them
 //!   lite-selftest rpc-serve ID [--threads T] [--delay-ms N] [--limit N]

@@ -1,7 +1,7 @@
 //! `lmr-client`: map an LMR, write or check the pattern, and hold the mapping.
 
 use super::pattern::{fill_pattern, write_pattern, PATTERN_PIECE};
-use super::{describe_mismatch, say};
+use super::{access, describe_mismatch, say};
 use lite::{Lite, Lmr, Perm};
 use nix::errno::Errno;
 use std::io::BufRead;
@@ -78,20 +78,16 @@ pub fn client(lite: &Lite, c: &Client) -> ExitCode {
     }
 }
 
-/// Prints `mapped`, then answers each stdin line `read` with `ok` or the errno name
-/// of reading the first page, until EOF.
+/// Prints `mapped`, then answers each stdin line `read`, `write` or `atomic` with
+/// `ok` or the errno name of that access (see `access`), until EOF.
 fn hold(lmr: &Lmr<'_>) {
     say("mapped");
-    let mut page = vec![0u8; lmr.size().min(4096) as usize];
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         match line.trim() {
-            "read" => match lmr.read(0, &mut page) {
-                Ok(()) => say("ok"),
-                Err(e) => say(&format!("{:?}", e.errno())),
-            },
             "" => {}
-            other => eprintln!("lmr-client: unknown command {other:?} (`read`, or EOF to exit)"),
+            command if access(lmr, command) => {}
+            other => eprintln!("lmr-client: unknown command {other:?} (`read`, `write`, `atomic`, or EOF to exit)"),
         }
     }
 }

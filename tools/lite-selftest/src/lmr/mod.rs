@@ -41,6 +41,24 @@ fn describe_mismatch(offset: u64, got: &[u8], want: &[u8]) -> Option<String> {
     ))
 }
 
+/// One access through `lmr` on a stdin command of a holding subcommand: `read` or
+/// `write` of the first page, `atomic` (fetch-and-add 1 on the first word).
+/// Prints `ok` or the errno's name; false for any other command.
+fn access(lmr: &lite::Lmr<'_>, command: &str) -> bool {
+    let mut page = vec![0u8; lmr.size().min(4096) as usize];
+    let done = match command {
+        "read" => lmr.read(0, &mut page),
+        "write" => lmr.read(0, &mut page).and_then(|()| lmr.write(0, &page)),
+        "atomic" => lmr.fetch_add(0, 1).map(drop),
+        _ => return false,
+    };
+    match done {
+        Ok(()) => say("ok"),
+        Err(e) => say(&format!("{:?}", e.errno())),
+    }
+    true
+}
+
 /// Prints a protocol line and flushes it (stdout is a pipe to the test driver).
 fn say(line: &str) {
     let mut out = std::io::stdout().lock();

@@ -1,7 +1,7 @@
 //! `lmr-serve`: allocate (or register) an LMR holding the pattern, free it on command.
 
 use super::pattern::{fill_pattern, write_pattern};
-use super::{say, why, GrantArg};
+use super::{access, say, why, GrantArg};
 use lite::{Lite, Lmr, MallocOptions, Perm};
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -88,7 +88,8 @@ pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, gr
         match line.trim() {
             "free" => return free_and_report(lmr),
             "" => {}
-            other => eprintln!("lmr-serve: unknown command {other:?} (`free`, or EOF to exit)"),
+            command if access(&lmr, command) => {}
+            other => eprintln!("lmr-serve: unknown command {other:?} (`free`, `read`, `write`, `atomic`, or EOF to exit)"),
         }
     }
     // EOF: exit without freeing or unmapping; the kernel must release the LMR.
