@@ -50,6 +50,7 @@ int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int 
 /* Current QP state (IB_QPS_*) or -errno. */
 int lite_qp_state(struct lite_qp *qp);
 int lite_qp_to_error(struct lite_qp *qp);
+void lite_qp_drain(struct lite_qp *qp);
 /* Moves the QP to ERR, waits until every posted WR has completed (no more callbacks), destroys it. */
 void lite_qp_destroy(struct lite_qp *qp);
 struct lite_op;

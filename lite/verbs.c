@@ -275,6 +275,15 @@ int lite_qp_to_error(struct lite_qp *qp)
 	return ib_modify_qp(qp->qp, &attr, IB_QP_STATE);
 }
 
+/*
+ * Moves the QP to error and waits until both its queues flushed: the responder
+ * finished any packet it had taken in, so nothing from the peer lands after this.
+ */
+void lite_qp_drain(struct lite_qp *qp)
+{
+	ib_drain_qp(qp->qp);
+}
+
 void lite_qp_destroy(struct lite_qp *qp)
 {
 	ib_drain_qp(qp->qp);

@@ -289,18 +289,27 @@ impl Peer {
         self.collect_answer(slot, seq, reply, &mut left, Patience::Signals)
     }
 
-    /// As [`Self::call`], but a signal does not end it: for a message whose answer
-    /// the caller must have before it frees memory the peer may write.
-    pub(crate) fn call_to_the_end(
-        &self,
-        kind: MsgKind,
-        body: &[u8],
-        reply: &mut [u8],
-        timeout_ms: u32,
-    ) -> Result<usize> {
-        let mut left = msecs_to_jiffies(timeout_ms);
-        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::ToTheEnd)?;
-        self.collect_answer(slot, seq, reply, &mut left, Patience::ToTheEnd)
+    /// Sends teardown message `kind` with `body` (its answer is empty) until the
+    /// peer answers it with success, within `CONTROL_TIMEOUT_MS` whatever signals
+    /// come: the caller frees memory the peer may write once it returns. An error
+    /// answer means the peer is alive but could not serve it now (short of memory,
+    /// its workqueue behind): it is asked again a moment later, since fencing a
+    /// merely loaded node would cut every tenant off it. ETIMEDOUT or EHOSTDOWN
+    /// when it never answered.
+    pub(crate) fn call_until_done(&self, kind: MsgKind, body: &[u8]) -> Result {
+        let mut left = msecs_to_jiffies(CONTROL_TIMEOUT_MS);
+        loop {
+            let answered = self
+                .send_request(kind, body, &mut left, Patience::ToTheEnd)
+                .and_then(|(slot, seq)| {
+                    self.collect_answer(slot, seq, &mut [], &mut left, Patience::ToTheEnd)
+                });
+            match answered {
+                Ok(_) => return Ok(()),
+                Err(e) if e == EHOSTDOWN() || e == ETIMEDOUT() => return Err(e),
+                Err(_) => back_off(&mut left)?,
+            }
+        }
     }
 
     /// Sends request `kind` with `body` to `peer` without waiting: the caller may ask

@@ -289,13 +289,23 @@ impl Peer {
     }
 
     /// The peer did not confirm a teardown, so it may still write into memory
-    /// about to be freed: fenced off as a failed peer.
+    /// about to be freed: fenced off as a failed peer, and its QPs drained. A QP
+    /// moved to error only stops taking new packets; the NIC may still be executing
+    /// one that arrived before (rxe's responder works through a queue), so the
+    /// memory is let go only once each QP's flush came back through it. Process
+    /// context, never the CQ's: the drain waits for the CQ's handler.
     pub(crate) fn fence(&self) {
-        pr_warn!(
-            "node {} did not confirm a teardown; its QPs are fenced off\n",
-            self.id
-        );
+        if !self.failed.load(Ordering::Acquire) {
+            pr_warn!(
+                "node {} did not confirm a teardown; its QPs are fenced off\n",
+                self.id
+            );
+        }
         self.mark_failed();
+        let qps = self.link.lock().qp_refs();
+        for qp in qps.iter().flatten() {
+            qp.drain();
+        }
     }
 
     fn fail_waiters(&self) {

@@ -32,7 +32,7 @@ impl Peer {
 
     /// Sends teardown message `kind` and waits for its answer whatever signals
     /// come: memory the peer may write is freed once this returns. A peer that
-    /// does not answer is fenced off (`Peer::fence`) first.
+    /// does not answer in time is fenced off (`Peer::fence`) first.
     pub(crate) fn confirm<B: Body>(&self, kind: MsgKind, body: &B) -> Result {
         let (buf, len) = encode(body)?;
         self.confirm_bytes(kind, &buf[..len])
@@ -40,8 +40,7 @@ impl Peer {
 
     /// As [`Self::confirm`], with a body encoded by the caller.
     pub(crate) fn confirm_bytes(&self, kind: MsgKind, body: &[u8]) -> Result {
-        self.call_to_the_end(kind, body, &mut [], CONTROL_TIMEOUT_MS)
-            .map(drop)
+        self.call_until_done(kind, body)
             .inspect_err(|_| self.fence())
     }
 

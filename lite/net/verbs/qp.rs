@@ -60,6 +60,14 @@ impl Qp {
         to_result(unsafe { ffi::lite_qp_to_error(self.raw.as_ptr()) })
     }
 
+    /// Moves the QP to error and waits until every work request posted and every
+    /// packet the NIC took in before has been processed (its flushes reaped).
+    /// Process context, not a completion handler of this QP's CQs.
+    pub(crate) fn drain(&self) {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_qp_drain(self.raw.as_ptr()) };
+    }
+
     /// `IB_QPS_*` of the QP.
     pub(crate) fn state(&self) -> Result<u32> {
         // SAFETY: `self.raw` is live.
