@@ -4,7 +4,7 @@
 
 use super::client::{end_call, Call, ClientBinding, Output};
 use super::file::{FileRpc, LocalCaller, LocalCharge};
-use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
+use super::ring::{self, RecordHeader, FLAG_ABANDONED, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::Request;
 use super::{now_ns, INLINE_MAX, QUEUE_MAX};
 use crate::compat::user_slice;
@@ -203,8 +203,6 @@ impl Lite {
             return Ok(seq);
         }
         if let Err(e) = self.post_record(&peer, &record, qp, false) {
-            // The record may not have landed: the ring has a hole, bind anew next time.
-            binding.kill();
             if let Some(call) = peer.services.rpc.take(slot, Some(seq)) {
                 end_call(call, Err(e));
             }
@@ -292,7 +290,37 @@ impl Lite {
     /// then the staged part, whose first piece carries the immediate that
     /// announces the record, on QP `qp`. `sync`: wait until the immediate's write
     /// landed.
+    ///
+    /// The room is reserved, so the record is announced whatever happens to its
+    /// payload: when that cannot be written (the caller was killed while its
+    /// transfer waited for its turn), the header alone goes, marked abandoned,
+    /// and the server takes the room back. Rebinding instead would start the
+    /// client at the server's head, over records still in the ring.
     fn post_record(&self, peer: &Peer, record: &Record<'_>, qp: usize, sync: bool) -> Result {
+        let written = self.post_record_body(peer, record);
+        let announced = match written {
+            Ok(()) => self.announce_record(peer, record, qp, sync, HEADER_PART),
+            Err(_) => {
+                let header = RecordHeader {
+                    flags: record.header.flags | FLAG_ABANDONED,
+                    ..*record.header
+                };
+                record
+                    .stage
+                    .write_bytes(0, &header.encode())
+                    .and_then(|()| self.announce_record(peer, record, qp, sync, ring::HEADER_LEN))
+            }
+        };
+        if announced.is_err() {
+            // The peer failed (only that stops the announcement): its bindings die
+            // with it, and this one is not used again.
+            record.binding.kill();
+        }
+        written.and(announced)
+    }
+
+    /// The record's payload and the staged pieces after the first.
+    fn post_record_body(&self, peer: &Peer, record: &Record<'_>) -> Result {
         let &Record {
             binding,
             stage,
@@ -320,25 +348,46 @@ impl Lite {
                 peer.write_pieces(ring::zip_runs(&local, &ring, len))?;
             }
         }
-        let mut first = None;
         for piece in layout::pieces(&binding.extents, offset, stage.size() as u64) {
-            if piece.pos == 0 {
-                first = Some(piece);
-            } else {
+            if piece.pos != 0 {
                 peer.rdma_write_kernel(stage, piece.pos as usize, piece.len as usize, piece.addr)?;
             }
         }
-        let first = first.ok_or(EINVAL)?;
+        Ok(())
+    }
+
+    /// Writes the first `most` bytes of the record's first staged piece (the
+    /// header, at least) with the immediate that announces the record.
+    fn announce_record(
+        &self,
+        peer: &Peer,
+        record: &Record<'_>,
+        qp: usize,
+        sync: bool,
+        most: usize,
+    ) -> Result {
+        let &Record {
+            binding,
+            stage,
+            offset,
+            ..
+        } = record;
+        let first = layout::pieces(&binding.extents, offset, stage.size() as u64)
+            .next()
+            .ok_or(EINVAL)?;
         let imm = wire::encode_ring_imm(binding.index as usize, offset).ok_or(EINVAL)?;
         let data = WriteImm {
             src: stage,
             offset: 0,
-            len: first.len as usize,
+            len: (first.len as usize).min(most),
             remote_addr: first.addr,
         };
         peer.post_write_imm(qp, wire::ImmKind::RpcRequest, imm, &data, sync)
     }
 }
+
+/// `announce_record` writes all of the first piece.
+const HEADER_PART: usize = usize::MAX;
 
 /// A record with room reserved in `binding`'s ring at `offset`: its header and
 /// output runs (and a small payload) staged in `stage`, a larger payload in

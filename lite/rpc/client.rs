@@ -81,11 +81,12 @@ impl ClientBinding {
         }
     }
 
-    pub(crate) fn head_offset_reported(&self, offset: u64) {
-        let head = self.state.lock().ring.head_from_offset(offset);
-        if let Some(head) = head {
-            self.head_reported(head);
-        }
+    /// The server pushed a head report. It carries only a ring offset, and it may
+    /// arrive after a reply that reported a later head (another QP): read as a
+    /// position, a late one looks a whole lap ahead. So it only wakes a caller
+    /// waiting for room, which asks the server for its head (`reserve`).
+    pub(crate) fn head_report_arrived(&self) {
+        self.changed.notify_all();
     }
 
     /// A call that reserved ring room ended.

@@ -4,7 +4,7 @@
 
 use super::client::{end_call, Output};
 use super::error_of;
-use super::ring::FLAG_ONEWAY;
+use super::ring::{FLAG_ABANDONED, FLAG_ONEWAY};
 use super::server::{answer, Request};
 use super::{now_ns, QUEUE_MAX};
 use crate::errno::{ECONNREFUSED, EOVERFLOW};
@@ -30,6 +30,10 @@ impl Lite {
             pr_warn!("node {} wrote a malformed RPC record; ignored\n", peer.id);
             return;
         };
+        if header.flags & FLAG_ABANDONED != 0 {
+            // Its payload never came: only its room is taken back.
+            return binding.consume(&header);
+        }
         let refuse = |err: Error| {
             if header.flags & FLAG_ONEWAY == 0 {
                 let _ = answer(peer, &binding, header.slot, header.seq, Err(err));
@@ -92,9 +96,9 @@ impl Lite {
 
     /// A server reports how far it consumed one of our rings.
     pub(crate) fn on_rpc_head(&self, peer: &Peer, payload: u32) {
-        let (index, offset) = wire::decode_ring_imm(payload);
+        let (index, _offset) = wire::decode_ring_imm(payload);
         if let Some(binding) = peer.services.rpc.by_index(index as u32) {
-            binding.head_offset_reported(offset);
+            binding.head_report_arrived();
         }
     }
 }

@@ -78,20 +78,6 @@ impl ClientRing {
             false
         }
     }
-
-    /// The logical head a report of ring offset `offset` stands for: the one
-    /// position at or after our head, at most our tail, with that offset.
-    pub(crate) fn head_from_offset(&self, offset: u64) -> Option<u64> {
-        if offset >= self.size {
-            return None;
-        }
-        let base = self.head - ring_offset(self.head, self.size);
-        let mut head = base + offset;
-        if head < self.head {
-            head += self.size;
-        }
-        (head <= self.tail).then_some(head)
-    }
 }
 
 #[cfg(test)]
@@ -134,20 +120,5 @@ mod tests {
         assert!(!ring.set_head(256), "beyond what was reserved");
         assert!(!ring.set_head(0), "backwards");
         assert!(ring.set_head(128));
-    }
-
-    #[test]
-    fn head_offsets_map_to_the_one_logical_head_in_the_window() {
-        let ring = ClientRing {
-            size: 1024,
-            head: 1536,
-            tail: 2496,
-        };
-        assert_eq!(ring.head_from_offset(512), Some(1536));
-        assert_eq!(ring.head_from_offset(1000), Some(2024));
-        assert_eq!(ring.head_from_offset(0), Some(2048));
-        assert_eq!(ring.head_from_offset(448), Some(2496));
-        assert_eq!(ring.head_from_offset(500), None, "past the tail");
-        assert_eq!(ring.head_from_offset(1024), None);
     }
 }

@@ -20,6 +20,10 @@ pub(crate) const MAX_RUNS: u32 = (MAX_MSG / 4096) as u32 + 1;
 pub(crate) const RECORD_MAGIC: u32 = 0x5250_4331;
 /// `RecordHeader::flags`: a one-way message, nobody waits for a reply.
 pub(crate) const FLAG_ONEWAY: u32 = 1;
+/// `RecordHeader::flags`: the client could not write the record's payload (its
+/// caller was killed meanwhile): the server consumes the room and serves nothing,
+/// so that the ring's positions stay the same on both sides.
+pub(crate) const FLAG_ABANDONED: u32 = 2;
 
 const _: () = assert!(2 * MAX_RECORD <= RING_BYTES - RECORD_ALIGN);
 const _: () = assert!(RING_BYTES.is_multiple_of(RECORD_ALIGN));
@@ -104,8 +108,8 @@ impl RecordHeader {
             out_cap: u64_at(48),
             reserved: u32_at(56),
         };
-        let oneway = header.flags == FLAG_ONEWAY;
-        let sane = (header.flags == 0 || oneway)
+        let oneway = header.flags & FLAG_ONEWAY != 0;
+        let sane = header.flags & !(FLAG_ONEWAY | FLAG_ABANDONED) == 0
             && header.len <= MAX_MSG
             && header.nruns <= MAX_RUNS
             && header.out_cap <= MAX_MSG
@@ -167,6 +171,10 @@ mod tests {
             ..h
         };
         assert_eq!(RecordHeader::decode(&oneway.encode()), Some(oneway));
+        for flags in [FLAG_ABANDONED, FLAG_ABANDONED | FLAG_ONEWAY] {
+            let abandoned = RecordHeader { flags, ..oneway };
+            assert_eq!(RecordHeader::decode(&abandoned.encode()), Some(abandoned));
+        }
         for bad in [
             RecordHeader {
                 len: MAX_MSG + 1,
@@ -180,7 +188,7 @@ mod tests {
                 out_cap: MAX_MSG + 1,
                 ..h
             },
-            RecordHeader { flags: 2, ..h },
+            RecordHeader { flags: 4, ..h },
             RecordHeader {
                 flags: FLAG_ONEWAY,
                 ..h
