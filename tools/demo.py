@@ -55,10 +55,19 @@ def last_json(out):
     return json.loads(lines[-1])
 
 
+def app_sources(app):
+    """The Rust files of application `app`: `lite-APP.rs`, or every file of its folder."""
+    bins = REPO / "apps" / "lite-apps" / "src" / "bin"
+    single = bins / f"lite-{app}.rs"
+    files = [single] if single.is_file() else sorted((bins / f"lite-{app}").rglob("*.rs"))
+    if not files:
+        raise FileNotFoundError(f"no sources for lite-{app} under {bins}")
+    return files
+
+
 def api_lines(app):
     """(lines calling liblite, all lines) of an application, tests left out."""
-    text = (REPO / "apps" / "lite-apps" / "src" / "bin" / f"lite-{app}.rs").read_text()
-    code = text.split("#[cfg(test)]")[0].splitlines()
+    code = [ln for path in app_sources(app) for ln in path.read_text().split("#[cfg(test)]")[0].splitlines()]
     return sum(1 for ln in code if API_CALL.search(ln)), len(code)
 
 
@@ -169,11 +178,17 @@ def print_apps_table(rows):
         print("  " + "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip())
 
 
-def main():
+# `--short`: the whole showcase at sizes that take a minute or two (make test runs it).
+SHORT = {"count": 20, "lmr_size": "4M", "log_count": 40, "kv_keys": 500, "kv_ops": 40, "mr_size": "1M",
+         "graph_vertices": 2000, "graph_edges": 20000, "graph_iterations": 3}
+
+
+def parser():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=3)
     ap.add_argument("--kernel", default="release", choices=KERNELS)
     ap.add_argument("--count", type=int, default=200, help="round trips per pair")
+    ap.add_argument("--lmr-size", default="64M", help="the LMR round-tripped by node 0 (K, M, G suffixes)")
     ap.add_argument("--apps", help=f"only these applications, comma-separated ({','.join(APPS)}), or none")
     ap.add_argument("--log-count", type=int, default=500, help="lite-log entries per writer thread")
     ap.add_argument("--kv-keys", type=int, default=20000, help="lite-kv keys loaded")
@@ -182,13 +197,52 @@ def main():
     ap.add_argument("--graph-vertices", type=int, default=100_000)
     ap.add_argument("--graph-edges", type=int, default=1_000_000)
     ap.add_argument("--graph-iterations", type=int, default=10)
+    ap.add_argument("--short", action="store_true",
+                    help="every step at small sizes (" + ", ".join(f"{k.replace('_', '-')} {v}" for k, v in SHORT.items())
+                         + "): what make test runs")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
-    args = ap.parse_args()
-    apps = APPS if args.apps is None else [a for a in args.apps.split(",") if a and a != "none"]
-    unknown = [a for a in apps if a not in APPS]
+    return ap
+
+
+def parse_args(argv=None):
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.short:
+        for key, value in SHORT.items():
+            setattr(args, key, value)
+    args.app_list = APPS if args.apps is None else [a for a in args.apps.split(",") if a and a != "none"]
+    unknown = [a for a in args.app_list if a not in APPS]
     if unknown:
         ap.error(f"unknown application(s) {', '.join(unknown)}: choose from {', '.join(APPS)}")
+    return args
 
+
+def showcase(c, nodes, args, started):
+    """Everything after the join, on the running cluster `c`: returns the exit status."""
+    results, native = [], None
+    if args.apps is None:
+        results, native = basics(c, nodes, args)
+    app_rows = []
+    for app in args.app_list:
+        print(f"\n== lite-{app} on nodes {nodes} ==", flush=True)
+        row = {"lite-log": demo_log, "lite-kv": demo_kv, "lite-mr": demo_mr,
+               "lite-graph": demo_graph}[f"lite-{app}"](c, nodes, args)
+        row["api_lines"], row["lines"] = api_lines(app)
+        app_rows.append(row)
+    if app_rows:
+        print("\n== applications on liblite ==")
+        print_apps_table(app_rows)
+    splats = c.splats()
+    if args.json:
+        print(json.dumps({"nodes": len(nodes), "pings": results, "native_write_rtt": native,
+                          "apps": app_rows, "kernel_bug_reports": len(splats)}))
+    print(f"\nguest kernels: {'no bug reports' if not splats else f'{len(splats)} bug report lines!'}; "
+          f"logs in {c.run}; {time.time() - started:.0f} s")
+    return 1 if splats or not all(r["ok"] for r in app_rows) else 0
+
+
+def main():
+    args = parse_args()
     c = Cluster(REPO / "build" / "demo")
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # runs the finally below
     started = time.time()
@@ -197,26 +251,7 @@ def main():
         nodes = list(range(args.nodes))
         c.join(nodes)
         print(f"\n== {args.nodes} nodes joined ({time.time() - started:.0f} s after start) ==", flush=True)
-        results, native = [], None
-        if args.apps is None:
-            results, native = basics(c, nodes, args)
-        app_rows = []
-        for app in apps:
-            print(f"\n== lite-{app} on nodes {nodes} ==", flush=True)
-            row = {"lite-log": demo_log, "lite-kv": demo_kv, "lite-mr": demo_mr,
-                   "lite-graph": demo_graph}[f"lite-{app}"](c, nodes, args)
-            row["api_lines"], row["lines"] = api_lines(app)
-            app_rows.append(row)
-        if app_rows:
-            print("\n== applications on liblite ==")
-            print_apps_table(app_rows)
-        splats = c.splats()
-        if args.json:
-            print(json.dumps({"nodes": args.nodes, "pings": results, "native_write_rtt": native,
-                              "apps": app_rows, "kernel_bug_reports": len(splats)}))
-        print(f"\nguest kernels: {'no bug reports' if not splats else f'{len(splats)} bug report lines!'}; "
-              f"logs in {c.run}; {time.time() - started:.0f} s")
-        return 1 if splats or not all(r["ok"] for r in app_rows) else 0
+        return showcase(c, nodes, args, started)
     finally:
         c.down(quiet=True)
 
@@ -242,9 +277,10 @@ def basics(c, nodes, args):
     if native:
         print(f"  native ib_write_lat 0 -> 1 (8 B, as round trip): median {native['median_ns'] / 1000:8.0f} us   "
               f"p99 {native['p99_ns'] / 1000:8.0f} us   min {native['min_ns'] / 1000:6.0f} us")
-    print("\n== a LITE memory region: 64 MiB held by nodes 1 and 2, written and read back by node 0 "
+    print(f"\n== a LITE memory region: {args.lmr_size}iB held by nodes 1 and 2, written and read back by node 0 "
           "(zero-copy RDMA, checksummed) ==")
-    lmr = c.exec(0, "lite-selftest lmr-integrity --size 64M --holders 1,2 --seed 1 2>/dev/null", timeout=600).out
+    lmr = c.exec(0, f"lite-selftest lmr-integrity --size {args.lmr_size} --holders 1,2 --seed 1 2>/dev/null",
+                 timeout=600).out
     print("  " + lmr.strip().splitlines()[-1])
     print(c.exec(0, "lite-admin status | grep memory:").out, end="")
     return results, native

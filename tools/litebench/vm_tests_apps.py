@@ -1,6 +1,10 @@
 """Integration tests of the applications on liblite (tools/vmtest.py, big suite):
-lite-log, lite-kv, lite-mr and lite-graph on three nodes, each checked."""
+lite-log, lite-kv, lite-mr and lite-graph on three nodes, each checked, then the
+demo's showcase in short."""
 
+import time
+
+import demo
 from vcluster import Background
 
 from litebench.vm_harness import big, check, check_no_lmr_state, check_no_rpc_state, json_summary
@@ -93,3 +97,15 @@ def app_lite_graph_pagerank_matches_the_reference(c):
     print(f"    8 iterations on 3 nodes in {first['seconds']:.1f} s, largest difference from the reference "
           f"{first['max_diff']:.1e}", flush=True)
     check_no_lmr_state(c)
+
+
+@big
+def make_demo_runs_to_its_summary_in_short(c):
+    # `make demo`'s own code after its join (tools/demo.py: views, pings beside
+    # ib_write_lat, an LMR round trip, the four applications and the summary table),
+    # at --short sizes, so that a broken showcase fails CI.
+    args = demo.parse_args(["--short"])
+    status = demo.showcase(c, [0, 1, 2], args, time.time())
+    check(status == 0, f"the demo's showcase ended with status {status}")
+    check_no_lmr_state(c)
+    check_no_rpc_state(c)
