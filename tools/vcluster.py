@@ -54,6 +54,8 @@ SPLAT = re.compile(
     r"DEBUG_LOCKS_WARN_ON|possible circular locking|inconsistent lock state|"
     r"INFO: task .* blocked|rcu_sched detected stall|rcu: INFO:|unreferenced object|Call Trace:")
 
+# What lite prints when a peer did not confirm a teardown and is fenced off.
+FENCE = "did not confirm a teardown"
 
 # How long the manager waits for an agent's heartbeat before it declares the node
 # down, unless told otherwise. The debug kernel runs the guests 10-30 times slower:
@@ -520,6 +522,11 @@ class Cluster:
         """(node, line) for every kernel bug report in the console logs."""
         return [(n, line.strip()) for n in self.meta.get("nodes", [])
                 for line in self._console_logs(n) if SPLAT.search(line)]
+
+    def fences(self):
+        """(node, line) for every time a node fenced a peer off (lite's console line)."""
+        return [(n, line.strip()) for n in self.meta.get("nodes", [])
+                for line in self._console_logs(n) if FENCE in line]
 
     def first_bug_report(self, n, lines=40):
         """The first kernel bug report in node n's console logs, whole (up to `lines`

@@ -21,7 +21,8 @@ import vwire  # noqa: E402
 # TESTS, the suites and what soak.py uses as vmtest.NAME (the setup steps, TestFailed,
 # print_console_tails).
 from litebench.vm_harness import (  # noqa: E402,F401
-    BIG, BRIDGE, BRIDGE_RATE, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TESTS, TestFailed, print_console_tails)
+    BIG, BRIDGE, BRIDGE_RATE, FAILS_NODES, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TESTS, TestFailed,
+    print_console_tails)
 # The tests register themselves in TESTS as their modules are imported, so this is the
 # order they run in (later tests build on the state earlier ones leave): keep it.
 from litebench import (  # noqa: E402,F401
@@ -80,7 +81,13 @@ def main():
                 continue
             t0 = time.time()
             try:
+                fences = len(cluster.fences())
                 fn(cluster)
+                # Only a node made to fail may be fenced off: anywhere else a fence is a
+                # denial of service against every tenant of both nodes.
+                fenced = cluster.fences()[fences:]
+                if fenced and fn.__name__ not in FAILS_NODES:
+                    raise TestFailed("a node fenced another off: " + "; ".join(f"node{n}: {line}" for n, line in fenced))
                 passed += 1
                 print(f"PASS {fn.__name__} ({time.time() - t0:.1f} s)", flush=True)
             except (TestFailed, CommandFailed) as e:

@@ -26,6 +26,9 @@ BRIDGE = set()
 BRIDGE_RATE = 1 << 20
 # The fuzz suite (`make fuzz`, debug kernel): FUZZ_CALLS unprivileged ioctls.
 FUZZ = set()
+# Tests that make a node fail on purpose (`fails_nodes`): the only ones in which a
+# node may fence another.
+FAILS_NODES = set()
 LINK_RATE = 4 << 20
 # The long runs whose point is KASAN, lockdep and kmemleak watching (debug kernel):
 # a stock kernel has none of them, and runs the functional tests.
@@ -36,6 +39,13 @@ SANITIZER_RUNS = {"free_racing_map_read_write_lock_never_reaches_freed_memory",
 
 def test(fn):
     TESTS.append(fn)
+    return fn
+
+
+def fails_nodes(fn):
+    """Marks a test that makes a node fail on purpose (killed, cut off, faulty wire):
+    its peers may fence it off. In every other test a fence fails the test."""
+    FAILS_NODES.add(fn.__name__)
     return fn
 
 

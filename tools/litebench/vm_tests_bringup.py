@@ -3,7 +3,7 @@ goes and comes back, two nodes join and a third one late, every pair pings, payl
 echo through the mailboxes, concurrent callers share the slots, a C program links
 liblite."""
 
-from litebench.vm_harness import check, kmemleak, ping, test
+from litebench.vm_harness import fails_nodes, check, kmemleak, ping, test
 
 
 @test
@@ -16,6 +16,7 @@ def module_loads_and_unloads_10_times(c):
     check("lite" not in c.exec(0, "cat /proc/modules").out, "module still loaded after the cycles")
 
 
+@fails_nodes
 @test
 def device_removed_and_readded_while_loaded(c):
     c.load_module(0)

@@ -3,9 +3,10 @@ scanning for what any test allocated and did not free."""
 
 import soak
 
-from litebench.vm_harness import check, kmemleak, test
+from litebench.vm_harness import fails_nodes, check, kmemleak, test
 
 
+@fails_nodes
 @test
 def soak_of_three_minutes_loses_and_corrupts_nothing(c):
     # The four applications, lite-bench flows, checked RPCs, integrity runs and

@@ -7,11 +7,12 @@ import time
 from vcluster import Background
 import vwire
 
-from litebench.vm_harness import (call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, class_ops,
+from litebench.vm_harness import (fails_nodes, call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, class_ops,
                                   integrity, json_summary, link, lmr_counts, ping, restart_manager, rpc_calls,
                                   wait_peers)
 
 
+@fails_nodes
 @link
 def partitioned_node_is_declared_down_and_rejoins_after_the_heal(c):
     # Every frame to and from node 2 lost for longer than the manager's 8 s without
@@ -65,6 +66,7 @@ def write_into_node_2(c, seed):
 SHORT_CUT_S = 8
 
 
+@fails_nodes
 @link
 def partition_shorter_than_the_retry_budget_only_delays_operations(c):
     # Every frame to and from node 2 lost for 8 s while node 0 writes 256 MiB into
@@ -108,6 +110,7 @@ def partition_shorter_than_the_retry_budget_only_delays_operations(c):
 RETRY_BOUND_S = 35
 
 
+@fails_nodes
 @link
 def rdma_cut_past_the_retry_budget_fails_cleanly_and_reconnects(c):
     # Every frame to and from node 2 lost for 45 s, with the manager's dead-after
@@ -165,6 +168,7 @@ def rdma_cut_past_the_retry_budget_fails_cleanly_and_reconnects(c):
 
 
 
+@fails_nodes
 @link
 def paced_transfers_do_not_wait_for_a_dead_peers_bulk_bytes(c):
     # Paced work requests wait for the node's unpaced bulk bytes to drain, but not
@@ -250,6 +254,7 @@ LINK_FAULTS = [
 CLEAN_WIRE = ["loss 0", "lostburst 0", "dup 0", "delay 0", "noise 0"]
 
 
+@fails_nodes
 @link
 def every_operation_is_right_or_fails_cleanly_on_a_faulty_link(c):
     # Node 2 holds the data and serves the calls; node 0 moves checksummed bytes
@@ -316,6 +321,7 @@ def deadline_s(nbytes):
 HEAVY_FAULT = "noise=200"
 
 
+@fails_nodes
 @link
 def every_operation_ends_within_its_deadline_on_a_heavily_faulty_link(c):
     # 200 bit errors per MiB on node 2's wire while node 0 writes 256 KiB into
