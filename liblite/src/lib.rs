@@ -27,7 +27,7 @@ use nix::sys::mman::{mmap, munmap, MapFlags, ProtFlags};
 use std::ffi::c_void;
 use std::fs::{File, OpenOptions};
 use std::num::NonZeroUsize;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -156,6 +156,13 @@ pub struct Lite {
 unsafe impl Send for Lite {}
 // SAFETY: see Send.
 unsafe impl Sync for Lite {}
+
+/// The descriptor of /dev/lite, for `poll`, `mmap` or passing it to another process.
+impl AsRawFd for Lite {
+    fn as_raw_fd(&self) -> RawFd {
+        self.file.as_raw_fd()
+    }
+}
 
 impl Lite {
     /// Opens /dev/lite and maps the shared page.

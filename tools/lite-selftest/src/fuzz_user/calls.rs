@@ -1,12 +1,13 @@
 //! One `fuzz-user` worker's calls: the commands and their weights, and for each a
 //! structured random argument (see the parent module), issued through `Fuzz::one`.
 
-use super::{Args, NOBODY};
+use super::{chaos, Args, NOBODY};
 use lite::uapi::*;
 use lite::Lite;
 use lite_stats::Rng;
 use nix::errno::Errno;
 use nix::sys::mman::{mmap_anonymous, mprotect, MapFlags, ProtFlags};
+use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::mem::size_of;
 use std::num::NonZeroUsize;
@@ -28,9 +29,18 @@ const ADMIN: [u32; 9] = [
 ];
 /// Stands for a random command number in `CMDS`.
 const RANDOM: u32 = 0;
+/// Stand for what a worker does to its process (chaos.rs): scribble on its shared
+/// page, close and reopen /dev/lite, fork a child that calls and is killed.
+const SCRIBBLE: u32 = 1;
+const REOPEN: u32 = 2;
+const FORK: u32 = 3;
+/// Calls a forked child makes before it exits, at most; it is killed within
+/// `FORK_KILL_MS` ms.
+const FORK_CALLS: u64 = 8;
+const FORK_KILL_MS: u64 = 20;
 
 /// (name, command, weight).
-pub(super) const CMDS: [(&str, u32, u64); 41] = [
+pub(super) const CMDS: [(&str, u32, u64); 44] = [
     ("INFO", LITE_IOC_INFO, 2), ("PEERS", LITE_IOC_PEERS, 2), ("PING", LITE_IOC_PING, 2),
     ("MALLOC", LITE_IOC_MALLOC, 8), ("REGISTER", LITE_IOC_REGISTER, 3), ("MAP", LITE_IOC_MAP, 8),
     ("UNMAP", LITE_IOC_UNMAP, 4), ("FREE", LITE_IOC_FREE, 4), ("GRANT", LITE_IOC_GRANT, 3),
@@ -47,6 +57,7 @@ pub(super) const CMDS: [(&str, u32, u64); 41] = [
     ("PEER_CONNECT", LITE_IOC_PEER_CONNECT, 1), ("PEER_DOWN", LITE_IOC_PEER_DOWN, 1), ("QOS_SET", LITE_IOC_QOS_SET, 1),
     ("RESERVE", LITE_IOC_RESERVE, 1), ("CLASS_RULE_ADD", LITE_IOC_CLASS_RULE_ADD, 1),
     ("CLASS_RULE_DEL", LITE_IOC_CLASS_RULE_DEL, 1), ("RANDOM", RANDOM, 3),
+    ("SCRIBBLE", SCRIBBLE, 2), ("REOPEN", REOPEN, 1), ("FORK", FORK, 1),
 ];
 
 
@@ -130,13 +141,20 @@ pub(super) struct Fuzz {
     /// Command name -> time spent in its calls (ns).
     time_ns: BTreeMap<&'static str, u64>,
     eperm_violations: u64,
+    /// Forked children killed but not reaped yet.
+    zombies: Vec<Pid>,
 }
 
 impl Fuzz {
     /// The index in `CMDS` of the next command, by weight.
     pub(super) fn pick_command(&mut self) -> usize {
+        let mut rng = Rng::new(self.rng.next_u64());
+        self.pick_command_with(&mut rng)
+    }
+
+    fn pick_command_with(&self, rng: &mut Rng) -> usize {
         let total: u64 = CMDS.iter().map(|c| c.2).sum();
-        let mut w = self.rng.below(total);
+        let mut w = rng.below(total);
         CMDS.iter().position(|c| w < c.2 || { w -= c.2; false }).unwrap_or(0)
     }
 
@@ -160,7 +178,7 @@ impl Fuzz {
         };
         let (nodes, names) = (a.nodes.clone(), (0..8).map(name).collect());
         let (held, stale, tokens, slots, locks, stats) = (vec![], vec![], vec![], vec![], vec![], BTreeMap::new());
-        Ok(Fuzz { lite, rng, nodes, names, buf, ro, args, held, stale, tokens, slots, locks, stats, time_ns: BTreeMap::new(), eperm_violations: 0 })
+        Ok(Fuzz { lite, rng, nodes, names, buf, ro, args, held, stale, tokens, slots, locks, stats, time_ns: BTreeMap::new(), eperm_violations: 0, zombies: vec![] })
     }
 
     // ---- interesting values ----
@@ -448,6 +466,15 @@ impl Fuzz {
     /// One call of the command at `CMDS[i]`.
     pub(super) fn one(&mut self, i: usize) {
         let (name, mut cmd, _) = CMDS[i];
+        match cmd {
+            SCRIBBLE => {
+                let r = chaos::scribble(&self.lite, &mut self.rng);
+                return self.count(name, cmd, r.map(|()| 0));
+            }
+            REOPEN => return self.reopen(name),
+            FORK => return self.fork(name),
+            _ => {}
+        }
         if cmd == RANDOM {
             let size = if self.rng.chance(50) { self.rng.below(0x4000) as u32 } else { pick!(self, 0, 8, 16, 24, 32, 64, 0x78) };
             cmd = (self.rng.below(4) as u32) << 30 | size << 16 | LITE_IOC_MAGIC << 8 | self.rng.below(48) as u32;
@@ -496,6 +523,45 @@ impl Fuzz {
     }
 
     /// Drops handle `lh` from the pool; it becomes a stale handle.
+    /// Closes /dev/lite and opens it again: every handle, lock, call slot and token
+    /// of the old file is stale from now on.
+    fn reopen(&mut self, name: &'static str) {
+        match Lite::open() {
+            Ok(lite) => {
+                self.lite = lite;
+                let held: Vec<u64> = self.held.drain(..).map(|h| h.lh).collect();
+                self.stale.extend(held);
+                self.locks.clear();
+                self.slots.clear();
+                self.tokens.clear();
+                self.count(name, REOPEN, Ok(0));
+            }
+            Err(e) => self.count(name, REOPEN, Err(e.errno())),
+        }
+    }
+
+    /// Forks a child that makes up to `FORK_CALLS` calls through this worker's open
+    /// file (its handles, locks and slots) and kills it within `FORK_KILL_MS`.
+    fn fork(&mut self, name: &'static str) {
+        chaos::reap(&mut self.zombies);
+        let calls = 1 + self.rng.below(FORK_CALLS);
+        let kill_after = std::time::Duration::from_millis(self.rng.below(FORK_KILL_MS + 1));
+        let mut child = Rng::new(self.rng.next_u64());
+        let mut zombies = std::mem::take(&mut self.zombies);
+        let outcome = chaos::fork_and_kill(kill_after, &mut zombies, || {
+            for _ in 0..calls {
+                let i = self.pick_command_with(&mut child);
+                // No process chaos in the child: only calls.
+                if CMDS[i].1 > FORK {
+                    self.one(i);
+                }
+            }
+        });
+        self.zombies = zombies;
+        let outcome = outcome.map_or_else(|e| format!("{e:?}"), str::to_string);
+        *self.stats.entry(name).or_default().entry(outcome).or_default() += 1;
+    }
+
     fn forget(&mut self, lh: u64) {
         self.held.retain(|h| h.lh != lh);
         self.locks.retain(|l| l.0 != lh);

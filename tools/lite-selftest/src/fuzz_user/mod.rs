@@ -18,10 +18,16 @@
 //! interval timer (SIGALRM, no SA_RESTART) interrupts any wait left (a lock word
 //! holding garbage, a lock another worker keeps), so blocked calls end with EINTR.
 //!
-//! `calls.rs` holds the commands and how each one's arguments are made; this file
-//! the workers and the parent that watches them.
+//! Besides calls, a worker scribbles on its shared page, closes and reopens
+//! /dev/lite (its handles go stale), and forks children that call through its open
+//! file and are killed with SIGKILL within 20 ms, often in the middle of a call.
+//!
+//! `calls.rs` holds the commands and how each one's arguments are made, `chaos.rs`
+//! what a worker does to its process; this file the workers and the parent that
+//! watches them.
 
 mod calls;
+mod chaos;
 
 use calls::{Fuzz, CMDS, PAGE, RW};
 use lite::Lite;
