@@ -58,6 +58,10 @@ def a_holder_that_rejoins_is_reached_by_no_old_mapping(c):
     serve.wait_for("ready")
     client = Background(c, 0, "staleclient", "lite-selftest lmr-client stale --perm rw --hold")
     client.wait_for("mapped")
+    # And an LMR node 2 masters, whose process exits while node 2 is out of the
+    # cluster: its LMRs went with the incarnation, none stays behind in the status.
+    leftover = Background(c, 2, "leftover", "lite-selftest lmr-serve leftover --size 64K --holders 0")
+    leftover.wait_for("ready")
     for bg in (serve, client):
         for command in ("atomic", "write"):
             got = answer(bg, command)
@@ -65,6 +69,7 @@ def a_holder_that_rejoins_is_reached_by_no_old_mapping(c):
     c.exec(2, "lite-admin leave")
     for n in (0, 1):
         wait_peers(c, n, down=[2])
+    leftover.close()
     c.start_agent(2)
     c.wait_connected([0, 1, 2], timeout=90)
     for bg in (serve, client):
