@@ -26,7 +26,7 @@ KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm fuzz soak clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm lint fuzz soak clean
 
 all: guest
 
@@ -101,10 +101,17 @@ bench-qos: guest
 	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
 	tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 
-test-host: deps
+# The one lint gate: every crate rustfmt-clean and clippy-clean (the module's pure
+# files through the host crate), the Python tools ruff-clean (ruff.toml).
+lint: deps
+	$(CARGO) fmt --all --check
+	rustfmt --check --edition 2021 --config-path lite/.rustfmt.toml lite/lite_main.rs lite/host/lib.rs
+	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	python3 -m ruff check --quiet tools
+
+test-host: lint
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
-	rustfmt --check --edition 2021 --config-path lite/.rustfmt.toml lite/lite_main.rs lite/host/lib.rs
 	python3 -m unittest discover --quiet --start-directory tools --pattern 'test_*.py'
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the

@@ -2,6 +2,7 @@
 # Install everything LITE-RS needs on a fresh Debian 12 machine, idempotently:
 # Debian packages (skipped when present) and bindgen-cli into the cache dir.
 set -euo pipefail
+RUFF_VERSION=0.17.6
 case "${1:-}" in
   -h|--help) echo "usage: $0   install the Debian packages and bindgen-cli LITE-RS needs (idempotent)"; exit 0 ;;
 esac
@@ -39,4 +40,14 @@ ln -sf /usr/bin/rustdoc "$LITE_TOOLBIN/rustdoc"
 if ! python3 -c 'import matplotlib' 2>/dev/null; then
   echo "deps: installing matplotlib for $(command -v python3)"
   python3 -m pip install --quiet matplotlib
+fi
+# make lint's Rust linters, with rustup's toolchain.
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  echo "deps: adding clippy and rustfmt to the Rust toolchain"
+  rustup component add clippy rustfmt
+fi
+# make lint's Python linter.
+if ! python3 -m ruff --version 2>/dev/null | grep -q "^ruff $RUFF_VERSION$"; then
+  echo "deps: installing ruff $RUFF_VERSION for $(command -v python3)"
+  python3 -m pip install --quiet "ruff==$RUFF_VERSION"
 fi

@@ -630,7 +630,7 @@ def main():
         if args.join:
             c.join(range(args.nodes), timeout=60)
             log("all nodes joined")
-        log(f"run a command: tools/vcluster.py exec N 'lite-admin status'   shell: tools/vcluster.py shell N")
+        log("run a command: tools/vcluster.py exec N 'lite-admin status'   shell: tools/vcluster.py shell N")
     elif args.cmd == "exec":
         res = c.exec(args.node, " ".join(args.command), timeout=args.timeout, check=False)
         sys.stdout.write(res.out)

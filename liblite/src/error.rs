@@ -215,7 +215,14 @@ impl Error {
 
     /// Interprets an errno returned for an RPC operation `op` on `id` at `node`;
     /// `size`/`capacity` describe an EOVERFLOW.
-    pub(crate) fn from_rpc(op: &'static str, node: Option<u32>, id: u32, errno: Errno, size: u64, capacity: u64) -> Error {
+    pub(crate) fn from_rpc(
+        op: &'static str,
+        node: Option<u32>,
+        id: u32,
+        errno: Errno,
+        size: u64,
+        capacity: u64,
+    ) -> Error {
         match errno {
             Errno::ECONNREFUSED => Error::NoServer { node: node.unwrap_or(u32::MAX), id },
             Errno::ECONNRESET => Error::ServerGone { id },
@@ -438,7 +445,9 @@ mod tests {
         assert_eq!(rpc(Errno::EEXIST), Error::IdTaken(7));
         assert_eq!(rpc(Errno::EHOSTDOWN), Error::NodeDown(2));
         assert_eq!(rpc(Errno::ETIMEDOUT), Error::Timeout);
-        for errno in [Errno::ECONNREFUSED, Errno::ECONNRESET, Errno::EMSGSIZE, Errno::EOVERFLOW, Errno::EEXIST, Errno::EFAULT] {
+        for errno in
+            [Errno::ECONNREFUSED, Errno::ECONNRESET, Errno::EMSGSIZE, Errno::EOVERFLOW, Errno::EEXIST, Errno::EFAULT]
+        {
             assert_eq!(rpc(errno).errno(), errno);
         }
         let msg = rpc(Errno::EOVERFLOW).to_string();

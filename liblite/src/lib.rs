@@ -14,7 +14,7 @@ mod size;
 
 pub use error::{Error, Result, ERRNO_MESSAGES};
 pub use lite_uapi as uapi;
-pub use lmr::{LockGuard, Lmr, LmrStat, MallocOptions, Perm};
+pub use lmr::{Lmr, LmrStat, LockGuard, MallocOptions, Perm};
 pub use qos::{
     Class, ClassRule, ClassSource, ClassStat, Pacing, Phases, QosChange, QosMode, QosSettings, QosStat, RuleTarget,
 };
@@ -182,10 +182,9 @@ impl Lite {
         })?;
         let page = NonZeroUsize::new(page_size()).ok_or(Error::Sys { op: "sysconf", errno: Errno::EINVAL })?;
         // SAFETY: a fresh shared mapping of the device's one page; nothing else aliases it.
-        let addr = unsafe {
-            mmap(None, page, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &file, 0)
-        }
-        .map_err(|errno| Error::Sys { op: "mmap /dev/lite", errno })?;
+        let addr =
+            unsafe { mmap(None, page, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_SHARED, &file, 0) }
+                .map_err(|errno| Error::Sys { op: "mmap /dev/lite", errno })?;
         let lite = Lite { file, shared: addr.cast(), slots: AtomicU64::new(0) };
         let header = lite.shared_header();
         if header.magic != LITE_SHARED_MAGIC || header.abi_version != LITE_ABI_VERSION {

@@ -267,7 +267,15 @@ impl Lite {
     }
 
     /// An RDMA atomic (`LITE_ATOMIC_*`) on the word at `offset`; returns its old value.
-    pub(crate) fn lmr_atomic(&self, lh: u64, offset: u64, op: u32, operand: u64, swap: u64, size: Option<u64>) -> Result<u64> {
+    pub(crate) fn lmr_atomic(
+        &self,
+        lh: u64,
+        offset: u64,
+        op: u32,
+        operand: u64,
+        swap: u64,
+        size: Option<u64>,
+    ) -> Result<u64> {
         let name = if op == LITE_ATOMIC_COMPARE_SWAP { "compare-and-swap on LMR" } else { "fetch-and-add on LMR" };
         if !offset.is_multiple_of(8) {
             return Err(Error::InvalidArgument(format!("{name}: offset {offset} is not a multiple of 8")));
@@ -519,6 +527,43 @@ fn check_range(op: &str, offset: u64, len: u64, size: Option<u64>) -> Result<()>
     }
 }
 
+/// A distributed lock held by this process ([`Lmr::lock`]); dropping it unlocks.
+#[must_use = "the lock is released when the guard is dropped"]
+pub struct LockGuard<'l> {
+    lmr: &'l Lmr<'l>,
+    offset: u64,
+    holder_died: bool,
+    released: bool,
+}
+
+impl LockGuard<'_> {
+    /// The lock was taken over from a holder whose node died while holding it.
+    pub fn holder_died(&self) -> bool {
+        self.holder_died
+    }
+
+    /// Releases the lock, reporting failures that dropping the guard ignores.
+    pub fn unlock(mut self) -> Result<()> {
+        self.released = true;
+        self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size)).map(drop)
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // Failing means the lock is gone already (LMR freed, node taken for dead).
+            let _ = self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size));
+        }
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LockGuard").field("lmr", self.lmr).field("offset", &self.offset).finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,42 +624,5 @@ mod tests {
         let empty = check_range("write LMR", 0, 0, Some(10)).unwrap_err();
         assert_eq!(empty.errno(), Errno::EINVAL);
         assert!(empty.to_string().contains("write LMR of 0 bytes"));
-    }
-}
-
-/// A distributed lock held by this process ([`Lmr::lock`]); dropping it unlocks.
-#[must_use = "the lock is released when the guard is dropped"]
-pub struct LockGuard<'l> {
-    lmr: &'l Lmr<'l>,
-    offset: u64,
-    holder_died: bool,
-    released: bool,
-}
-
-impl LockGuard<'_> {
-    /// The lock was taken over from a holder whose node died while holding it.
-    pub fn holder_died(&self) -> bool {
-        self.holder_died
-    }
-
-    /// Releases the lock, reporting failures that dropping the guard ignores.
-    pub fn unlock(mut self) -> Result<()> {
-        self.released = true;
-        self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size)).map(drop)
-    }
-}
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        if !self.released {
-            // Failing means the lock is gone already (LMR freed, node taken for dead).
-            let _ = self.lmr.lite.lmr_lock(self.lmr.lh, self.offset, LITE_LOCK_RELEASE, Some(self.lmr.size));
-        }
-    }
-}
-
-impl fmt::Debug for LockGuard<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LockGuard").field("lmr", self.lmr).field("offset", &self.offset).finish()
     }
 }

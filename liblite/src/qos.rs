@@ -332,7 +332,9 @@ impl Lite {
         if let Some(target) = change.target99 {
             let ns = u64::try_from(target.as_nanos()).unwrap_or(u64::MAX);
             if ns == 0 || ns > 10_000_000_000 {
-                return Err(Error::InvalidArgument(format!("Target99 must be above 0 and at most 10 s, not {target:?}")));
+                return Err(Error::InvalidArgument(format!(
+                    "Target99 must be above 0 and at most 10 s, not {target:?}"
+                )));
             }
             arg.set |= LITE_QOS_SET_TARGET;
             arg.target99_ns = ns;
@@ -395,7 +397,8 @@ impl Lite {
     /// The operator's rules, oldest first.
     pub fn class_rules(&self) -> Result<Vec<ClassRule>> {
         let mut entries = vec![LiteClassRule::default(); LITE_MAX_RULES as usize];
-        let mut list = LiteClassRules { entries: entries.as_mut_ptr() as u64, capacity: entries.len() as u32, count: 0 };
+        let mut list =
+            LiteClassRules { entries: entries.as_mut_ptr() as u64, capacity: entries.len() as u32, count: 0 };
         self.ioctl("list class rules", None, LITE_IOC_CLASS_RULES, &mut list)?;
         entries.truncate((list.count as usize).min(entries.len()));
         Ok(entries

@@ -77,16 +77,20 @@ impl Lite {
 
     fn slot_state(&self, slot: u32) -> u32 {
         // SAFETY: an aligned u32 of the mapped page, which the kernel writes atomically.
-        unsafe { AtomicU32::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).state))) }.load(Ordering::Acquire)
+        unsafe { AtomicU32::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).state))) }
+            .load(Ordering::Acquire)
     }
 
     fn slot_result(&self, slot: u32) -> (u32, u64, u64) {
         // SAFETY: as in `slot_state`; read after the state's Acquire load.
         unsafe {
             (
-                AtomicU32::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).error))).load(Ordering::Relaxed),
-                AtomicU64::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).len))).load(Ordering::Relaxed),
-                AtomicU64::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).seq))).load(Ordering::Relaxed),
+                AtomicU32::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).error)))
+                    .load(Ordering::Relaxed),
+                AtomicU64::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).len)))
+                    .load(Ordering::Relaxed),
+                AtomicU64::from_ptr(self.slot_field(slot, |s| std::ptr::addr_of_mut!((*s).seq)))
+                    .load(Ordering::Relaxed),
             )
         }
     }
@@ -162,7 +166,14 @@ impl Lite {
         }
         match status {
             0 => Ok(len as usize),
-            errno => Err(Error::from_rpc("RPC", Some(call.node), call.id, Errno::from_raw(errno as i32), len, call.capacity as u64)),
+            errno => Err(Error::from_rpc(
+                "RPC",
+                Some(call.node),
+                call.id,
+                Errno::from_raw(errno as i32),
+                len,
+                call.capacity as u64,
+            )),
         }
     }
 
@@ -175,7 +186,14 @@ impl Lite {
 
     /// Multicast RPC: the same request to every node of `nodes` at once; each
     /// node's reply lands in its `outputs` buffer. Returns each node's outcome.
-    pub fn multicast_rpc(&self, nodes: &[u32], id: u32, input: &[u8], outputs: &mut [Vec<u8>], timeout: Duration) -> Vec<Result<usize>> {
+    pub fn multicast_rpc(
+        &self,
+        nodes: &[u32],
+        id: u32,
+        input: &[u8],
+        outputs: &mut [Vec<u8>],
+        timeout: Duration,
+    ) -> Vec<Result<usize>> {
         let mut posted = Vec::with_capacity(nodes.len());
         for (&node, output) in nodes.iter().zip(outputs.iter_mut()) {
             posted.push(self.post(node, id, input, output, timeout));
@@ -209,10 +227,17 @@ impl Lite {
     /// Stops serving `id`: waiting callers fail with `ServerGone`.
     pub fn unregister_rpc(&self, id: u32) -> Result<()> {
         let mut arg = LiteRpcId { id, reserved: 0 };
-        self.sys_ioctl(LITE_IOC_RPC_UNREGISTER, &mut arg).map_err(|e| Error::from_rpc("unregister RPC", None, id, e, 0, 0))
+        self.sys_ioctl(LITE_IOC_RPC_UNREGISTER, &mut arg)
+            .map_err(|e| Error::from_rpc("unregister RPC", None, id, e, 0, 0))
     }
 
-    fn recv_result(&self, id: u32, arg: &LiteRpcRecv, rc: std::result::Result<(), Errno>, buf_len: usize) -> Result<Incoming> {
+    fn recv_result(
+        &self,
+        id: u32,
+        arg: &LiteRpcRecv,
+        rc: std::result::Result<(), Errno>,
+        buf_len: usize,
+    ) -> Result<Incoming> {
         rc.map_err(|errno| Error::from_rpc("receive RPC", None, id, errno, arg.len, buf_len as u64))?;
         Ok(Incoming {
             len: arg.len as usize,
@@ -240,11 +265,19 @@ impl Lite {
     pub fn reply_rpc(&self, token: ReplyToken, reply: &[u8]) -> Result<()> {
         check_size(reply.len())?;
         let mut arg = LiteRpcReply { token: token.0, buf: reply.as_ptr() as u64, len: reply.len() as u64 };
-        self.sys_ioctl(LITE_IOC_RPC_REPLY, &mut arg).map_err(|e| Error::from_rpc("reply RPC", None, 0, e, reply.len() as u64, 0))
+        self.sys_ioctl(LITE_IOC_RPC_REPLY, &mut arg)
+            .map_err(|e| Error::from_rpc("reply RPC", None, 0, e, reply.len() as u64, 0))
     }
 
     /// Reply, then receive the next request for `id`, in one crossing.
-    pub fn reply_and_recv(&self, token: ReplyToken, reply: &[u8], id: u32, buf: &mut [u8], timeout: Duration) -> Result<Incoming> {
+    pub fn reply_and_recv(
+        &self,
+        token: ReplyToken,
+        reply: &[u8],
+        id: u32,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<Incoming> {
         check_size(reply.len())?;
         let mut arg = LiteRpcReplyRecv {
             reply: LiteRpcReply { token: token.0, buf: reply.as_ptr() as u64, len: reply.len() as u64 },
@@ -275,7 +308,15 @@ impl Lite {
     }
 
     /// `count` RPCs issued by the kernel itself (the in-kernel caller), each one's time.
-    pub fn kernel_rpc_bench(&self, node: u32, id: u32, count: u32, request: usize, reply: usize, timeout: Duration) -> Result<Vec<Duration>> {
+    pub fn kernel_rpc_bench(
+        &self,
+        node: u32,
+        id: u32,
+        count: u32,
+        request: usize,
+        reply: usize,
+        timeout: Duration,
+    ) -> Result<Vec<Duration>> {
         let mut times = vec![0u64; count as usize];
         let mut arg = LiteRpcBench {
             node,

@@ -174,7 +174,7 @@ def comparisons(results):
         # Against the first LMR alone, timed by the same process before it made the others.
         # With one LMR, the same LMR timed again later: what the procedure itself varies.
         alone = r.get("alone", {}).get("median_ns")
-        metric = (f"LT_write median, the same 1 LMR later vs before (control)" if count == "1" else
+        metric = ("LT_write median, the same 1 LMR later vs before (control)" if count == "1" else
                   f"LT_write median, {int(count):,} LMRs of {fmt_size(r.get('size', 4096))} vs 1 LMR")
         rows.append(compare(metric, r.get("write_size"), r.get("median_ns"), alone, "ns", "lmrs"))
     for size, r in sorted(lite.get("rpc_lat", {}).items(), key=lambda kv: int(kv[0])):

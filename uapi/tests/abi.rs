@@ -102,13 +102,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LitePacing>(), 6 * 8);
     assert_eq!(
         size_of::<LiteQosStat>(),
-        4 + 4
-            + 12 * 8
-            + 3 * size_of::<LiteClassStat>()
-            + 2 * size_of::<LitePhases>()
-            + 4
-            + 4
-            + size_of::<LitePacing>()
+        4 + 4 + 12 * 8 + 3 * size_of::<LiteClassStat>() + 2 * size_of::<LitePhases>() + 4 + 4 + size_of::<LitePacing>()
     );
     assert_eq!(size_of::<LiteRegister>(), 8 + 8 + 4 + 4 + 64 + 8);
     assert_eq!(align_of::<LitePeerStatus>(), 8);

@@ -123,7 +123,9 @@ pub unsafe extern "C" fn lite_multicast_rpc(
         _ => return EINVAL,
     };
     // SAFETY: the caller passes `count` node ids and output pointers.
-    let (nodes, out_ptrs) = unsafe { (std::slice::from_raw_parts(nodes, count as usize), std::slice::from_raw_parts(outs, count as usize)) };
+    let (nodes, out_ptrs) = unsafe {
+        (std::slice::from_raw_parts(nodes, count as usize), std::slice::from_raw_parts(outs, count as usize))
+    };
     let mut buffers: Vec<Vec<u8>> = vec![vec![0u8; out_cap as usize]; count as usize];
     let outcomes = lite.multicast_rpc(nodes, id, input, &mut buffers, Duration::from_millis(timeout_ms.into()));
     for (i, (outcome, buffer)) in outcomes.into_iter().zip(buffers.iter()).enumerate() {
@@ -149,7 +151,14 @@ pub unsafe extern "C" fn lite_multicast_rpc(
 /// # Safety
 /// `lite` is a live handle; `msg` is valid for `len` bytes (or NULL with 0).
 #[no_mangle]
-pub unsafe extern "C" fn lite_send(lite: *const LiteHandle, node: u32, id: u32, msg: *const c_void, len: u64, timeout_ms: u32) -> c_int {
+pub unsafe extern "C" fn lite_send(
+    lite: *const LiteHandle,
+    node: u32,
+    id: u32,
+    msg: *const c_void,
+    len: u64,
+    timeout_ms: u32,
+) -> c_int {
     // SAFETY: forwarded from the caller.
     let msg = match unsafe { bytes(msg, len) } {
         Ok(m) => m,
@@ -186,7 +195,14 @@ pub unsafe extern "C" fn lite_unregister_rpc(lite: *const LiteHandle, id: u32) -
 /// # Safety
 /// `lite` is a live handle; `buf` is valid for `cap` bytes; `got` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn lite_recv_rpc(lite: *const LiteHandle, id: u32, buf: *mut c_void, cap: u64, timeout_ms: u32, got: *mut LiteIncoming) -> c_int {
+pub unsafe extern "C" fn lite_recv_rpc(
+    lite: *const LiteHandle,
+    id: u32,
+    buf: *mut c_void,
+    cap: u64,
+    timeout_ms: u32,
+    got: *mut LiteIncoming,
+) -> c_int {
     // SAFETY: forwarded from the caller.
     let (lite, buf) = match unsafe { (handle(lite), bytes_mut(buf, cap)) } {
         (Ok(l), Ok(b)) => (l, b),

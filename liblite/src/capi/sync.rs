@@ -12,7 +12,13 @@ use std::ffi::c_int;
 /// # Safety
 /// `lite` is a live handle; `old` is NULL or points to writable memory.
 #[no_mangle]
-pub unsafe extern "C" fn lite_fetch_add(lite: *const LiteHandle, lh: u64, offset: u64, value: u64, old: *mut u64) -> c_int {
+pub unsafe extern "C" fn lite_fetch_add(
+    lite: *const LiteHandle,
+    lh: u64,
+    offset: u64,
+    value: u64,
+    old: *mut u64,
+) -> c_int {
     // SAFETY: forwarded from the caller.
     unsafe { atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_FETCH_ADD, value, 0, None)) }
 }
@@ -33,7 +39,9 @@ pub unsafe extern "C" fn lite_compare_swap(
     old: *mut u64,
 ) -> c_int {
     // SAFETY: forwarded from the caller.
-    unsafe { atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_COMPARE_SWAP, expected, new, None)) }
+    unsafe {
+        atomic_result(lite, old, |l| l.lmr_atomic(lh, offset, uapi::LITE_ATOMIC_COMPARE_SWAP, expected, new, None))
+    }
 }
 
 /// Takes the distributed lock whose 8-byte word is at `offset` of the LMR (the word
@@ -80,7 +88,13 @@ pub unsafe extern "C" fn lite_unlock(lite: *const LiteHandle, lh: u64, offset: u
 /// # Safety
 /// `lite` is a live handle.
 #[no_mangle]
-pub unsafe extern "C" fn lite_barrier(lite: *const LiteHandle, lh: u64, offset: u64, participants: u32, timeout_ms: u32) -> c_int {
+pub unsafe extern "C" fn lite_barrier(
+    lite: *const LiteHandle,
+    lh: u64,
+    offset: u64,
+    participants: u32,
+    timeout_ms: u32,
+) -> c_int {
     let timeout = std::time::Duration::from_millis(timeout_ms.into());
     // SAFETY: forwarded from the caller.
     unsafe { with_lite(lite, |l| l.lmr_barrier(lh, offset, participants, timeout, None)) }

@@ -86,7 +86,7 @@ mod tests {
             ImmKind::RpcReply,
             ImmKind::RpcHead,
         ] {
-            for payload in [0, 1, 0x1234_567, PAYLOAD_MAX] {
+            for payload in [0, 1, 0x0123_4567, PAYLOAD_MAX] {
                 let imm = encode_imm(kind, payload).unwrap();
                 assert_eq!(decode_imm(imm), Some((kind, payload)));
             }

@@ -21,7 +21,11 @@ const DEFAULT_PIDFILE: &str = "/run/lite-agent.pid";
 const DEFAULT_MANAGER_PIDFILE: &str = "/run/lite-manager.pid";
 
 #[derive(Parser)]
-#[command(name = "lite-admin", version, about = "Operate LITE-RS nodes: cluster membership, status, ping and priority classes")]
+#[command(
+    name = "lite-admin",
+    version,
+    about = "Operate LITE-RS nodes: cluster membership, status, ping and priority classes"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -218,10 +222,8 @@ fn main() -> ExitCode {
             ping(node, count, size, Duration::from_millis(timeout_ms), json)
         }
         Command::Wait { connected, down, timeout_s } => wait(&connected, &down, Duration::from_secs(timeout_s)),
-        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile, allow_any_port } => listen
-            .parse()
-            .map_err(|e| format!("bad --listen address {listen}: {e}"))
-            .and_then(|listen| {
+        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile, allow_any_port } => {
+            listen.parse().map_err(|e| format!("bad --listen address {listen}: {e}")).and_then(|listen| {
                 manager::run(manager::Options {
                     listen,
                     heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
@@ -229,7 +231,8 @@ fn main() -> ExitCode {
                     pidfile,
                     allow_any_port,
                 })
-            }),
+            })
+        }
         Command::Join { manager, id, pidfile } => {
             let manager =
                 if manager.contains(':') { manager } else { format!("{manager}:{}", membership::DEFAULT_PORT) };
@@ -586,4 +589,3 @@ fn leave(pidfile: &PathBuf) -> Result<(), String> {
     }
     Err(format!("the agent (pid {pid}) did not exit within 30 s"))
 }
-

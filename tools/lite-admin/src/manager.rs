@@ -104,7 +104,10 @@ pub fn run(opts: Options) -> Result<(), String> {
         last_tick = now;
         if stall > opts.heartbeat {
             if stall > STALL_REPORT {
-                eprintln!("manager: did not run for {:.1} s; that silence is not held against the nodes", stall.as_secs_f64());
+                eprintln!(
+                    "manager: did not run for {:.1} s; that silence is not held against the nodes",
+                    stall.as_secs_f64()
+                );
             }
             st.registry.excuse(stall, now);
         }
@@ -114,7 +117,11 @@ pub fn run(opts: Options) -> Result<(), String> {
         let Shared { registry, link_failures, .. } = &mut *st;
         let up = |k: Known| registry.is_current(k);
         if let Some((k, peers)) = link_failures.verdict(opts.heartbeat * LINK_VERDICT_HEARTBEATS, now, up) {
-            st.declare_down(k.id, k.epoch, &format!("its links to nodes {peers:?} failed; it rejoins as a new incarnation"));
+            st.declare_down(
+                k.id,
+                k.epoch,
+                &format!("its links to nodes {peers:?} failed; it rejoins as a new incarnation"),
+            );
         }
         st.broadcast(&ToAgent::Heartbeat);
     });
@@ -220,7 +227,10 @@ fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
                 st.registry.seen(from.id, from.epoch, Instant::now());
                 if st.registry.is_current(Known { id: to, epoch: to_epoch }) {
                     if let Some(link) = st.links.get_mut(&to) {
-                        let _ = send(&mut link.stream, &ToAgent::Conn { from: from.id, from_epoch: from.epoch, to_epoch, info });
+                        let _ = send(
+                            &mut link.stream,
+                            &ToAgent::Conn { from: from.id, from_epoch: from.epoch, to_epoch, info },
+                        );
                     }
                 }
             }

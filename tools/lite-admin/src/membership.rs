@@ -72,12 +72,23 @@ pub struct Known {
 pub enum ToManager {
     /// First message. `node` is the identity the kernel already has (after a manager
     /// restart); `want_id` asks for a specific id on a first join.
-    Hello { node: Option<Known>, want_id: Option<u32>, hostname: String, peers: Vec<Known> },
+    Hello {
+        node: Option<Known>,
+        want_id: Option<u32>,
+        hostname: String,
+        peers: Vec<Known>,
+    },
     /// Forward our side to node `to` (incarnation `to_epoch`).
-    Conn { to: u32, to_epoch: u64, info: Conn },
+    Conn {
+        to: u32,
+        to_epoch: u64,
+        info: Conn,
+    },
     /// Our kernel marked incarnation `to` failed (its RC retries ran out, or a QP
     /// went to error) although the manager still counts it up.
-    LinkFailed { to: Known },
+    LinkFailed {
+        to: Known,
+    },
     Heartbeat,
     Leave,
 }
@@ -95,9 +106,18 @@ pub enum ToAgent {
         #[serde(default)]
         silence_ms: u64,
     },
-    Refused { reason: String },
-    Members { members: Vec<Member> },
-    Conn { from: u32, from_epoch: u64, to_epoch: u64, info: Conn },
+    Refused {
+        reason: String,
+    },
+    Members {
+        members: Vec<Member>,
+    },
+    Conn {
+        from: u32,
+        from_epoch: u64,
+        to_epoch: u64,
+        info: Conn,
+    },
     Heartbeat,
 }
 
@@ -159,7 +179,9 @@ impl Registry {
         }
         let want_id = want_id.or(node.map(|k| k.id).filter(|&id| id < self.max_nodes && !self.is_up(id)));
         let id = match want_id {
-            Some(id) if id >= self.max_nodes => return Err(format!("node id {id} is out of range 0..{}", self.max_nodes)),
+            Some(id) if id >= self.max_nodes => {
+                return Err(format!("node id {id} is out of range 0..{}", self.max_nodes))
+            }
             Some(id) if self.is_up(id) => return Err(format!("node id {id} is already taken by a live node")),
             Some(id) => id,
             None => (0..self.max_nodes)
@@ -342,7 +364,14 @@ mod tests {
 
     #[test]
     fn conn_round_trips_and_rejects_oversized_lists() {
-        let mut info = lite::ConnInfo { nr_qps: 2, mtu: 3, mailbox_addr: 1 << 40, mailbox_rkey: 9, mailbox_slots: 32, ..Default::default() };
+        let mut info = lite::ConnInfo {
+            nr_qps: 2,
+            mtu: 3,
+            mailbox_addr: 1 << 40,
+            mailbox_rkey: 9,
+            mailbox_slots: 32,
+            ..Default::default()
+        };
         info.qpn[..2].copy_from_slice(&[17, 18]);
         info.psn[..2].copy_from_slice(&[5, 6]);
         let conn = Conn::from_abi(&info);
@@ -355,7 +384,15 @@ mod tests {
 
     #[test]
     fn messages_are_json_lines() {
-        let info = Conn { gid: [0; 16], mtu: 3, qpn: vec![1], psn: vec![2], mailbox_addr: 4096, mailbox_rkey: 5, mailbox_slots: 32 };
+        let info = Conn {
+            gid: [0; 16],
+            mtu: 3,
+            qpn: vec![1],
+            psn: vec![2],
+            mailbox_addr: 4096,
+            mailbox_rkey: 5,
+            mailbox_slots: 32,
+        };
         let m = ToManager::Conn { to: 2, to_epoch: 7, info };
         let line = serde_json::to_string(&m).unwrap();
         assert!(!line.contains('\n'));

@@ -66,7 +66,7 @@ pub fn target(target: Option<Duration>, ratio: Option<f64>) -> Result<(), String
     let lite = open()?;
     let ratio_pct = match ratio {
         None => None,
-        Some(r) if r == 0.0 => Some(0),
+        Some(0.0) => Some(0),
         Some(r) if (1.01..=10.0).contains(&r) => Some((r * 100.0).round() as u32),
         Some(r) => return Err(format!("--ratio must be 1.01 to 10, or 0 (off), not {r}")),
     };
@@ -87,7 +87,9 @@ pub fn target(target: Option<Duration>, ratio: Option<f64>) -> Result<(), String
                     human(alone.as_nanos() as u64),
                     human(stat.target99.as_nanos() as u64)
                 ),
-                None => println!("Target99 {ratio:.2} x the latency class's p99 alone (not known yet: {absolute} until it is)"),
+                None => println!(
+                    "Target99 {ratio:.2} x the latency class's p99 alone (not known yet: {absolute} until it is)"
+                ),
             }
         }
     }
@@ -97,7 +99,8 @@ pub fn target(target: Option<Duration>, ratio: Option<f64>) -> Result<(), String
 pub fn weights(weights: Option<[u32; 3]>, link_rate: Option<u64>, chunk_bytes: Option<u32>) -> Result<(), String> {
     let lite = open()?;
     if weights.is_some() || link_rate.is_some() || chunk_bytes.is_some() {
-        lite.set_qos(&QosChange { weights, link_rate, chunk_bytes, ..Default::default() }).map_err(|e| e.to_string())?;
+        lite.set_qos(&QosChange { weights, link_rate, chunk_bytes, ..Default::default() })
+            .map_err(|e| e.to_string())?;
     }
     let s = lite.qos().map_err(|e| e.to_string())?;
     let stat = lite.qos_stat().map_err(|e| e.to_string())?;
@@ -269,7 +272,8 @@ fn pacing_json(before: &Pacing, now: &Pacing, secs: f64) -> PacingJson {
     let paced = now.paced_bytes.wrapping_sub(before.paced_bytes);
     let wrs = now.place_wrs.wrapping_sub(before.place_wrs);
     let held = now.place_held.saturating_sub(before.place_held);
-    let per_wr = |now: Duration, before: Duration| (now.saturating_sub(before).as_nanos() / u128::from(wrs.max(1))) as u64;
+    let per_wr =
+        |now: Duration, before: Duration| (now.saturating_sub(before).as_nanos() / u128::from(wrs.max(1))) as u64;
     PacingJson {
         offered_bytes_per_s: offered as f64 / secs,
         paced_bytes_per_s: paced as f64 / secs,

@@ -53,12 +53,13 @@ pub(crate) fn bw(
             let (barrier, runs, lats, failure) = (&barrier, &runs, &lats, &failure);
             scope.spawn(move || {
                 // Every thread passes every barrier, failed or not, so none waits forever.
-                let state: Res<(Lite, Buffer)> = Lite::open()
-                    .map_err(err("open /dev/lite"))
-                    .and_then(|lite| Ok((lite, buffer(lmr_size)?)));
+                let state: Res<(Lite, Buffer)> =
+                    Lite::open().map_err(err("open /dev/lite")).and_then(|lite| Ok((lite, buffer(lmr_size)?)));
                 let name = format!("bench-{}-bw-{t}", std::process::id());
                 let lmr = match &state {
-                    Ok((lite, _)) => lite.malloc(lmr_size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc")),
+                    Ok((lite, _)) => {
+                        lite.malloc(lmr_size, &name, &opts(vec![holder], namespace)).map_err(err("LT_malloc"))
+                    }
                     Err(e) => Err(e.clone()),
                 };
                 for (i, &size) in sizes.iter().enumerate() {
@@ -112,7 +113,10 @@ pub(crate) fn bw(
         let ns = nanos(end - start);
         let (mib_s, mb_s) = throughput(bytes, ns);
         let lat = Summary::of(&mut lats[i]).map(summary_json).unwrap_or(Value::Null);
-        progress.say(&format!("  {size} B x {threads} thread(s): {mib_s:.1} MiB/s ({writes} writes in {:.2} s)", ns as f64 / 1e9));
+        progress.say(&format!(
+            "  {size} B x {threads} thread(s): {mib_s:.1} MiB/s ({writes} writes in {:.2} s)",
+            ns as f64 / 1e9
+        ));
         results.push(json!({
             "size": size,
             "writes": writes,

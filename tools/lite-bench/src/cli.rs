@@ -261,7 +261,8 @@ mod tests {
             (threads, procs)
         };
         assert_eq!(parse(&[]), (1, 1));
-        let Command::Flow { think_us, .. } = Cli::try_parse_from(["lite-bench", "flow", "--holder", "1"]).unwrap().command
+        let Command::Flow { think_us, .. } =
+            Cli::try_parse_from(["lite-bench", "flow", "--holder", "1"]).unwrap().command
         else {
             panic!("not a flow")
         };

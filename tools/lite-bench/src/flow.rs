@@ -153,9 +153,8 @@ pub(crate) fn flow(
     } else {
         flow_threads(namespace, spec, threads, think, limit, None)?
     };
-    let started_unix_ms = start
-        .and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as u64);
+    let started_unix_ms =
+        start.and_then(|(_, wall)| wall.duration_since(std::time::UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as u64);
     samples.sort_unstable();
     let per_op = spec.bytes_per_op();
     let interval = interval_ms * 1_000_000;
@@ -249,10 +248,9 @@ fn flow_threads(
                 // which finds the server.
                 let lmr: Res<Option<Lmr<'_>>> = match (&setup, &mut buffers) {
                     (Ok(lite), Ok((input, output))) => match op.lmr_op() {
-                        Some(_) => lite
-                            .malloc(size, &name, &opts(vec![holder], namespace))
-                            .map(Some)
-                            .map_err(err("LT_malloc")),
+                        Some(_) => {
+                            lite.malloc(size, &name, &opts(vec![holder], namespace)).map(Some).map_err(err("LT_malloc"))
+                        }
                         None => first_rpc(lite, spec, input, output).map(|()| None),
                     },
                     (Err(e), _) => Err(e.clone()),
@@ -263,7 +261,8 @@ fn flow_threads(
                     let lite = setup.as_ref().map_err(|e| e.clone())?;
                     let lmr = lmr.as_ref().map_err(|e| e.clone())?;
                     let (input, output) = buffers.as_mut().map_err(|e| e.clone())?;
-                    let t0 = start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
+                    let t0 =
+                        start.lock().unwrap().get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now())).0;
                     let mut mine = Vec::new();
                     let mut began = Instant::now();
                     while began - t0 < limit {

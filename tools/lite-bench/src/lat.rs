@@ -8,7 +8,15 @@ use lite_stats::Summary;
 use serde_json::{json, Value};
 use std::time::Instant;
 
-pub(crate) fn lat(progress: &Progress, namespace: u32, op: Op, holder: u32, sizes: &[u64], iters: u32, warmup: u32) -> Res<Value> {
+pub(crate) fn lat(
+    progress: &Progress,
+    namespace: u32,
+    op: Op,
+    holder: u32,
+    sizes: &[u64],
+    iters: u32,
+    warmup: u32,
+) -> Res<Value> {
     if iters == 0 {
         return Err("--iters must be at least 1".into());
     }

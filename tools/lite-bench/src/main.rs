@@ -72,7 +72,19 @@ fn main() -> ExitCode {
         Command::Malloc { size, ref holders, repeat } => {
             malloc(&progress, cli.namespace, size, holders.as_deref().unwrap_or(&[]), repeat)
         }
-        Command::Flow { holder, size, op, reply_size, rpc_id, seconds, class, threads, procs, interval_ms, think_us } => {
+        Command::Flow {
+            holder,
+            size,
+            op,
+            reply_size,
+            rpc_id,
+            seconds,
+            class,
+            threads,
+            procs,
+            interval_ms,
+            think_us,
+        } => {
             let spec = FlowSpec { holder, size, op, reply_size, rpc_id };
             let workers = Workers { threads, procs, think: Duration::from_micros(think_us) };
             flow(&progress, cli.namespace, &spec, seconds, class, workers, interval_ms)

@@ -59,7 +59,10 @@ pub fn count(lite: &Lite, a: &Count) -> ExitCode {
                     mine.push(began.elapsed().as_nanos() as u64);
                     if let Err(e) = result {
                         failed.fetch_add(1, Ordering::Relaxed);
-                        first_error.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!("{e} ({})", e.errno()));
+                        first_error
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(format!("{e} ({})", e.errno()));
                         return;
                     }
                     guess = guess.wrapping_add(1);

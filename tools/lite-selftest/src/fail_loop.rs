@@ -134,7 +134,9 @@ pub fn run(lite: &Lite, args: &Args) -> ExitCode {
     let kinds: serde_json::Map<String, serde_json::Value> = KINDS
         .iter()
         .zip(&counts)
-        .map(|(&(what, errno), n)| (what.to_string(), json!({"calls": n.load(Ordering::Relaxed), "errno": format!("{errno:?}")})))
+        .map(|(&(what, errno), n)| {
+            (what.to_string(), json!({"calls": n.load(Ordering::Relaxed), "errno": format!("{errno:?}")}))
+        })
         .collect();
     println!(
         "{}",

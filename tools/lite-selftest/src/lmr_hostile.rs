@@ -218,7 +218,11 @@ fn atomics(c: &mut Checks, raw: &Raw<'_>, t: &Targets) {
         c.expect(&format!("read the word back {at}"), raw.read(lh, word, value.as_mut_ptr() as u64, 8), Ok(()));
         let seen = [old, old_after_add, old_after_miss, u64::from_le_bytes(value)];
         if seen != [start, start + 3, start + 3, 9] {
-            c.fail(&format!("atomics {at}: old values and final word {seen:?}, want [{start}, {}, {}, 9]", start + 3, start + 3));
+            c.fail(&format!(
+                "atomics {at}: old values and final word {seen:?}, want [{start}, {}, {}, 9]",
+                start + 3,
+                start + 3
+            ));
         }
         let size = MIB;
         for (what, offset) in [("offset 4", 4), ("offset 1", 1), ("the last 4 bytes", size - 4)] {
@@ -239,12 +243,12 @@ fn atomics(c: &mut Checks, raw: &Raw<'_>, t: &Targets) {
         let mut arg = LiteAtomic { lh, op: LITE_ATOMIC_FETCH_ADD, reserved: 1, ..Default::default() };
         c.expect(&format!("atomic with reserved bits {at}"), raw.io(LITE_IOC_ATOMIC, &mut arg), Err(Errno::EINVAL));
     }
-    c.expect("fetch-add on an unknown handle", raw.atomic(0xdead_beef, 0, LITE_ATOMIC_FETCH_ADD, 1, 0).0, Err(Errno::EBADF));
     c.expect(
-        "atomic with a kernel-space argument",
-        raw.0.raw_ioctl(LITE_IOC_ATOMIC, KERNEL_ADDR),
-        Err(Errno::EFAULT),
+        "fetch-add on an unknown handle",
+        raw.atomic(0xdead_beef, 0, LITE_ATOMIC_FETCH_ADD, 1, 0).0,
+        Err(Errno::EBADF),
     );
+    c.expect("atomic with a kernel-space argument", raw.0.raw_ioctl(LITE_IOC_ATOMIC, KERNEL_ADDR), Err(Errno::EFAULT));
 }
 
 /// Valid transfers work, so that the failures below are about the arguments.

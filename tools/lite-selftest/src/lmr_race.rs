@@ -211,7 +211,14 @@ impl Mapper<'_> {
     /// Accounts one operation that began when `freed_before` rounds were freed, on a
     /// handle of round `k`: Ok(true) it succeeded, Ok(false) it was refused with an
     /// errno out of `benign`.
-    fn outcome(&mut self, what: &'static str, k: u64, freed_before: u64, r: Result<(), Errno>, benign: &[Errno]) -> Result<bool, Halt> {
+    fn outcome(
+        &mut self,
+        what: &'static str,
+        k: u64,
+        freed_before: u64,
+        r: Result<(), Errno>,
+        benign: &[Errno],
+    ) -> Result<bool, Halt> {
         match r {
             Ok(()) => {
                 self.c.ops += 1;
@@ -236,7 +243,10 @@ impl Mapper<'_> {
     fn handle(&mut self, lh: u64, size: u64) -> bool {
         let words = size / 8;
         if !size.is_multiple_of(8) || words < 2 {
-            self.unexpected(&format!("map gave an LMR of {size} bytes, not a whole number (>= 2) of words"), Errno::EINVAL);
+            self.unexpected(
+                &format!("map gave an LMR of {size} bytes, not a whole number (>= 2) of words"),
+                Errno::EINVAL,
+            );
             self.release(lh);
             return false;
         }
@@ -261,7 +271,9 @@ impl Mapper<'_> {
             }
         };
         if self.shared.precise && freed_before >= k {
-            self.violation(format!("read word 0 of round {k} succeeded after the free of round {freed_before} had returned"));
+            self.violation(format!(
+                "read word 0 of round {k} succeeded after the free of round {freed_before} had returned"
+            ));
         }
         self.c.rounds.insert(k);
         self.shared.mapped.fetch_max(k, SeqCst);
@@ -290,7 +302,10 @@ impl Mapper<'_> {
         if self.outcome("read", k, fb, r, &[])? {
             if let Some(i) = self.buf[..n].iter().position(|&v| v != k) {
                 let v = self.buf[i];
-                self.violation(format!("read word {} = {v:#x} through a handle of round {k} (memory reused after free?)", first + i as u64));
+                self.violation(format!(
+                    "read word {} = {v:#x} through a handle of round {k} (memory reused after free?)",
+                    first + i as u64
+                ));
             }
         }
 
@@ -342,8 +357,12 @@ impl Mapper<'_> {
         for (what, r) in checks {
             match r {
                 Err(Errno::EIDRM) => {}
-                Ok(()) => self.violation(format!("{what} succeeded after {first} had failed with EIDRM on the same handle")),
-                Err(e) => self.violation(format!("{what} failed with {e:?}, not EIDRM, after {first} had failed with EIDRM")),
+                Ok(()) => {
+                    self.violation(format!("{what} succeeded after {first} had failed with EIDRM on the same handle"))
+                }
+                Err(e) => {
+                    self.violation(format!("{what} failed with {e:?}, not EIDRM, after {first} had failed with EIDRM"))
+                }
             }
             if what == "lock" && r.is_ok() {
                 let _ = lock(&self.lite, lh, lock_word, LITE_LOCK_RELEASE);
@@ -378,9 +397,14 @@ fn master_rounds(lite: &Lite, a: &Args, name: [u8; 64], nodes: u32, shared: &Sha
     let mut out = Rounds { done: 0, mapped: 0, error: None };
     while Instant::now() < shared.deadline {
         let r = out.done + 1;
-        let mut m = LiteMalloc { size: a.size, nodes, perm: LITE_PERM_READ | LITE_PERM_WRITE, name, ..Default::default() };
+        let mut m =
+            LiteMalloc { size: a.size, nodes, perm: LITE_PERM_READ | LITE_PERM_WRITE, name, ..Default::default() };
         if let Err(e) = io(lite, LITE_IOC_MALLOC, &mut m) {
-            let hint = if e == Errno::EEXIST { " (the name is taken: another lmr-race master, or an LMR left behind)" } else { "" };
+            let hint = if e == Errno::EEXIST {
+                " (the name is taken: another lmr-race master, or an LMR left behind)"
+            } else {
+                ""
+            };
             out.error = Some(format!("round {r}: malloc {}: {e:?} ({}){hint}", a.name, e.desc()));
             break;
         }
@@ -448,7 +472,8 @@ pub fn run(lite: &Lite, a: &Args) -> ExitCode {
                 match Lite::open() {
                     Ok(lite) => {
                         let buf = vec![0u64; MAX_RUN as usize];
-                        let mut m = Mapper { lite, shared, name, rng: time_seeded(u64::from(t)), buf, c: Counts::default() };
+                        let mut m =
+                            Mapper { lite, shared, name, rng: time_seeded(u64::from(t)), buf, c: Counts::default() };
                         m.run();
                         c = m.c;
                     }

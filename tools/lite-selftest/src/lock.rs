@@ -133,7 +133,11 @@ pub fn append(lite: &Lite, name: &str, offset: u64, id: u64) -> ExitCode {
         let mut word = [0u8; 8];
         lmr.read(offset + 8, &mut word)?;
         let len = u64::from_le_bytes(word);
-        let entry = len.checked_mul(8).and_then(|b| b.checked_add(offset + 16)).ok_or(lite::Error::OutOfRange { offset, len: len.saturating_mul(8), size: None })?;
+        let entry = len.checked_mul(8).and_then(|b| b.checked_add(offset + 16)).ok_or(lite::Error::OutOfRange {
+            offset,
+            len: len.saturating_mul(8),
+            size: None,
+        })?;
         lmr.write(entry, &id.to_le_bytes())?;
         lmr.write(offset + 8, &(len + 1).to_le_bytes())?;
         guard.unlock().map(|()| len)

@@ -39,11 +39,11 @@
 
 mod atomic;
 mod fail_loop;
-mod lock;
+mod fuzz_user;
 mod lmr;
 mod lmr_hostile;
 mod lmr_race;
-mod fuzz_user;
+mod lock;
 mod rpc;
 mod user_hostile;
 
@@ -475,7 +475,11 @@ fn unprivileged_checks(c: &mut Checks) {
         }
         Ok(ForkResult::Parent { child }) => {
             let ok = matches!(waitpid(child, None), Ok(WaitStatus::Exited(_, 0)));
-            c.expect("membership and reserve ioctls as nobody give EPERM", if ok { Ok(0) } else { Err(Errno::EACCES) }, Ok(()));
+            c.expect(
+                "membership and reserve ioctls as nobody give EPERM",
+                if ok { Ok(0) } else { Err(Errno::EACCES) },
+                Ok(()),
+            );
         }
         Err(e) => c.expect("fork", Err(e), Ok(())),
     }

@@ -235,7 +235,10 @@ fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
             let mut ns: Vec<u64> = lat.iter().map(|d| d.as_nanos() as u64).collect();
             ns.sort_unstable();
             let pct = |p: f64| lite_stats::percentile(&ns, p);
-            println!("{}", serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(50.0), "p99_ns": pct(99.0)}));
+            println!(
+                "{}",
+                serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(50.0), "p99_ns": pct(99.0)})
+            );
             std::process::ExitCode::SUCCESS
         }
         Err(e) => {
@@ -308,27 +311,60 @@ pub(crate) fn hostile(lite: &Lite, node: u32, id: u32) -> Checks {
     // A slot in use is EBUSY: post a slow call on slot 1 then reuse it... the server
     // answers fast, so check the wait ioctl's argument checks instead.
     let mut w = LiteWait { slot: LITE_SLOTS, reserved: 0 };
-    c.expect("wait on a slot out of range", lite.raw_ioctl(LITE_IOC_WAIT, &mut w as *mut _ as usize), Err(Errno::EINVAL));
+    c.expect(
+        "wait on a slot out of range",
+        lite.raw_ioctl(LITE_IOC_WAIT, &mut w as *mut _ as usize),
+        Err(Errno::EINVAL),
+    );
     let mut w = LiteWait { slot: 2, reserved: 0 };
     c.expect("wait on an idle slot", lite.raw_ioctl(LITE_IOC_WAIT, &mut w as *mut _ as usize), Ok(()));
     let mut r = LiteRpcRecv { id, timeout_ms: 10, ..Default::default() };
-    c.expect("receive for an id not served", lite.raw_ioctl(LITE_IOC_RPC_RECV, &mut r as *mut _ as usize), Err(Errno::ENOENT));
+    c.expect(
+        "receive for an id not served",
+        lite.raw_ioctl(LITE_IOC_RPC_RECV, &mut r as *mut _ as usize),
+        Err(Errno::ENOENT),
+    );
     let mut r = LiteRpcReply { token: 12345, buf: 0, len: 0 };
-    c.expect("reply with an unknown token", lite.raw_ioctl(LITE_IOC_RPC_REPLY, &mut r as *mut _ as usize), Err(Errno::EBADF));
+    c.expect(
+        "reply with an unknown token",
+        lite.raw_ioctl(LITE_IOC_RPC_REPLY, &mut r as *mut _ as usize),
+        Err(Errno::EBADF),
+    );
     let mut reg = LiteRpcId { id: 0, reserved: 0 };
     c.expect("register id 0", lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize), Err(Errno::EINVAL));
     let mut reg = LiteRpcId { id: 77, reserved: 1 };
-    c.expect("register with reserved set", lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize), Err(Errno::EINVAL));
+    c.expect(
+        "register with reserved set",
+        lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize),
+        Err(Errno::EINVAL),
+    );
     let mut reg = LiteRpcId { id: 77, reserved: 0 };
     c.expect("register 77", lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize), Ok(()));
-    c.expect("register 77 twice", lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize), Err(Errno::EEXIST));
+    c.expect(
+        "register 77 twice",
+        lite.raw_ioctl(LITE_IOC_RPC_REGISTER, &mut reg as *mut _ as usize),
+        Err(Errno::EEXIST),
+    );
     let mut small = [0u8; 4];
-    let mut r = LiteRpcRecv { id: 77, timeout_ms: 10, buf: small.as_mut_ptr() as u64, buf_len: 4, ..Default::default() };
-    c.expect("receive with nothing queued", lite.raw_ioctl(LITE_IOC_RPC_RECV, &mut r as *mut _ as usize), Err(Errno::ETIMEDOUT));
+    let mut r =
+        LiteRpcRecv { id: 77, timeout_ms: 10, buf: small.as_mut_ptr() as u64, buf_len: 4, ..Default::default() };
+    c.expect(
+        "receive with nothing queued",
+        lite.raw_ioctl(LITE_IOC_RPC_RECV, &mut r as *mut _ as usize),
+        Err(Errno::ETIMEDOUT),
+    );
     c.expect("unregister 77", lite.raw_ioctl(LITE_IOC_RPC_UNREGISTER, &mut reg as *mut _ as usize), Ok(()));
-    c.expect("unregister 77 again", lite.raw_ioctl(LITE_IOC_RPC_UNREGISTER, &mut reg as *mut _ as usize), Err(Errno::ENOENT));
+    c.expect(
+        "unregister 77 again",
+        lite.raw_ioctl(LITE_IOC_RPC_UNREGISTER, &mut reg as *mut _ as usize),
+        Err(Errno::ENOENT),
+    );
     let mut b = LiteRpcBench { node, id, count: 0, timeout_ms: 1000, ..Default::default() };
-    c.expect("kernel bench of 0 calls", lite.raw_ioctl(LITE_IOC_RPC_BENCH, &mut b as *mut _ as usize), Err(Errno::EINVAL));
+    c.expect(
+        "kernel bench of 0 calls",
+        lite.raw_ioctl(LITE_IOC_RPC_BENCH, &mut b as *mut _ as usize),
+        Err(Errno::EINVAL),
+    );
     // The in-kernel caller: 8 B requests come back echoed.
     match lite.kernel_rpc_bench(node, id, 3, 8, 4096, Duration::from_secs(30)) {
         Ok(times) if times.len() == 3 => c.passed += 1,

@@ -32,10 +32,13 @@ impl ReadOnlyPage {
     fn new<T>(contents: &T) -> ReadOnlyPage {
         let len = NonZeroUsize::new(PAGE).expect("page size");
         // SAFETY: a fresh anonymous mapping, unmapped in drop.
-        let page = unsafe { mmap_anonymous(None, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_PRIVATE) }
-            .expect("mmap");
+        let page =
+            unsafe { mmap_anonymous(None, len, ProtFlags::PROT_READ | ProtFlags::PROT_WRITE, MapFlags::MAP_PRIVATE) }
+                .expect("mmap");
         // SAFETY: the page is writable and larger than `T`.
-        unsafe { std::ptr::copy_nonoverlapping(contents as *const T as *const u8, page.as_ptr() as *mut u8, size_of::<T>()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(contents as *const T as *const u8, page.as_ptr() as *mut u8, size_of::<T>())
+        };
         // SAFETY: the mapping made above.
         unsafe { mprotect(page, PAGE, ProtFlags::PROT_READ) }.expect("mprotect");
         ReadOnlyPage(page)
@@ -79,7 +82,9 @@ pub fn run(lite: &Lite, peer: u32) -> Checks {
 fn zero_sizes(lite: &Lite, peer: u32, c: &mut Checks) {
     let me = lite.node_id().unwrap_or(0);
     let mut rtt = [0u64; 1];
-    for (node, reply_capacity, request_len) in [(me, 0, 0), (peer, 0, 0), (me, 0, 64), (me, 1 << 40, 0), (me, 0, 1 << 40)] {
+    for (node, reply_capacity, request_len) in
+        [(me, 0, 0), (peer, 0, 0), (me, 0, 64), (me, 1 << 40, 0), (me, 0, 1 << 40)]
+    {
         let mut bench = LiteRpcBench {
             node,
             id: UNSERVED,
@@ -118,7 +123,15 @@ fn zero_sizes(lite: &Lite, peer: u32, c: &mut Checks) {
     c.expect("RPC_CALL with no input and a 4 MiB output", got, Ok(()));
     let mut wait = LiteWait { slot: 1, reserved: 0 };
     let _ = lite.raw_ioctl(LITE_IOC_WAIT, &mut wait as *mut _ as usize);
-    let mut msg = LiteRpcCall { node: me, id: UNSERVED, input: 0, input_len: 0, timeout_ms: 100, flags: LITE_RPC_ONEWAY, ..Default::default() };
+    let mut msg = LiteRpcCall {
+        node: me,
+        id: UNSERVED,
+        input: 0,
+        input_len: 0,
+        timeout_ms: 100,
+        flags: LITE_RPC_ONEWAY,
+        ..Default::default()
+    };
     let got = lite.raw_ioctl(LITE_IOC_RPC_CALL, &mut msg as *mut _ as usize);
     c.expect("empty message to an unserved local id", got, Err(Errno::ECONNREFUSED));
 }
@@ -143,7 +156,11 @@ fn local_queue_is_bounded(lite: &Lite, c: &mut Checks) {
             break None;
         }
     };
-    c.expect("messages to a local server that never receives end in EAGAIN", refused.map_or(Ok(0), Err), Err(Errno::EAGAIN));
+    c.expect(
+        "messages to a local server that never receives end in EAGAIN",
+        refused.map_or(Ok(0), Err),
+        Err(Errno::EAGAIN),
+    );
     let bounded = (LOCAL_FILE_MAX / 2..=LOCAL_FILE_MAX).contains(&accepted);
     c.expect(
         &format!("bytes queued before EAGAIN ({accepted}) within the bound ({LOCAL_FILE_MAX})"),
@@ -163,7 +180,12 @@ fn local_queue_is_bounded(lite: &Lite, c: &mut Checks) {
 /// nothing behind: no LMR, no handle, no taken name, no call, no consumed request.
 fn results_are_delivered_or_undone(lite: &Lite, c: &mut Checks) {
     let before = lite.mem_stat().ok();
-    let malloc = LiteMalloc { size: 8192, perm: LITE_PERM_READ | LITE_PERM_WRITE, name: name(b"hostile-copyout"), ..Default::default() };
+    let malloc = LiteMalloc {
+        size: 8192,
+        perm: LITE_PERM_READ | LITE_PERM_WRITE,
+        name: name(b"hostile-copyout"),
+        ..Default::default()
+    };
     let page = ReadOnlyPage::new(&malloc);
     c.expect("MALLOC into a read-only argument", lite.raw_ioctl(LITE_IOC_MALLOC, page.addr()), Err(Errno::EFAULT));
     let lmr = lite.malloc(8192, "hostile-copyout", &MallocOptions::default());
@@ -176,7 +198,13 @@ fn results_are_delivered_or_undone(lite: &Lite, c: &mut Checks) {
     let page = ReadOnlyPage::new(&map);
     c.expect("MAP into a read-only argument", lite.raw_ioctl(LITE_IOC_MAP, page.addr()), Err(Errno::EFAULT));
     let mut buf = vec![0u8; PAGE];
-    let register = LiteRegister { buf: buf.as_mut_ptr() as u64, len: PAGE as u64, perm: LITE_PERM_READ, name: name(b"hostile-register"), ..Default::default() };
+    let register = LiteRegister {
+        buf: buf.as_mut_ptr() as u64,
+        len: PAGE as u64,
+        perm: LITE_PERM_READ,
+        name: name(b"hostile-register"),
+        ..Default::default()
+    };
     let page = ReadOnlyPage::new(&register);
     c.expect("REGISTER into a read-only argument", lite.raw_ioctl(LITE_IOC_REGISTER, page.addr()), Err(Errno::EFAULT));
     if let Ok(lmr) = lmr {
@@ -194,15 +222,31 @@ fn results_are_delivered_or_undone(lite: &Lite, c: &mut Checks) {
     let me = lite.node_id().unwrap_or(0);
     if lite.register_rpc(id).is_ok() {
         let input = [7u8; 32];
-        let call = LiteRpcCall { node: me, id, input: input.as_ptr() as u64, input_len: 32, timeout_ms: 1000, slot: 2, ..Default::default() };
+        let call = LiteRpcCall {
+            node: me,
+            id,
+            input: input.as_ptr() as u64,
+            input_len: 32,
+            timeout_ms: 1000,
+            slot: 2,
+            ..Default::default()
+        };
         let page = ReadOnlyPage::new(&call);
-        c.expect("RPC_CALL into a read-only argument", lite.raw_ioctl(LITE_IOC_RPC_CALL, page.addr()), Err(Errno::EFAULT));
+        c.expect(
+            "RPC_CALL into a read-only argument",
+            lite.raw_ioctl(LITE_IOC_RPC_CALL, page.addr()),
+            Err(Errno::EFAULT),
+        );
         let mut buf = [0u8; 64];
         let got = errno(lite.recv_rpc(id, &mut buf, Duration::from_millis(200)));
         c.expect("nothing reached the server", got, Err(Errno::ETIMEDOUT));
         let recv = LiteRpcRecv { id, buf: buf.as_mut_ptr() as u64, buf_len: 64, timeout_ms: 100, ..Default::default() };
         let page = ReadOnlyPage::new(&recv);
-        c.expect("RPC_RECV into a read-only argument", lite.raw_ioctl(LITE_IOC_RPC_RECV, page.addr()), Err(Errno::EFAULT));
+        c.expect(
+            "RPC_RECV into a read-only argument",
+            lite.raw_ioctl(LITE_IOC_RPC_RECV, page.addr()),
+            Err(Errno::EFAULT),
+        );
         let _ = lite.unregister_rpc(id);
     }
 }
@@ -224,9 +268,17 @@ fn relock_through_second_handle(lite: &Lite, c: &mut Checks) {
     let mut lock = LiteLock { lh: lmr.lh(), offset: 64, op: LITE_LOCK_ACQUIRE, reserved: 0 };
     c.expect("lock through the first handle", lite.raw_ioctl(LITE_IOC_LOCK, &mut lock as *mut _ as usize), Ok(()));
     let mut again = LiteLock { lh: second.lh(), offset: 64, op: LITE_LOCK_ACQUIRE, reserved: 0 };
-    c.expect("lock again through the second handle", lite.raw_ioctl(LITE_IOC_LOCK, &mut again as *mut _ as usize), Err(Errno::EDEADLK));
+    c.expect(
+        "lock again through the second handle",
+        lite.raw_ioctl(LITE_IOC_LOCK, &mut again as *mut _ as usize),
+        Err(Errno::EDEADLK),
+    );
     let mut unmap = LiteHandle { lh: lmr.lh() };
-    c.expect("unmap the handle a lock is held through", lite.raw_ioctl(LITE_IOC_UNMAP, &mut unmap as *mut _ as usize), Err(Errno::EBUSY));
+    c.expect(
+        "unmap the handle a lock is held through",
+        lite.raw_ioctl(LITE_IOC_UNMAP, &mut unmap as *mut _ as usize),
+        Err(Errno::EBUSY),
+    );
     lock.op = LITE_LOCK_RELEASE;
     c.expect("unlock", lite.raw_ioctl(LITE_IOC_LOCK, &mut lock as *mut _ as usize), Ok(()));
     drop(second);

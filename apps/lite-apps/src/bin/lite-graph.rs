@@ -30,7 +30,10 @@ const BARRIER_TIMEOUT: Duration = Duration::from_secs(600);
 const PIECE: usize = 1 << 20;
 
 #[derive(Parser)]
-#[command(name = "lite-graph", about = "PageRank on LITE: ranks in LMRs, LT_barrier between steps, LT_lock around shared sums")]
+#[command(
+    name = "lite-graph",
+    about = "PageRank on LITE: ranks in LMRs, LT_barrier between steps, LT_lock around shared sums"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -93,8 +96,12 @@ fn main() -> ExitCode {
             let ranks = reference(&g, iterations);
             let mut top: Vec<_> = ranks.iter().enumerate().collect();
             top.sort_by(|a, b| b.1.total_cmp(a.1));
-            println!("{} vertices, {} edges, {iterations} iterations in {:.2} s; top vertices:", g.vertices, graph.edges,
-                     started.elapsed().as_secs_f64());
+            println!(
+                "{} vertices, {} edges, {iterations} iterations in {:.2} s; top vertices:",
+                g.vertices,
+                graph.edges,
+                started.elapsed().as_secs_f64()
+            );
             for (v, r) in top.iter().take(5) {
                 println!("  {v:>10} {r:.9}");
             }
@@ -155,8 +162,10 @@ impl Graph {
     /// New rank of `v` from the current ranks (and their dangling mass).
     fn apply(&self, ranks: &[f64], dangling: f64, v: usize) -> f64 {
         let n = self.vertices as f64;
-        let gathered: f64 =
-            self.sources[self.first[v]..self.first[v + 1]].iter().map(|&u| ranks[u as usize] / f64::from(self.out_degree[u as usize])).sum();
+        let gathered: f64 = self.sources[self.first[v]..self.first[v + 1]]
+            .iter()
+            .map(|&u| ranks[u as usize] / f64::from(self.out_degree[u as usize]))
+            .sum();
         (1.0 - DAMPING) / n + DAMPING * (gathered + dangling / n)
     }
 }
@@ -219,12 +228,18 @@ fn shared<'a>(lite: &'a Lite, a: &RunArgs, n: usize) -> Result<Shared<'a>, Strin
             let lmr = loop {
                 match lite.map(name, rw, 0) {
                     Ok(l) => break l,
-                    Err(Error::NoSuchName(_)) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+                    Err(Error::NoSuchName(_)) if Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(200))
+                    }
                     Err(e) => return Err(format!("map {name} (is worker 0 running?): {e}")),
                 }
             };
             if lmr.size() != bytes[i] {
-                return Err(format!("{name} has {} bytes, not {}: do all workers have the same --vertices?", lmr.size(), bytes[i]));
+                return Err(format!(
+                    "{name} has {} bytes, not {}: do all workers have the same --vertices?",
+                    lmr.size(),
+                    bytes[i]
+                ));
             }
             lmrs.push(lmr);
         }

@@ -118,7 +118,9 @@ fn main() -> ExitCode {
             let stall = Duration::from_secs(stall_s);
             append(&lite, &name, &AppendArgs { count, size, threads, writer, stall, json })
         }
-        Command::Clean { name, expect, stall_s, json } => clean(&lite, &name, expect, Duration::from_secs(stall_s), json),
+        Command::Clean { name, expect, stall_s, json } => {
+            clean(&lite, &name, expect, Duration::from_secs(stall_s), json)
+        }
         Command::Replay { name, verbose, json } => replay(&lite, &name, verbose, json),
         Command::Stat { name, json } => stat(&lite, &name, json),
     };
@@ -303,7 +305,8 @@ fn create(lite: &Lite, name: &str, capacity: u64, holder: Option<u32>) -> Result
     }
     let opts = MallocOptions { holders: holder.into_iter().collect(), perm: rw(), namespace: 0 };
     let data = lite.malloc(capacity, &format!("{name}.data"), &opts).map_err(|e| format!("create {name}.data: {e}"))?;
-    let meta = lite.malloc(META_SIZE, &format!("{name}.meta"), &opts).map_err(|e| format!("create {name}.meta: {e}"))?;
+    let meta =
+        lite.malloc(META_SIZE, &format!("{name}.meta"), &opts).map_err(|e| format!("create {name}.meta: {e}"))?;
     // Stale bytes in the ring cannot pass for entries (position and checksum), but
     // the meta words must start at zero.
     meta.memset(0, META_SIZE, 0).map_err(|e| format!("clear {name}.meta: {e}"))?;
@@ -483,7 +486,8 @@ fn replay(lite: &Lite, name: &str, verbose: bool, json: bool) -> Result<(), Stri
         match log.entry_at(position).map_err(|e| format!("read at {position}: {e}"))? {
             Some(payload) => {
                 if verbose {
-                    let word = |at: usize| payload.get(at..at + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
+                    let word =
+                        |at: usize| payload.get(at..at + 8).map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])));
                     println!("{position:>12} {:>6} B  writer {:?} seq {:?}", payload.len(), word(0), word(8));
                 }
                 writers.saw(&payload);
@@ -526,7 +530,8 @@ fn replay(lite: &Lite, name: &str, verbose: bool, json: bool) -> Result<(), Stri
 
 fn stat(lite: &Lite, name: &str, json: bool) -> Result<(), String> {
     let log = Log::open(lite, name).map_err(|e| format!("open {name}: {e}"))?;
-    let (head, tail) = (log.word(META_HEAD).map_err(|e| e.to_string())?, log.word(META_TAIL).map_err(|e| e.to_string())?);
+    let (head, tail) =
+        (log.word(META_HEAD).map_err(|e| e.to_string())?, log.word(META_TAIL).map_err(|e| e.to_string())?);
     let used = tail.saturating_sub(head);
     if json {
         println!("{}", serde_json::json!({ "capacity": log.capacity, "head": head, "tail": tail, "used": used }));

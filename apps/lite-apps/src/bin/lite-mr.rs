@@ -73,10 +73,7 @@ enum Command {
         json: bool,
     },
     /// The single-process reference: count the words of INPUT into OUTPUT.
-    Reference {
-        input: String,
-        output: String,
-    },
+    Reference { input: String, output: String },
 }
 
 fn main() -> ExitCode {
@@ -218,7 +215,14 @@ fn parse_task(t: &[u8]) -> Option<Task> {
     }
     let w = |i: usize| u64::from_le_bytes(t[1 + 8 * i..9 + 8 * i].try_into().unwrap_or([0; 8]));
     let small = |v: u64| u32::try_from(v).ok().filter(|&n| n > 0 && n <= 4096);
-    Some(Task { kind: t[0], job: w(0), task: u32::try_from(w(1)).ok()?, maps: small(w(2))?, reduces: small(w(3))?, input: w(4) })
+    Some(Task {
+        kind: t[0],
+        job: w(0),
+        task: u32::try_from(w(1)).ok()?,
+        maps: small(w(2))?,
+        reduces: small(w(3))?,
+        input: w(4),
+    })
 }
 
 fn input_name(job: u64) -> String {
@@ -245,7 +249,8 @@ fn worker(lite: &Lite, threads: u32) -> Result<(), String> {
     println!("ready");
     let _ = std::io::stdout().flush();
     std::thread::scope(|s| -> Result<(), String> {
-        let workers: Vec<_> = (0..threads.max(1)).map(|_| s.spawn(|| serve_tasks(lite, &published, &stopping))).collect();
+        let workers: Vec<_> =
+            (0..threads.max(1)).map(|_| s.spawn(|| serve_tasks(lite, &published, &stopping))).collect();
         for _ in std::io::stdin().lock().lines() {}
         stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = lite.unregister_rpc(MR_RPC_ID);
@@ -256,7 +261,11 @@ fn worker(lite: &Lite, threads: u32) -> Result<(), String> {
     })
 }
 
-fn serve_tasks<'a>(lite: &'a Lite, published: &Published<'a>, stopping: &std::sync::atomic::AtomicBool) -> Result<(), String> {
+fn serve_tasks<'a>(
+    lite: &'a Lite,
+    published: &Published<'a>,
+    stopping: &std::sync::atomic::AtomicBool,
+) -> Result<(), String> {
     let mut buf = [0u8; 64];
     let mut pending: Option<(lite::ReplyToken, Vec<u8>)> = None;
     loop {
@@ -341,7 +350,8 @@ fn map_task<'a>(lite: &'a Lite, t: &Task, published: &Published<'a>) -> Result<u
     let input = lite.map(&input_name(t.job), Perm::READ, 0).map_err(|e| format!("map the input: {e}"))?;
     let size = t.input.min(input.size());
     let (start, end) = split(size, t.maps, t.task);
-    let text = split_text(|at, len| read_range(&input, at, len), size, start, end).map_err(|e| format!("read the input: {e}"))?;
+    let text = split_text(|at, len| read_range(&input, at, len), size, start, end)
+        .map_err(|e| format!("read the input: {e}"))?;
     let mut counts = HashMap::new();
     count_words(&text, &mut counts);
     let mut parts: Vec<Vec<(&Vec<u8>, &u64)>> = vec![Vec::new(); t.reduces as usize];
@@ -383,7 +393,13 @@ struct RunArgs {
 
 /// Runs `count` tasks of one kind on the workers (task i on node i mod n), all at
 /// once; returns the bytes they published.
-fn phase(lite: &Lite, a: &RunArgs, what: &str, count: u32, make: impl Fn(u32) -> Vec<u8> + Sync) -> Result<u64, String> {
+fn phase(
+    lite: &Lite,
+    a: &RunArgs,
+    what: &str,
+    count: u32,
+    make: impl Fn(u32) -> Vec<u8> + Sync,
+) -> Result<u64, String> {
     let done = std::sync::atomic::AtomicU64::new(0);
     let results = Mutex::new(Vec::new());
     std::thread::scope(|s| {
@@ -394,7 +410,9 @@ fn phase(lite: &Lite, a: &RunArgs, what: &str, count: u32, make: impl Fn(u32) ->
                 let mut reply = [0u8; 512];
                 let outcome = match lite.rpc(node, MR_RPC_ID, &make(i), &mut reply, TASK_TIMEOUT) {
                     Ok(9) if reply[0] == 0 => Ok(u64::from_le_bytes(reply[1..9].try_into().unwrap_or([0; 8]))),
-                    Ok(n) => Err(format!("{what} task {i} on node {node}: {}", String::from_utf8_lossy(&reply[1..n.max(1)]))),
+                    Ok(n) => {
+                        Err(format!("{what} task {i} on node {node}: {}", String::from_utf8_lossy(&reply[1..n.max(1)])))
+                    }
                     Err(Error::NoServer { .. }) => Err(format!("node {node} runs no `lite-mr worker`")),
                     Err(e) => Err(format!("{what} task {i} on node {node}: {e}")),
                 };
@@ -543,7 +561,9 @@ fn generate(path: &str, size: u64, seed: u64) -> Result<(), String> {
         } else {
             sep
         };
-        out.write_all(text.as_bytes()).and_then(|()| out.write_all(end.as_bytes())).map_err(|e| format!("{path}: {e}"))?;
+        out.write_all(text.as_bytes())
+            .and_then(|()| out.write_all(end.as_bytes()))
+            .map_err(|e| format!("{path}: {e}"))?;
         written += (text.len() + end.len()) as u64;
         progress.update(written);
     }
@@ -589,7 +609,8 @@ mod tests {
         let mut rng = Rng::new(3);
         for round in 0..200 {
             let len = 1 + rng.below(300) as usize;
-            let text: Vec<u8> = (0..len).map(|_| if rng.below(4) == 0 { b' ' } else { b'a' + rng.below(3) as u8 }).collect();
+            let text: Vec<u8> =
+                (0..len).map(|_| if rng.below(4) == 0 { b' ' } else { b'a' + rng.below(3) as u8 }).collect();
             let mut want = HashMap::new();
             count_words(&text, &mut want);
             let n = 1 + (round % 9) as u32;

@@ -24,8 +24,15 @@ pub(super) const RW: ProtFlags = ProtFlags::PROT_READ.union(ProtFlags::PROT_WRIT
 
 /// Commands that need CAP_NET_ADMIN.
 const ADMIN: [u32; 9] = [
-    LITE_IOC_JOIN, LITE_IOC_LEAVE, LITE_IOC_PEER_PREPARE, LITE_IOC_PEER_CONNECT, LITE_IOC_PEER_DOWN,
-    LITE_IOC_QOS_SET, LITE_IOC_RESERVE, LITE_IOC_CLASS_RULE_ADD, LITE_IOC_CLASS_RULE_DEL,
+    LITE_IOC_JOIN,
+    LITE_IOC_LEAVE,
+    LITE_IOC_PEER_PREPARE,
+    LITE_IOC_PEER_CONNECT,
+    LITE_IOC_PEER_DOWN,
+    LITE_IOC_QOS_SET,
+    LITE_IOC_RESERVE,
+    LITE_IOC_CLASS_RULE_ADD,
+    LITE_IOC_CLASS_RULE_DEL,
 ];
 /// Stands for a random command number in `CMDS`.
 const RANDOM: u32 = 0;
@@ -41,25 +48,51 @@ const FORK_KILL_MS: u64 = 20;
 
 /// (name, command, weight).
 pub(super) const CMDS: [(&str, u32, u64); 44] = [
-    ("INFO", LITE_IOC_INFO, 2), ("PEERS", LITE_IOC_PEERS, 2), ("PING", LITE_IOC_PING, 2),
-    ("MALLOC", LITE_IOC_MALLOC, 8), ("REGISTER", LITE_IOC_REGISTER, 3), ("MAP", LITE_IOC_MAP, 8),
-    ("UNMAP", LITE_IOC_UNMAP, 4), ("FREE", LITE_IOC_FREE, 4), ("GRANT", LITE_IOC_GRANT, 3),
-    ("READ", LITE_IOC_READ, 8), ("WRITE", LITE_IOC_WRITE, 8), ("MEMSET", LITE_IOC_MEMSET, 4),
-    ("MEMCPY", LITE_IOC_MEMCPY, 4), ("MEM_STAT", LITE_IOC_MEM_STAT, 1), ("ATOMIC", LITE_IOC_ATOMIC, 6),
-    ("LOCK", LITE_IOC_LOCK, 6), ("BARRIER", LITE_IOC_BARRIER, 3), ("RPC_REGISTER", LITE_IOC_RPC_REGISTER, 3),
-    ("RPC_UNREGISTER", LITE_IOC_RPC_UNREGISTER, 2), ("RPC_CALL", LITE_IOC_RPC_CALL, 6), ("WAIT", LITE_IOC_WAIT, 3),
-    ("RPC_RECV", LITE_IOC_RPC_RECV, 4), ("RPC_REPLY", LITE_IOC_RPC_REPLY, 3),
-    ("RPC_REPLY_RECV", LITE_IOC_RPC_REPLY_RECV, 3), ("RPC_BENCH", LITE_IOC_RPC_BENCH, 2),
-    ("RPC_STAT", LITE_IOC_RPC_STAT, 1), ("LMR_STAT", LITE_IOC_LMR_STAT, 3), ("QOS_GET", LITE_IOC_QOS_GET, 1),
-    ("CLASS_RULES", LITE_IOC_CLASS_RULES, 1), ("CLASS_SELF", LITE_IOC_CLASS_SELF, 1),
+    ("INFO", LITE_IOC_INFO, 2),
+    ("PEERS", LITE_IOC_PEERS, 2),
+    ("PING", LITE_IOC_PING, 2),
+    ("MALLOC", LITE_IOC_MALLOC, 8),
+    ("REGISTER", LITE_IOC_REGISTER, 3),
+    ("MAP", LITE_IOC_MAP, 8),
+    ("UNMAP", LITE_IOC_UNMAP, 4),
+    ("FREE", LITE_IOC_FREE, 4),
+    ("GRANT", LITE_IOC_GRANT, 3),
+    ("READ", LITE_IOC_READ, 8),
+    ("WRITE", LITE_IOC_WRITE, 8),
+    ("MEMSET", LITE_IOC_MEMSET, 4),
+    ("MEMCPY", LITE_IOC_MEMCPY, 4),
+    ("MEM_STAT", LITE_IOC_MEM_STAT, 1),
+    ("ATOMIC", LITE_IOC_ATOMIC, 6),
+    ("LOCK", LITE_IOC_LOCK, 6),
+    ("BARRIER", LITE_IOC_BARRIER, 3),
+    ("RPC_REGISTER", LITE_IOC_RPC_REGISTER, 3),
+    ("RPC_UNREGISTER", LITE_IOC_RPC_UNREGISTER, 2),
+    ("RPC_CALL", LITE_IOC_RPC_CALL, 6),
+    ("WAIT", LITE_IOC_WAIT, 3),
+    ("RPC_RECV", LITE_IOC_RPC_RECV, 4),
+    ("RPC_REPLY", LITE_IOC_RPC_REPLY, 3),
+    ("RPC_REPLY_RECV", LITE_IOC_RPC_REPLY_RECV, 3),
+    ("RPC_BENCH", LITE_IOC_RPC_BENCH, 2),
+    ("RPC_STAT", LITE_IOC_RPC_STAT, 1),
+    ("LMR_STAT", LITE_IOC_LMR_STAT, 3),
+    ("QOS_GET", LITE_IOC_QOS_GET, 1),
+    ("CLASS_RULES", LITE_IOC_CLASS_RULES, 1),
+    ("CLASS_SELF", LITE_IOC_CLASS_SELF, 1),
     ("QOS_STAT", LITE_IOC_QOS_STAT, 1),
-    ("JOIN", LITE_IOC_JOIN, 1), ("LEAVE", LITE_IOC_LEAVE, 1), ("PEER_PREPARE", LITE_IOC_PEER_PREPARE, 1),
-    ("PEER_CONNECT", LITE_IOC_PEER_CONNECT, 1), ("PEER_DOWN", LITE_IOC_PEER_DOWN, 1), ("QOS_SET", LITE_IOC_QOS_SET, 1),
-    ("RESERVE", LITE_IOC_RESERVE, 1), ("CLASS_RULE_ADD", LITE_IOC_CLASS_RULE_ADD, 1),
-    ("CLASS_RULE_DEL", LITE_IOC_CLASS_RULE_DEL, 1), ("RANDOM", RANDOM, 3),
-    ("SCRIBBLE", SCRIBBLE, 2), ("REOPEN", REOPEN, 1), ("FORK", FORK, 1),
+    ("JOIN", LITE_IOC_JOIN, 1),
+    ("LEAVE", LITE_IOC_LEAVE, 1),
+    ("PEER_PREPARE", LITE_IOC_PEER_PREPARE, 1),
+    ("PEER_CONNECT", LITE_IOC_PEER_CONNECT, 1),
+    ("PEER_DOWN", LITE_IOC_PEER_DOWN, 1),
+    ("QOS_SET", LITE_IOC_QOS_SET, 1),
+    ("RESERVE", LITE_IOC_RESERVE, 1),
+    ("CLASS_RULE_ADD", LITE_IOC_CLASS_RULE_ADD, 1),
+    ("CLASS_RULE_DEL", LITE_IOC_CLASS_RULE_DEL, 1),
+    ("RANDOM", RANDOM, 3),
+    ("SCRIBBLE", SCRIBBLE, 2),
+    ("REOPEN", REOPEN, 1),
+    ("FORK", FORK, 1),
 ];
-
 
 /// One of the values (all evaluated first), chosen by `$f.rng`.
 macro_rules! pick {
@@ -155,7 +188,14 @@ impl Fuzz {
     fn pick_command_with(&self, rng: &mut Rng) -> usize {
         let total: u64 = CMDS.iter().map(|c| c.2).sum();
         let mut w = rng.below(total);
-        CMDS.iter().position(|c| w < c.2 || { w -= c.2; false }).unwrap_or(0)
+        CMDS.iter()
+            .position(|c| {
+                w < c.2 || {
+                    w -= c.2;
+                    false
+                }
+            })
+            .unwrap_or(0)
     }
 
     /// The counts by command and outcome, and the EPERM violations, as JSON.
@@ -178,13 +218,42 @@ impl Fuzz {
         };
         let (nodes, names) = (a.nodes.clone(), (0..8).map(name).collect());
         let (held, stale, tokens, slots, locks, stats) = (vec![], vec![], vec![], vec![], vec![], BTreeMap::new());
-        Ok(Fuzz { lite, rng, nodes, names, buf, ro, args, held, stale, tokens, slots, locks, stats, time_ns: BTreeMap::new(), eperm_violations: 0, zombies: vec![] })
+        Ok(Fuzz {
+            lite,
+            rng,
+            nodes,
+            names,
+            buf,
+            ro,
+            args,
+            held,
+            stale,
+            tokens,
+            slots,
+            locks,
+            stats,
+            time_ns: BTreeMap::new(),
+            eperm_violations: 0,
+            zombies: vec![],
+        })
     }
 
     // ---- interesting values ----
 
     fn v64(&mut self) -> u64 {
-        pick!(self, 0, 1, self.rng.below(64), 4095, 4096, 4097, 4 << 20, u64::from(u32::MAX), u64::MAX, self.rng.next_u64())
+        pick!(
+            self,
+            0,
+            1,
+            self.rng.below(64),
+            4095,
+            4096,
+            4097,
+            4 << 20,
+            u64::from(u32::MAX),
+            u64::MAX,
+            self.rng.next_u64()
+        )
     }
 
     fn v32(&mut self) -> u32 {
@@ -193,7 +262,11 @@ impl Fuzz {
 
     /// Mostly 0, as reserved fields must be.
     fn reserved(&mut self) -> u32 {
-        if self.rng.chance(95) { 0 } else { self.v32() }
+        if self.rng.chance(95) {
+            0
+        } else {
+            self.v32()
+        }
     }
 
     /// Transfer lengths: mostly small and valid.
@@ -204,7 +277,11 @@ impl Fuzz {
 
     /// Valid ones 1..=50 ms; invalid ones beyond every command's limit.
     fn timeout(&mut self) -> u32 {
-        if self.rng.chance(92) { 1 + self.rng.below(50) as u32 } else { pick!(self, 0, 3_600_001, u32::MAX) }
+        if self.rng.chance(92) {
+            1 + self.rng.below(50) as u32
+        } else {
+            pick!(self, 0, 3_600_001, u32::MAX)
+        }
     }
 
     /// Ping and bench counts: a few round trips, or invalid.
@@ -222,7 +299,9 @@ impl Fuzz {
     fn node_mask(&mut self) -> u32 {
         match self.rng.below(10) {
             0..=4 => 0,
-            5..=7 => self.nodes.iter().filter(|&&n| n < 32).fold(0, |m, &n| if self.rng.chance(50) { m | 1 << n } else { m }),
+            5..=7 => {
+                self.nodes.iter().filter(|&&n| n < 32).fold(0, |m, &n| if self.rng.chance(50) { m | 1 << n } else { m })
+            }
             8 => pick!(self, 1 << 3, 1 << 15, 1 << 16, u32::MAX),
             _ => self.rng.next_u64() as u32,
         }
@@ -230,7 +309,11 @@ impl Fuzz {
 
     fn perm(&mut self) -> u32 {
         let rw = LITE_PERM_READ | LITE_PERM_WRITE;
-        if self.rng.chance(60) { rw } else { pick!(self, 0, LITE_PERM_READ, LITE_PERM_WRITE, LITE_PERM_ALL, LITE_PERM_MASTER, 8, u32::MAX) }
+        if self.rng.chance(60) {
+            rw
+        } else {
+            pick!(self, 0, LITE_PERM_READ, LITE_PERM_WRITE, LITE_PERM_ALL, LITE_PERM_MASTER, 8, u32::MAX)
+        }
     }
 
     fn namespace(&mut self) -> u32 {
@@ -248,7 +331,11 @@ impl Fuzz {
     }
 
     fn rpc_id(&mut self) -> u32 {
-        if self.rng.chance(85) { 1 + self.rng.below(8) as u32 } else { pick!(self, 0, 9, u32::MAX, self.rng.next_u64() as u32) }
+        if self.rng.chance(85) {
+            1 + self.rng.below(8) as u32
+        } else {
+            pick!(self, 0, 9, u32::MAX, self.rng.next_u64() as u32)
+        }
     }
 
     /// RPC message and buffer lengths.
@@ -287,7 +374,22 @@ impl Fuzz {
     fn offset(&mut self, size: u64) -> u64 {
         let (inside, aligned, any) = (self.rng.below(size), self.rng.below(size) & !7, self.v64());
         let (last, end) = (size.saturating_sub(8), size.saturating_sub(1));
-        pick!(self, 0, aligned, aligned, aligned, aligned, inside, last, end, size, size.wrapping_add(1), u64::MAX, u64::MAX - 7, any)
+        pick!(
+            self,
+            0,
+            aligned,
+            aligned,
+            aligned,
+            aligned,
+            inside,
+            last,
+            end,
+            size,
+            size.wrapping_add(1),
+            u64::MAX,
+            u64::MAX - 7,
+            any
+        )
     }
 
     // ---- arguments ----
@@ -302,7 +404,13 @@ impl Fuzz {
             }
             LITE_IOC_PING => {
                 let payload = pick!(self, 0, 1, 64, LITE_PING_MAX_PAYLOAD, LITE_PING_MAX_PAYLOAD + 1, u32::MAX);
-                bytes(LitePing { node: self.node(), count: self.small_count(), timeout_ms: self.timeout(), payload, rtt_ns: self.uptr() })
+                bytes(LitePing {
+                    node: self.node(),
+                    count: self.small_count(),
+                    timeout_ms: self.timeout(),
+                    payload,
+                    rtt_ns: self.uptr(),
+                })
             }
             LITE_IOC_MALLOC => {
                 let size = match self.rng.below(20) {
@@ -311,7 +419,8 @@ impl Fuzz {
                     17 => 0,
                     _ => pick!(self, LITE_LMR_MAX_SIZE, LITE_LMR_MAX_SIZE + 1, 1 << 62, u64::MAX), // ENOMEM at once
                 };
-                let (nodes, perm, namespace, reserved, name) = (self.node_mask(), self.perm(), self.namespace(), self.reserved(), self.name());
+                let (nodes, perm, namespace, reserved, name) =
+                    (self.node_mask(), self.perm(), self.namespace(), self.reserved(), self.name());
                 bytes(LiteMalloc { size, nodes, perm, namespace, reserved, name, lh: self.rng.next_u64() })
             }
             LITE_IOC_REGISTER => {
@@ -340,7 +449,13 @@ impl Fuzz {
             }
             LITE_IOC_MEMCPY => {
                 let ((dst_lh, dst), (src_lh, src)) = (self.handle(), self.handle());
-                bytes(LiteMemcpy { dst_lh, dst_offset: self.offset(dst), src_lh, src_offset: self.offset(src), len: self.len() })
+                bytes(LiteMemcpy {
+                    dst_lh,
+                    dst_offset: self.offset(dst),
+                    src_lh,
+                    src_offset: self.offset(src),
+                    len: self.len(),
+                })
             }
             LITE_IOC_LMR_STAT => bytes(LiteLmrStat { lh: self.handle().0, ..Default::default() }),
             LITE_IOC_ATOMIC => {
@@ -366,13 +481,32 @@ impl Fuzz {
                 let participants = pick!(self, 0, 1, 1, 2, 3, LITE_BARRIER_MAX_PARTICIPANTS + 1, u32::MAX);
                 bytes(LiteBarrier { lh, offset: self.offset(size), participants, timeout_ms: self.timeout() })
             }
-            LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => bytes(LiteRpcId { id: self.rpc_id(), reserved: self.reserved() }),
+            LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
+                bytes(LiteRpcId { id: self.rpc_id(), reserved: self.reserved() })
+            }
             LITE_IOC_RPC_CALL => {
                 let (node, id, input, input_len) = (self.node(), self.rpc_id(), self.uptr(), self.msg_len());
-                let (output, output_len, timeout_ms, reserved) = (self.uptr(), self.msg_len(), self.timeout(), self.reserved());
-                let slot = if self.rng.chance(90) { self.rng.below(u64::from(LITE_SLOTS)) as u32 } else { pick!(self, LITE_SLOTS, u32::MAX) };
+                let (output, output_len, timeout_ms, reserved) =
+                    (self.uptr(), self.msg_len(), self.timeout(), self.reserved());
+                let slot = if self.rng.chance(90) {
+                    self.rng.below(u64::from(LITE_SLOTS)) as u32
+                } else {
+                    pick!(self, LITE_SLOTS, u32::MAX)
+                };
                 let flags = pick!(self, 0, 0, 0, LITE_RPC_ONEWAY, 2, u32::MAX);
-                bytes(LiteRpcCall { node, id, input, input_len, output, output_len, timeout_ms, slot, flags, reserved, seq: 0 })
+                bytes(LiteRpcCall {
+                    node,
+                    id,
+                    input,
+                    input_len,
+                    output,
+                    output_len,
+                    timeout_ms,
+                    slot,
+                    flags,
+                    reserved,
+                    seq: 0,
+                })
             }
             LITE_IOC_WAIT => {
                 let slot = match !self.slots.is_empty() && self.rng.chance(70) {
@@ -390,13 +524,25 @@ impl Fuzz {
                 bytes(LiteRpcBench { node, id, count, timeout_ms, request_len, reply_capacity, rtt_ns, reply_len: 0 })
             }
             LITE_IOC_CLASS_SELF => {
-                let class = pick!(self, LITE_CLASS_LATENCY, LITE_CLASS_DEFAULT, LITE_CLASS_BULK, 3, LITE_CLASS_QUERY, self.v32());
+                let class = pick!(
+                    self,
+                    LITE_CLASS_LATENCY,
+                    LITE_CLASS_DEFAULT,
+                    LITE_CLASS_BULK,
+                    3,
+                    LITE_CLASS_QUERY,
+                    self.v32()
+                );
                 bytes(LiteClassSelf { class, source: self.reserved() })
             }
             // The privileged ones, filled like a real (root) caller would.
             LITE_IOC_JOIN => bytes(LiteJoin { node_id: self.node(), reserved: self.reserved(), epoch: self.v64() }),
-            LITE_IOC_PEER_PREPARE => bytes(LitePeerPrepare { peer_id: self.node(), peer_epoch: self.v64(), ..Default::default() }),
-            LITE_IOC_PEER_CONNECT => bytes(LitePeerConnect { peer_id: self.node(), peer_epoch: self.v64(), ..Default::default() }),
+            LITE_IOC_PEER_PREPARE => {
+                bytes(LitePeerPrepare { peer_id: self.node(), peer_epoch: self.v64(), ..Default::default() })
+            }
+            LITE_IOC_PEER_CONNECT => {
+                bytes(LitePeerConnect { peer_id: self.node(), peer_epoch: self.v64(), ..Default::default() })
+            }
             LITE_IOC_PEER_DOWN => bytes(LitePeerDown { peer_id: self.node(), reserved: self.reserved() }),
             LITE_IOC_RESERVE => bytes(LiteReserve { bytes: self.v64() }),
             LITE_IOC_CLASS_RULE_ADD | LITE_IOC_CLASS_RULE_DEL => {
@@ -406,7 +552,16 @@ impl Fuzz {
             LITE_IOC_QOS_SET => {
                 let (set, mode, target99_ns) = (self.rng.below(64) as u32, self.rng.below(4) as u32, self.v64());
                 let weights = [self.v32(), self.v32(), self.v32()];
-                bytes(LiteQos { set, mode, target99_ns, weights, chunk_bytes: self.v32(), link_rate: self.v64(), target99_ratio_pct: self.v32(), reserved: self.reserved() })
+                bytes(LiteQos {
+                    set,
+                    mode,
+                    target99_ns,
+                    weights,
+                    chunk_bytes: self.v32(),
+                    link_rate: self.v64(),
+                    target99_ratio_pct: self.v32(),
+                    reserved: self.reserved(),
+                })
             }
             // Output-only arguments (INFO, MEM_STAT, RPC_STAT, QOS_GET, QOS_STAT), LEAVE and
             // random command numbers: random bytes of the size the number encodes.
@@ -421,7 +576,11 @@ impl Fuzz {
     }
 
     fn reply(&mut self) -> LiteRpcReply {
-        let token = if !self.tokens.is_empty() && self.rng.chance(70) { pick_from(&mut self.rng, &self.tokens) } else { self.v64() };
+        let token = if !self.tokens.is_empty() && self.rng.chance(70) {
+            pick_from(&mut self.rng, &self.tokens)
+        } else {
+            self.v64()
+        };
         LiteRpcReply { token, buf: self.uptr(), len: self.msg_len() }
     }
 
@@ -476,7 +635,11 @@ impl Fuzz {
             _ => {}
         }
         if cmd == RANDOM {
-            let size = if self.rng.chance(50) { self.rng.below(0x4000) as u32 } else { pick!(self, 0, 8, 16, 24, 32, 64, 0x78) };
+            let size = if self.rng.chance(50) {
+                self.rng.below(0x4000) as u32
+            } else {
+                pick!(self, 0, 8, 16, 24, 32, 64, 0x78)
+            };
             cmd = (self.rng.below(4) as u32) << 30 | size << 16 | LITE_IOC_MAGIC << 8 | self.rng.below(48) as u32;
         }
         let arg = self.argument(cmd);
@@ -498,18 +661,28 @@ impl Fuzz {
         let held = |lh, size, master| Held { lh, size, master };
         match cmd {
             LITE_IOC_MALLOC => self.held.extend(out.and_then(decode::<LiteMalloc>).map(|m| held(m.lh, m.size, true))),
-            LITE_IOC_REGISTER => self.held.extend(out.and_then(decode::<LiteRegister>).map(|m| held(m.lh, m.len, true))),
+            LITE_IOC_REGISTER => {
+                self.held.extend(out.and_then(decode::<LiteRegister>).map(|m| held(m.lh, m.len, true)))
+            }
             LITE_IOC_MAP => self.held.extend(out.and_then(decode::<LiteMap>).map(|m| held(m.lh, m.size, false))),
-            LITE_IOC_UNMAP | LITE_IOC_FREE if ok => decode::<LiteHandle>(arg).into_iter().for_each(|h| self.forget(h.lh)),
+            LITE_IOC_UNMAP | LITE_IOC_FREE if ok => {
+                decode::<LiteHandle>(arg).into_iter().for_each(|h| self.forget(h.lh))
+            }
             LITE_IOC_LOCK if ok || r == Err(Errno::EOWNERDEAD) => {
                 if let Some(l) = decode::<LiteLock>(arg) {
                     self.locks.retain(|&x| x != (l.lh, l.offset));
                     self.locks.extend((l.op == LITE_LOCK_ACQUIRE).then_some((l.lh, l.offset)));
                 }
             }
-            LITE_IOC_RPC_CALL if ok => self.slots.extend(decode::<LiteRpcCall>(arg).filter(|c| c.flags & LITE_RPC_ONEWAY == 0).map(|c| c.slot)),
-            LITE_IOC_WAIT if ok => decode::<LiteWait>(arg).into_iter().for_each(|w| self.slots.retain(|&s| s != w.slot)),
-            LITE_IOC_RPC_RECV => self.tokens.extend(out.and_then(decode::<LiteRpcRecv>).map(|v| v.token).filter(|&t| t != 0)),
+            LITE_IOC_RPC_CALL if ok => {
+                self.slots.extend(decode::<LiteRpcCall>(arg).filter(|c| c.flags & LITE_RPC_ONEWAY == 0).map(|c| c.slot))
+            }
+            LITE_IOC_WAIT if ok => {
+                decode::<LiteWait>(arg).into_iter().for_each(|w| self.slots.retain(|&s| s != w.slot))
+            }
+            LITE_IOC_RPC_RECV => {
+                self.tokens.extend(out.and_then(decode::<LiteRpcRecv>).map(|v| v.token).filter(|&t| t != 0))
+            }
             LITE_IOC_RPC_REPLY | LITE_IOC_RPC_REPLY_RECV if ok => {
                 decode::<LiteRpcReply>(arg).into_iter().for_each(|v| self.tokens.retain(|&t| t != v.token));
                 self.tokens.extend(out.and_then(decode::<LiteRpcReplyRecv>).map(|v| v.recv.token).filter(|&t| t != 0));
@@ -579,7 +752,9 @@ impl Fuzz {
             if !too_many_masters && mapped <= MAX_LIVE {
                 return;
             }
-            let Some(&Held { lh, master, .. }) = self.held.iter().find(|h| h.master == too_many_masters) else { return };
+            let Some(&Held { lh, master, .. }) = self.held.iter().find(|h| h.master == too_many_masters) else {
+                return;
+            };
             for (_, offset) in self.locks.clone().into_iter().filter(|l| l.0 == lh) {
                 let mut arg = LiteLock { lh, offset, op: LITE_LOCK_RELEASE, reserved: 0 };
                 let r = self.lite.raw_ioctl(LITE_IOC_LOCK, &mut arg as *mut LiteLock as usize);
@@ -593,4 +768,3 @@ impl Fuzz {
         }
     }
 }
-

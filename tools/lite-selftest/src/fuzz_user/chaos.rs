@@ -42,7 +42,11 @@ pub(super) fn scribble(lite: &Lite, rng: &mut Rng) -> Result<(), Errno> {
 /// exits; kills it after `kill_after` unless it ended first. Returns what became
 /// of it: "exited", "killed", or "killed, still in the kernel" (reaped by a later
 /// call of `reap`).
-pub(super) fn fork_and_kill(kill_after: Duration, zombies: &mut Vec<Pid>, calls: impl FnOnce()) -> Result<&'static str, Errno> {
+pub(super) fn fork_and_kill(
+    kill_after: Duration,
+    zombies: &mut Vec<Pid>,
+    calls: impl FnOnce(),
+) -> Result<&'static str, Errno> {
     // SAFETY: the worker is single-threaded; the child only runs `calls` and exits
     // without unwinding into the parent's state.
     match unsafe { fork() }? {

@@ -87,7 +87,8 @@ fn close_inherited(keep: i32) {
 /// to `report` as JSON. Returns its exit status (2: it could not start).
 fn worker(idx: usize, a: &Args, calls: u64, progress: &[AtomicU64], mut report: File) -> i32 {
     let _ = nix::unistd::setgroups(&[]);
-    if let Err(e) = nix::unistd::setgid(Gid::from_raw(NOBODY)).and_then(|()| nix::unistd::setuid(Uid::from_raw(NOBODY))) {
+    if let Err(e) = nix::unistd::setgid(Gid::from_raw(NOBODY)).and_then(|()| nix::unistd::setuid(Uid::from_raw(NOBODY)))
+    {
         eprintln!("fuzz-user[{idx}]: cannot become nobody ({e}): run as root");
         return 2;
     }
@@ -149,7 +150,9 @@ impl Kid {
             Ok(WaitStatus::Exited(_, 0)) => end(self, None),
             Ok(WaitStatus::Exited(_, 2)) => end(self, Some("could not start (see its message)".into())),
             Ok(WaitStatus::Exited(_, code)) => end(self, Some(format!("exited with status {code}"))),
-            Ok(WaitStatus::Signaled(_, sig, core)) => end(self, Some(format!("killed by {sig:?}{}", if core { " (core dumped)" } else { "" }))),
+            Ok(WaitStatus::Signaled(_, sig, core)) => {
+                end(self, Some(format!("killed by {sig:?}{}", if core { " (core dumped)" } else { "" })))
+            }
             Ok(_) => {
                 let calls = progress[2 * idx].load(Relaxed);
                 if calls != self.last_calls {
@@ -162,7 +165,8 @@ impl Kid {
                 } else if self.last_change.elapsed() > STALL {
                     let cmd = progress[2 * idx + 1].load(Relaxed) as usize;
                     let name = cmd.checked_sub(1).and_then(|i| CMDS.get(i)).map_or("no call", |c| c.0);
-                    let msg = format!("hung: no progress for {} s after {calls} calls, in {name}; killed", STALL.as_secs());
+                    let msg =
+                        format!("hung: no progress for {} s after {calls} calls, in {name}; killed", STALL.as_secs());
                     eprintln!("fuzz-user: worker {idx} (pid {}) {msg}", self.pid);
                     (self.failure, self.killed_at) = (Some(msg), Some(Instant::now()));
                     let _ = kill(self.pid, Signal::SIGKILL);
@@ -206,7 +210,14 @@ pub fn run(a: &Args) -> ExitCode {
             Ok((ForkResult::Parent { child }, r, _)) => {
                 pipes.push(File::from(r));
                 let now = Instant::now();
-                kids.push(Kid { pid: child, failure: None, done: false, last_calls: 0, last_change: now, killed_at: None });
+                kids.push(Kid {
+                    pid: child,
+                    failure: None,
+                    done: false,
+                    last_calls: 0,
+                    last_change: now,
+                    killed_at: None,
+                });
             }
             Err(e) => {
                 eprintln!("lite-selftest: fuzz-user: starting worker {idx}: {e}");
@@ -256,9 +267,13 @@ pub fn run(a: &Args) -> ExitCode {
     }
     let mut slowest: Vec<(&String, &u64)> = time_ns.iter().collect();
     slowest.sort_by(|a, b| b.1.cmp(a.1));
-    let slowest: Vec<String> = slowest.iter().take(8).map(|(cmd, ns)| format!("{cmd} {:.1}", **ns as f64 / 1e9)).collect();
+    let slowest: Vec<String> =
+        slowest.iter().take(8).map(|(cmd, ns)| format!("{cmd} {:.1}", **ns as f64 / 1e9)).collect();
     println!("  time in the kernel by command (s, all workers): {}", slowest.join(", "));
-    println!("fuzz-user: {calls} calls in {seconds:.1} s, by command: {}, EPERM-violations: {violations}", by_command.join(", "));
+    println!(
+        "fuzz-user: {calls} calls in {seconds:.1} s, by command: {}, EPERM-violations: {violations}",
+        by_command.join(", ")
+    );
     let failed: Vec<String> =
         kids.iter().filter_map(|k| Some(format!("worker pid {}: {}", k.pid, k.failure.as_ref()?))).collect();
     failed.iter().for_each(|f| eprintln!("fuzz-user: FAIL {f}"));

@@ -62,7 +62,15 @@ pub fn serve_registered(lite: &Lite, name: &str, size: u64, perm: Perm) -> ExitC
 }
 
 /// `lmr-serve`.
-pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, grants: &[GrantArg], zeroed: bool) -> ExitCode {
+pub fn serve(
+    lite: &Lite,
+    name: &str,
+    size: u64,
+    holders: &[u32],
+    perm: Perm,
+    grants: &[GrantArg],
+    zeroed: bool,
+) -> ExitCode {
     let opts = MallocOptions { holders: holders.to_vec(), perm, namespace: 0 };
     let lmr = match lite.malloc(size, name, &opts) {
         Ok(lmr) => lmr,
@@ -89,7 +97,9 @@ pub fn serve(lite: &Lite, name: &str, size: u64, holders: &[u32], perm: Perm, gr
             "free" => return free_and_report(lmr),
             "" => {}
             command if access(&lmr, command) => {}
-            other => eprintln!("lmr-serve: unknown command {other:?} (`free`, `read`, `write`, `atomic`, or EOF to exit)"),
+            other => {
+                eprintln!("lmr-serve: unknown command {other:?} (`free`, `read`, `write`, `atomic`, or EOF to exit)")
+            }
         }
     }
     // EOF: exit without freeing or unmapping; the kernel must release the LMR.

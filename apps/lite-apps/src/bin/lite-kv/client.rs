@@ -59,7 +59,9 @@ impl<'a> Store<'a> {
                     self.torn_reads.fetch_add(1, Ordering::Relaxed);
                     torn += 1;
                     if torn > GET_RETRIES {
-                        return Err(format!("get: bucket {bucket} of shard {shard} stayed torn for {GET_RETRIES} reads"));
+                        return Err(format!(
+                            "get: bucket {bucket} of shard {shard} stayed torn for {GET_RETRIES} reads"
+                        ));
                     }
                 }
             }
@@ -81,7 +83,10 @@ impl<'a> Store<'a> {
     pub(crate) fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
         match self.call(OP_PUT, key, value)? {
             STATUS_OK => Ok(()),
-            STATUS_FULL => Err(format!("put: the bucket of {:?} is full (serve with more --buckets)", String::from_utf8_lossy(key))),
+            STATUS_FULL => Err(format!(
+                "put: the bucket of {:?} is full (serve with more --buckets)",
+                String::from_utf8_lossy(key)
+            )),
             s => Err(format!("put: the server refused the request (status {s})")),
         }
     }

@@ -30,8 +30,9 @@ pub(crate) fn serve(lite: &Lite, buckets: u64, threads: u32) -> Result<(), Strin
     let (served, stopping) = (AtomicU64::new(0), AtomicBool::new(false));
     println!("ready: shard kv.{me}, {buckets} buckets of {SLOTS} slots");
     std::thread::scope(|s| -> Result<(), String> {
-        let workers: Vec<_> =
-            (0..threads.max(1)).map(|_| s.spawn(|| serve_requests(lite, &shard, buckets, &table, &served, &stopping))).collect();
+        let workers: Vec<_> = (0..threads.max(1))
+            .map(|_| s.spawn(|| serve_requests(lite, &shard, buckets, &table, &served, &stopping)))
+            .collect();
         // The shard lives as long as stdin is open.
         for _ in std::io::stdin().lock().lines() {}
         stopping.store(true, Ordering::Relaxed);
@@ -121,7 +122,8 @@ fn update(shard: &Lmr<'_>, buckets: u64, table: &Mutex<Table>, op: u8, key: &[u8
         _ => return Ok(STATUS_BAD),
     };
     t.versions[i] = t.versions[i].wrapping_add(1);
-    t.slots[i] = if op == OP_PUT { encode_slot(key, value, t.versions[i]) } else { encode_slot(&[], &[], t.versions[i]) };
+    t.slots[i] =
+        if op == OP_PUT { encode_slot(key, value, t.versions[i]) } else { encode_slot(&[], &[], t.versions[i]) };
     shard.write((i * SLOT) as u64, &t.slots[i]).map_err(|e| format!("write slot {i}: {e}"))?;
     Ok(STATUS_OK)
 }

@@ -60,7 +60,10 @@ pub(crate) enum Slot<'a> {
     Empty,
     /// Free, but keys placed while it was in use may follow.
     Deleted,
-    Full { key: &'a [u8], value: &'a [u8] },
+    Full {
+        key: &'a [u8],
+        value: &'a [u8],
+    },
     /// Being rewritten while it was read (or corrupt).
     Torn,
 }
