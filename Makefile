@@ -7,7 +7,7 @@
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
 #   SEGMENT=bridge                cluster: tap ports on a Linux bridge, tc links, jumbo frames
 #   SMP=N                 cluster: vCPUs per guest (default 2; 1 keeps a bottleneck's wire the
-#                         bottleneck, see README "Two regimes")
+#                         bottleneck, see docs/measurements.md "Two regimes")
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
 #                         with BINDGEN=bindgen and KMAKE='LLVM=1' as that kernel needs
 

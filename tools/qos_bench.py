@@ -144,7 +144,7 @@ REGIMES = ["link", "cpu"]
 # what bulk traffic waits for. On the 2-core host of 2026-11-27 with the bridge
 # segment's jumbo frames, none mode's p99 ratio (the latency class beside bulk
 # against alone) was 20-30 at 1 MiB/s, but 2.7 at 4 MiB/s: there the emulated
-# NICs' CPU, not the link's queue, held the latency class up (README).
+# NICs' CPU, not the link's queue, held the latency class up (docs/measurements.md).
 DEFAULT_LINK_RATE = "1M"
 # The link regime's segment: the bridge, with jumbo frames (vbridge.py), which
 # halve what bulk bytes cost the emulated NICs.

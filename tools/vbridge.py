@@ -3,7 +3,7 @@ private network namespace, and a bottleneck node's link a veth pair shaped by
 `tc tbf` both ways. It carries jumbo frames, which vde2 drops (it passes at most
 1500 bytes): with MTU 9000 rxe runs RoCE MTU 4096, as RoCE fabrics do, and each
 byte costs the emulated NICs a quarter of the packets. On the 2-core host of
-2026-11-27 that halved the sender's CPU for bulk at a 1 MiB/s link (README: *The
+2026-11-27 that halved the sender's CPU for bulk at a 1 MiB/s link (docs/measurements.md: *The
 host decides whether the wire is the bottleneck*).
 
 Nothing here reaches the host's network: the namespace has no device but the

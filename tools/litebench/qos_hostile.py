@@ -33,7 +33,7 @@ HOSTILE_ORDER = ["a", "b", "c", "e", "d"]
 HOSTILE_MODES = ["sw-pri", "none"]
 HOSTILE_LMRS = 100_000
 # How long the tenant may take to get ready (100 000 LMRs: 6 minutes from 8 threads
-# on the plain segment, see the README).
+# on the plain segment, see docs/measurements.md).
 HOSTILE_SETUP_S = 1800
 
 

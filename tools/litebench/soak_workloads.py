@@ -9,7 +9,7 @@ from litebench.soak_kv import KV_BENCH_KEYS, KV_GROUPS, KV_SINGLES
 
 # How long the log's writers and cleaner wait without progress before they fail.
 # Each waits on a chain of the others' operations, and on a 1 % lossy wire one
-# operation alone may take up to its deadline (30 s and more, see README
+# operation alone may take up to its deadline (30 s and more, see docs/reliability.md
 # Reliability): lite-log's 30 s default failed once in a 30-minute soak (a 4 KiB
 # ring held behind the lossy wire committed nothing for 28 s, with no error).
 LOG_STALL_S = 120

@@ -244,7 +244,7 @@ def paced_beside_a_writer_to_node_2(c, cut):
 # retransmit timer (a lost tail); rxe drops a frame whose ICRC fails, which is then
 # lost as above. A round takes 3-20 s (release). Heavier faults are not in this list
 # because rxe's RC retries forever (retry_cnt 7): at 64 bit errors per MiB (about 6 %
-# of the frames) a 4 MiB round trip did not end within 180 s (README, Reliability).
+# of the frames) a 4 MiB round trip did not end within 180 s (docs/reliability.md).
 LINK_FAULTS = [
     ("loss=1% burst=3", 180),
     ("dup=2%", 120),

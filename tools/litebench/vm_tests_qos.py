@@ -164,7 +164,7 @@ def sw_pri_keeps_the_latency_class_out_of_the_link_queue(c):
     # Node 1 behind a 1 MiB/s link (the bridge suite's): two bulk writers of 1 MiB
     # from node 0, a latency-class writer of 16 B alone and then beside them
     # (qos_bench's pass), in none and then in sw-pri mode, which must find the link
-    # itself. Generous bounds (one run on emulated guests; the README has the
+    # itself. Generous bounds (one run on emulated guests; docs/measurements.md has the
     # benchmark's medians). Measured on a 2-core host: p50 beside bulk 2.1 against
     # none's 226 ms, p99 ratio 1.27 against 20.6, aggregate 0.97 of none's. Checked:
     # sw-pri's p50 beside bulk under a fifth of none's, its p99 ratio under a third of
