@@ -3,6 +3,7 @@
 //! mappers), the lookups, chunk queries, grants and frees peers ask of it, and the
 //! revocation that precedes every free.
 
+use crate::compat::cursor_lower_bound_mut;
 use crate::errno::EIDRM;
 use crate::kvec::truncate;
 use crate::net::wire::{self, MsgKind, BODY_MAX};
@@ -174,20 +175,27 @@ impl Lite {
     /// (every mapping revoked) and its memory released at the holders left.
     pub(crate) fn retire_held_by(&self, node: u32) {
         let Ok(me) = self.me() else { return };
-        loop {
-            let lost = {
-                let mem = self.lmr.mem.lock();
-                mem.lmrs
-                    .iter()
-                    .find(|(_, lmr)| lmr.holders() & (1 << node) != 0)
-                    .map(|(&id, _)| id)
-            };
-            let Some(id) = lost else { return };
-            // Taken out of the registry here, so the loop ends.
+        let mut from = 0;
+        while let Some(id) = self.next_held_by(node, from) {
+            from = id + 1;
             if let Ok(holders) = self.retire_lmr(me, id) {
                 self.unwind_allocation(me, id, holders & !(1 << node));
             }
         }
+    }
+
+    /// The first LMR of this master from id `from` on with memory on `node`.
+    fn next_held_by(&self, node: u32, from: u64) -> Option<u64> {
+        let mut mem = self.lmr.mem.lock();
+        let mut cursor = cursor_lower_bound_mut(&mut mem.lmrs, &from);
+        while let Some(c) = cursor {
+            let (&id, lmr) = c.current();
+            if lmr.holders() & (1 << node) != 0 {
+                return Some(id);
+            }
+            cursor = c.move_next();
+        }
+        None
     }
 
     /// Frees LMRs `ids` of this master, as `free_lmr` each (ids freed already are

@@ -299,7 +299,7 @@ impl Lite {
     fn post_record(&self, peer: &Peer, record: &Record<'_>, qp: usize, sync: bool) -> Result {
         let written = self.post_record_body(peer, record);
         let announced = match written {
-            Ok(()) => self.announce_record(peer, record, qp, sync, HEADER_PART),
+            Ok(()) => self.announce_record(peer, record, qp, sync),
             Err(_) => {
                 let header = RecordHeader {
                     flags: record.header.flags | FLAG_ABANDONED,
@@ -308,7 +308,7 @@ impl Lite {
                 record
                     .stage
                     .write_bytes(0, &header.encode())
-                    .and_then(|()| self.announce_record(peer, record, qp, sync, ring::HEADER_LEN))
+                    .and_then(|()| self.announce_record(peer, record, qp, sync))
             }
         };
         if announced.is_err() {
@@ -356,16 +356,9 @@ impl Lite {
         Ok(())
     }
 
-    /// Writes the first `most` bytes of the record's first staged piece (the
-    /// header, at least) with the immediate that announces the record.
-    fn announce_record(
-        &self,
-        peer: &Peer,
-        record: &Record<'_>,
-        qp: usize,
-        sync: bool,
-        most: usize,
-    ) -> Result {
+    /// Writes the record's first staged piece (its header first) with the
+    /// immediate that announces the record.
+    fn announce_record(&self, peer: &Peer, record: &Record<'_>, qp: usize, sync: bool) -> Result {
         let &Record {
             binding,
             stage,
@@ -379,15 +372,12 @@ impl Lite {
         let data = WriteImm {
             src: stage,
             offset: 0,
-            len: (first.len as usize).min(most),
+            len: first.len as usize,
             remote_addr: first.addr,
         };
         peer.post_write_imm(qp, wire::ImmKind::RpcRequest, imm, &data, sync)
     }
 }
-
-/// `announce_record` writes all of the first piece.
-const HEADER_PART: usize = usize::MAX;
 
 /// A record with room reserved in `binding`'s ring at `offset`: its header and
 /// output runs (and a small payload) staged in `stage`, a larger payload in

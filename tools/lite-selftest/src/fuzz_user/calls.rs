@@ -102,6 +102,20 @@ macro_rules! pick {
     }};
 }
 
+/// The index in `CMDS` of a command drawn from `rng`, by weight.
+fn pick_command(rng: &mut Rng) -> usize {
+    let total: u64 = CMDS.iter().map(|c| c.2).sum();
+    let mut w = rng.below(total);
+    CMDS.iter()
+        .position(|c| {
+            w < c.2 || {
+                w -= c.2;
+                false
+            }
+        })
+        .unwrap_or(0)
+}
+
 /// One element of a non-empty pool.
 fn pick_from<T: Copy>(rng: &mut Rng, pool: &[T]) -> T {
     pool[rng.below(pool.len() as u64) as usize]
@@ -181,21 +195,7 @@ pub(super) struct Fuzz {
 impl Fuzz {
     /// The index in `CMDS` of the next command, by weight.
     pub(super) fn pick_command(&mut self) -> usize {
-        let mut rng = Rng::new(self.rng.next_u64());
-        self.pick_command_with(&mut rng)
-    }
-
-    fn pick_command_with(&self, rng: &mut Rng) -> usize {
-        let total: u64 = CMDS.iter().map(|c| c.2).sum();
-        let mut w = rng.below(total);
-        CMDS.iter()
-            .position(|c| {
-                w < c.2 || {
-                    w -= c.2;
-                    false
-                }
-            })
-            .unwrap_or(0)
+        pick_command(&mut self.rng)
     }
 
     /// The counts by command and outcome, and the EPERM violations, as JSON.
@@ -723,7 +723,7 @@ impl Fuzz {
         let mut zombies = std::mem::take(&mut self.zombies);
         let outcome = chaos::fork_and_kill(kill_after, &mut zombies, || {
             for _ in 0..calls {
-                let i = self.pick_command_with(&mut child);
+                let i = pick_command(&mut child);
                 // No process chaos in the child: only calls.
                 if CMDS[i].1 > FORK {
                     self.one(i);
