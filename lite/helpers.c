@@ -25,6 +25,11 @@ static unsigned int qps_per_peer = 4;
 module_param(qps_per_peer, uint, 0444);
 MODULE_PARM_DESC(qps_per_peer, "RC QPs to each peer (1-8, default 4)");
 
+static char *remote_access = "chunks";
+module_param(remote_access, charp, 0444);
+MODULE_PARM_DESC(remote_access,
+		 "what a peer's rkeys reach: chunks (an MR per LMR chunk, mailbox and ring, revoked at free; default) or global (LITE's one MR over all memory)");
+
 /* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth (clamped by the device). */
 #define LITE_CQ_ENTRIES 32768
 
@@ -35,6 +40,11 @@ static struct workqueue_struct *lite_wq;
 unsigned int lite_param_qps_per_peer(void)
 {
 	return clamp(qps_per_peer, 1U, (unsigned int)LITE_MAX_QPS_PER_PEER);
+}
+
+int lite_param_remote_chunks(void)
+{
+	return strcmp(remote_access, "global") != 0;
 }
 
 int lite_capable_net_admin(void)
@@ -124,14 +134,16 @@ static void lite_dev_free(struct lite_dev *dev)
 }
 
 /*
- * The one global MR. ib_alloc_pd(IB_PD_UNSAFE_GLOBAL_RKEY) would give one without
- * remote atomic access, so build it the way __ib_alloc_pd() does, atomics included.
+ * The one global MR, whose lkey every local SGE uses. With remote_access=global it
+ * is also LITE's global rkey: ib_alloc_pd(IB_PD_UNSAFE_GLOBAL_RKEY) would give one
+ * without remote atomic access, so build it the way __ib_alloc_pd() does, atomics
+ * included (and say so, as the core does). With chunks, peers get no access here.
  */
 static int lite_dev_alloc_global_mr(struct lite_dev *dev)
 {
+	int remote = IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC;
 	struct ib_mr *mr = dev->ibdev->ops.get_dma_mr(dev->pd,
-		IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE |
-		IB_ACCESS_REMOTE_ATOMIC);
+		IB_ACCESS_LOCAL_WRITE | (dev->remote_chunks ? 0 : remote));
 
 	if (IS_ERR(mr))
 		return PTR_ERR(mr);
@@ -141,6 +153,9 @@ static int lite_dev_alloc_global_mr(struct lite_dev *dev)
 	mr->uobject = NULL;
 	mr->need_inval = false;
 	dev->global_mr = mr;
+	if (!dev->remote_chunks)
+		pr_warn("lite: %s: enabling unsafe global rkey (remote_access=global)\n",
+			dev_name(&dev->ibdev->dev));
 	return 0;
 }
 
@@ -159,6 +174,8 @@ static int lite_add_one(struct ib_device *ibdev)
 		return -ENOMEM;
 	dev->ibdev = ibdev;
 	dev->port = port;
+	dev->remote_chunks = lite_param_remote_chunks();
+	mutex_init(&dev->reg_lock);
 	init_waitqueue_head(&dev->paced_room);
 	spin_lock_init(&dev->paced_lock);
 	dev->pd = ib_alloc_pd(ibdev, 0);
@@ -203,6 +220,7 @@ static void lite_remove_one(struct ib_device *ibdev, void *client_data)
 	lite_rust_dev_removing(lite_ctx, dev->rust);
 	/* Deferred requests may still use the device's memory and QPs. */
 	flush_workqueue(lite_wq);
+	lite_mr_dev_cleanup(dev);
 	ib_free_cq(dev->send_cq);
 	ib_free_cq(dev->recv_cq);
 	dev->send_cq = NULL;
@@ -274,6 +292,10 @@ int lite_glue_init(void *rust_ctx)
 {
 	int err;
 
+	if (strcmp(remote_access, "chunks") && strcmp(remote_access, "global")) {
+		pr_err("lite: remote_access=%s: it is chunks or global\n", remote_access);
+		return -EINVAL;
+	}
 	lite_ctx = rust_ctx;
 	lite_wq = alloc_workqueue("lite", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!lite_wq)

@@ -12,6 +12,7 @@
 /* Opaque C objects owned through Rust wrappers. */
 struct lite_dev;
 struct lite_qp;
+struct ib_mr;
 
 /* Maximum QPs per peer; the module parameter qps_per_peer is clamped to it. */
 #define LITE_MAX_QPS_PER_PEER 8
@@ -20,6 +21,8 @@ struct lite_qp;
 int lite_glue_init(void *rust_ctx);
 void lite_glue_exit(void);
 unsigned int lite_param_qps_per_peer(void);
+/* remote_access=chunks (1: an MR per exposed range) or global (0: LITE's one MR). */
+int lite_param_remote_chunks(void);
 int lite_capable_net_admin(void);
 
 /* Priority classes: the current task's process and ancestors' ids (itself first,
@@ -29,7 +32,8 @@ int lite_current_lineage(unsigned int *tgids, int max, unsigned int *uid, unsign
 int lite_sleep_ns(unsigned long long ns);
 int lite_fatal_signal_pending(void);
 
-/* Device: PD, one global DMA MR (local write, remote read/write/atomic), CQs. */
+/* Device: PD, one global DMA MR (local write; remote read/write/atomic only with
+ * remote_access=global), CQs. */
 const char *lite_dev_name(const struct lite_dev *dev);
 unsigned int lite_dev_port(const struct lite_dev *dev);
 /* Port state (IB_PORT_*) and active MTU (IB_MTU_*). */
@@ -74,8 +78,31 @@ void lite_dma_buf_free(struct lite_dev *dev, void *buf, unsigned long size, unsi
 /* Ownership hand-over of a DMA buffer range between the CPU and the RNIC. */
 void lite_dma_sync_for_cpu(struct lite_dev *dev, unsigned long long dma, unsigned int len);
 void lite_dma_sync_for_device(struct lite_dev *dev, unsigned long long dma, unsigned int len);
-/* The global MR's remote key, published to peers. */
+/* The global MR's remote key, published to peers (remote_access=global). */
 unsigned int lite_dev_global_rkey(const struct lite_dev *dev);
+
+/* Whether the device's peers reach only ranges registered with lite_mr_register()
+ * (remote_access=chunks): its global MR then has local access only. */
+int lite_dev_remote_chunks(const struct lite_dev *dev);
+
+/* What a peer may do through an MR of lite_mr_register(). */
+#define LITE_MR_REMOTE_READ 1
+#define LITE_MR_REMOTE_WRITE 2
+#define LITE_MR_REMOTE_ATOMIC 4
+/* Most DMA runs one MR covers (an RPC reply buffer of 4 MiB, one run per page). */
+#define LITE_MR_MAX_RUNS 1025
+
+struct lite_sge;
+/*
+ * Registers an MR over the DMA `runs` (iova: the first run's address; the runs
+ * follow each other in it) with a fresh key byte, and waits until the NIC took it.
+ * One run gets one page entry of its size; several must be page-aligned inside.
+ * NULL and *err on failure; else the MR, its rkey in *rkey.
+ */
+struct ib_mr *lite_mr_register(struct lite_dev *dev, const struct lite_sge *runs,
+			       unsigned int nruns, int access, unsigned int *rkey, int *err);
+/* Deregisters the MR: when it returns, the NIC no longer reaches its memory. */
+void lite_mr_deregister(struct ib_mr *mr);
 
 /* SGEs per RDMA read/write work request the module uses (capped by the device). */
 #define LITE_MAX_SGE 16

@@ -149,6 +149,19 @@ pub extern "C" fn lite_rust_send_error(
     unsafe { lite(ctx) }.on_send_error(peer, status);
 }
 
+/// A QP to the peer went to error behind the module's back (module workqueue).
+#[no_mangle]
+pub extern "C" fn lite_rust_peer_violation(
+    ctx: *mut c_void,
+    rust_peer: *mut c_void,
+    _index: c_uint,
+) {
+    // SAFETY: as in `lite_rust_recv`: the C side cancels this work before the QP goes.
+    let peer = unsafe { &*(rust_peer as *const Peer) };
+    // SAFETY: see `lite`.
+    unsafe { lite(ctx) }.on_peer_violation(peer);
+}
+
 /// open(2) of /dev/lite.
 #[no_mangle]
 pub extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void) -> c_int {

@@ -12,7 +12,8 @@ use crate::net::{Peer, State};
 use crate::qos::Qos;
 use crate::rpc::{RpcNode, RpcPeer};
 use crate::sync::LockNode;
-use core::sync::atomic::Ordering;
+use crate::uapi::LITE_MAX_NODES;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
 
@@ -62,6 +63,8 @@ pub(crate) struct Lite {
     pub(crate) locks: LockNode,
     /// Priority classes, their rules and SW-Pri pacing.
     pub(crate) qos: Arc<Qos>,
+    /// Per node: its requests our NIC refused (`on_peer_violation`).
+    pub(crate) access_errors: [AtomicU64; LITE_MAX_NODES as usize],
 }
 
 impl Lite {
@@ -78,6 +81,7 @@ impl Lite {
                 rpc <- RpcNode::new(),
                 locks <- LockNode::new(),
                 qos,
+                access_errors: core::array::from_fn(|_| AtomicU64::new(0)),
             }),
             GFP_KERNEL,
         )
@@ -150,5 +154,17 @@ impl Lite {
             );
         }
         peer.mark_failed();
+    }
+
+    /// `peer`'s QP went to error without a failed send of ours (workqueue): the
+    /// NIC refused a request of the peer, which only a key, address or access that
+    /// its MRs do not allow causes, or a malformed request. Either way the peer
+    /// broke the protocol: it is fenced off at once (and reconnects through the
+    /// manager, as after any failure).
+    pub(crate) fn on_peer_violation(&self, peer: &Peer) {
+        if let Some(count) = self.access_errors.get(peer.id as usize) {
+            count.fetch_add(1, Ordering::Relaxed);
+        }
+        peer.fence("made a request our NIC refused (key, address or access)");
     }
 }

@@ -16,6 +16,9 @@ void lite_rust_dev_release(void *ctx, void *rust_dev);
 void lite_rust_recv(void *ctx, void *rust_peer, unsigned int index, unsigned int imm);
 /* A send on the QP failed with an ib_wc_status other than flush. */
 void lite_rust_send_error(void *ctx, void *rust_peer, unsigned int index, int status);
+/* The QP went to error with no send of ours failing and without the module moving
+ * it: the peer made a request its keys or the protocol do not allow (workqueue). */
+void lite_rust_peer_violation(void *ctx, void *rust_peer, unsigned int index);
 
 int lite_rust_open(void *ctx, void **file_priv);
 void lite_rust_release(void *ctx, void *file_priv);

@@ -77,14 +77,45 @@ static int lite_qp_post_recv(struct lite_qp *qp)
 	return ib_post_recv(qp->qp, &wr, NULL);
 }
 
+static void lite_wrong_work(struct work_struct *work)
+{
+	struct lite_qp *qp = container_of(to_delayed_work(work), struct lite_qp, wrong_work);
+
+	if (!READ_ONCE(qp->closing) && !READ_ONCE(qp->send_failed))
+		lite_rust_peer_violation(lite_ctx, qp->rust_peer, qp->index);
+}
+
+/*
+ * The QP went to error while the module did not move it there. Neither rxe nor
+ * every NIC says why, but only two things do that: a send of ours that failed
+ * (reported as such, maybe a little later by the send CQ's handler) or a request
+ * from the peer that the responder refused (a key, address or access its MRs do
+ * not allow, or a malformed one). After a grace period for the first, the second
+ * is reported.
+ */
+static void lite_qp_went_wrong(struct lite_qp *qp)
+{
+	if (!qp->rust_peer || READ_ONCE(qp->closing) || atomic_xchg(&qp->went_wrong, 1))
+		return;
+	queue_delayed_work(lite_workqueue(), &qp->wrong_work, HZ);
+}
+
+static void lite_qp_event(struct ib_event *event, void *context)
+{
+	if (event->event == IB_EVENT_QP_ACCESS_ERR || event->event == IB_EVENT_QP_REQ_ERR)
+		lite_qp_went_wrong(context);
+}
+
 static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct lite_qp *qp;
+	struct lite_qp *qp = container_of(wc->wr_cqe, struct lite_qp, recv_cqe);
 
-	/* Flushes happen while the QP is drained and may outlive it: touch nothing. */
-	if (wc->status != IB_WC_SUCCESS)
+	/* Flushes happen while the QP is drained and may outlive it: touch nothing then. */
+	if (wc->status != IB_WC_SUCCESS) {
+		if (!READ_ONCE(qp->closing))
+			lite_qp_went_wrong(qp);
 		return;
-	qp = container_of(wc->wr_cqe, struct lite_qp, recv_cqe);
+	}
 	lite_qp_post_recv(qp);
 	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IB_WC_WITH_IMM))
 		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, be32_to_cpu(wc->ex.imm_data));
@@ -97,6 +128,7 @@ static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
 		return;
 	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
+	WRITE_ONCE(qp->send_failed, true);
 	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
 }
 
@@ -135,7 +167,9 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 	qp->index = index;
 	qp->recv_cqe.done = lite_recv_done;
 	qp->send_cqe.done = lite_send_done;
+	INIT_DELAYED_WORK(&qp->wrong_work, lite_wrong_work);
 	init.qp_context = qp;
+	init.event_handler = lite_qp_event;
 	qp->qp = ib_create_qp(dev->pd, &init);
 	if (IS_ERR(qp->qp)) {
 		*err = PTR_ERR(qp->qp);
@@ -272,6 +306,7 @@ int lite_qp_to_error(struct lite_qp *qp)
 {
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 
+	WRITE_ONCE(qp->closing, true);
 	return ib_modify_qp(qp->qp, &attr, IB_QP_STATE);
 }
 
@@ -281,13 +316,16 @@ int lite_qp_to_error(struct lite_qp *qp)
  */
 void lite_qp_drain(struct lite_qp *qp)
 {
+	WRITE_ONCE(qp->closing, true);
 	ib_drain_qp(qp->qp);
 }
 
 void lite_qp_destroy(struct lite_qp *qp)
 {
+	WRITE_ONCE(qp->closing, true);
 	ib_drain_qp(qp->qp);
 	ib_destroy_qp(qp->qp);
+	cancel_delayed_work_sync(&qp->wrong_work);
 	kfree(qp);
 }
 

@@ -6,7 +6,9 @@
 #ifndef LITE_VERBS_H
 #define LITE_VERBS_H
 
+#include <linux/mutex.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 
 struct lite_dev {
@@ -14,6 +16,11 @@ struct lite_dev {
 	u32 port;
 	struct ib_pd *pd;
 	struct ib_mr *global_mr;
+	/* remote_access=chunks: peers reach only MRs of lite_mr_register() (mr.c). */
+	int remote_chunks;
+	/* The QP registrations are posted on (mr.c), made on first use under reg_lock. */
+	struct mutex reg_lock;
+	struct lite_qp *reg_qp;
 	struct ib_cq *send_cq;
 	struct ib_cq *recv_cq;
 	void *rust;
@@ -45,7 +52,18 @@ struct lite_qp {
 	struct ib_cqe send_cqe;
 	void *rust_peer;
 	unsigned int index;
+	/* Set before the module itself moves the QP to error (nothing to report then). */
+	bool closing;
+	/* A send of ours failed: the error state that follows is not the peer's doing. */
+	bool send_failed;
+	/* The QP went to error behind our back; reported once, after a grace period
+	 * in which a send error of ours may still explain it. */
+	atomic_t went_wrong;
+	struct delayed_work wrong_work;
 };
+
+/* Deletes the device's registration QP (mr.c); before its CQs go. */
+void lite_mr_dev_cleanup(struct lite_dev *dev);
 
 /* The Rust side's context (helpers.c), handed back to every callback. */
 extern void *lite_ctx;

@@ -54,8 +54,8 @@ SPLAT = re.compile(
     r"DEBUG_LOCKS_WARN_ON|possible circular locking|inconsistent lock state|"
     r"INFO: task .* blocked|rcu_sched detected stall|rcu: INFO:|unreferenced object|Call Trace:")
 
-# What lite prints when a peer did not confirm a teardown and is fenced off.
-FENCE = "did not confirm a teardown"
+# What lite prints when it fences a peer off (no teardown confirmed, a refused request).
+FENCE = "its QPs are fenced off"
 
 # How long the manager waits for an agent's heartbeat before it declares the node
 # down, unless told otherwise. The debug kernel runs the guests 10-30 times slower:

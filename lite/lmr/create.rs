@@ -4,7 +4,7 @@
 
 use crate::errno::EHOSTDOWN;
 use crate::kvec::caller_sized;
-use crate::net::verbs::{DmaBuf, PAGE_SIZE};
+use crate::net::verbs::{DmaBuf, PAGE_SIZE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::Peer;
 use crate::node::Lite;
@@ -37,21 +37,21 @@ struct Share {
     pub(crate) node: u32,
     /// Bytes not allocated yet.
     pub(crate) left: u64,
-    /// (DMA address, bytes) of the chunks allocated so far, in LMR order.
-    pub(crate) got: KVec<(u64, u64)>,
+    /// The chunks allocated so far, in LMR order.
+    pub(crate) got: KVec<wire::WireExtent>,
 }
 
 impl Share {
     /// Adds the chunks a holder handed out; a holder that hands out nothing is out
     /// of memory, one that hands out more than asked is broken.
-    pub(crate) fn take(&mut self, chunks: impl Iterator<Item = (u64, u64)>) -> Result {
+    pub(crate) fn take(&mut self, chunks: impl Iterator<Item = wire::WireExtent>) -> Result {
         let before = self.left;
-        for (addr, len) in chunks {
-            if len > self.left {
+        for chunk in chunks {
+            if chunk.len > self.left {
                 return Err(EIO);
             }
-            self.got.push((addr, len), GFP_KERNEL)?;
-            self.left -= len;
+            self.got.push(chunk, GFP_KERNEL)?;
+            self.left -= chunk.len;
         }
         if self.left == before {
             return Err(ENOMEM);
@@ -250,17 +250,15 @@ impl Lite {
             ) {
                 result = self
                     .hold(me, id, share.left, wire::EXTENTS_PER_MSG)
-                    .and_then(|got| share.take(got.iter().map(|&(_, addr, len)| (addr, len))));
+                    .and_then(|got| share.take(got.into_iter()));
             }
             // Every answer is awaited, even after a failure or a signal: the
             // unwinding must not overtake an allocation still running at a holder.
             for (i, pending) in asked.into_iter() {
                 let answered = pending.answer_to_the_end(&mut reply).and_then(|len| {
                     let mut got = KVec::new();
-                    wire::decode_extents(&reply[..len], |_, addr, len| {
-                        got.push((addr, len), GFP_KERNEL).ok()
-                    })
-                    .ok_or(EIO)?;
+                    wire::decode_extents(&reply[..len], |extent| got.push(extent, GFP_KERNEL).ok())
+                        .ok_or(EIO)?;
                     shares[i].take(got.into_iter())
                 });
                 result = result.and(answered);
@@ -270,17 +268,18 @@ impl Lite {
         let mut extents = KVec::new();
         let mut start = 0;
         for share in shares.iter() {
-            for &(addr, len) in share.got.iter() {
+            for chunk in share.got.iter() {
                 extents.push(
                     Extent {
                         node: share.node,
                         start,
-                        addr,
-                        len,
+                        addr: chunk.addr,
+                        len: chunk.len,
+                        rkey: chunk.rkey,
                     },
                     GFP_KERNEL,
                 )?;
-                start += len;
+                start += chunk.len;
             }
         }
         Ok(extents)
@@ -299,15 +298,18 @@ impl Lite {
         let mut extents = KVec::with_capacity(count, caller_sized())?;
         let mut start = 0;
         for i in 0..count {
-            let page = DmaBuf::pin_user_page(&dev, buf - head + i * PAGE_SIZE)?;
+            let mut page = DmaBuf::pin_user_page(&dev, buf - head + i * PAGE_SIZE)?;
             let skip = if i == 0 { head } else { 0 };
             let bytes = (PAGE_SIZE - skip).min(len - start);
+            // Only the registered bytes: the rest of the page is not the LMR's.
+            let rkey = page.expose(skip, bytes, REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC)?;
             extents.push(
                 Extent {
                     node: me,
                     start: start as u64,
                     addr: page.dma() + skip as u64,
                     len: bytes as u64,
+                    rkey,
                 },
                 GFP_KERNEL,
             )?;

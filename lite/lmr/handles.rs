@@ -147,19 +147,20 @@ impl Lite {
                     },
                     &mut reply,
                 )?;
-                let count = wire::decode_extents(&reply[..len], |node, addr, len| {
+                let count = wire::decode_extents(&reply[..len], |e| {
                     extents
                         .push(
                             Extent {
-                                node,
+                                node: e.node,
                                 start,
-                                addr,
-                                len,
+                                addr: e.addr,
+                                len: e.len,
+                                rkey: e.rkey,
                             },
                             GFP_KERNEL,
                         )
                         .ok()?;
-                    start = start.checked_add(len)?;
+                    start = start.checked_add(e.len)?;
                     Some(())
                 })
                 .ok_or(EIO)?;

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Holder side: memory this node holds for LMRs (physically contiguous chunks in
-//! the global MR), bounded by a share of its RAM, and what a holder does for peers
-//! (memset, copy) and when a master goes away.
+//! Holder side: memory this node holds for LMRs (physically contiguous chunks,
+//! each exposed to peers under its own key), bounded by a share of its RAM, and
+//! what a holder does for peers (memset, copy) and when a master goes away.
 
 use crate::compat::cursor_lower_bound_mut;
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::kvec::caller_sized;
-use crate::net::verbs::DmaBuf;
+use crate::net::verbs::{DmaBuf, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::net::wire::{self, MsgKind};
 use crate::node::Lite;
 use crate::uapi::*;
@@ -28,7 +28,16 @@ pub(crate) fn hold_limit() -> u64 {
     ram / HOLD_SHARE_DEN * HOLD_SHARE_NUM
 }
 
-/// Memory this node holds for one LMR, from one allocation request.
+/// Lets peers read, write and run atomics on the first `len` bytes of LMR chunk
+/// `chunk`; returns their rkey.
+pub(crate) fn expose_lmr_chunk(chunk: &mut DmaBuf, len: u64) -> Result<u32> {
+    let len = usize::try_from(len).map_err(|_| EINVAL)?;
+    chunk.expose(0, len, REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC)
+}
+
+/// Memory this node holds for one LMR, from one allocation request. Its chunks'
+/// keys are revoked when the last user lets go (the registry, a mapping here, a
+/// lock's owner working on a word of it).
 pub(crate) struct Held {
     pub(crate) chunks: KVec<DmaBuf>,
     pub(crate) bytes: u64,
@@ -52,14 +61,14 @@ impl LocalMemory {
 
 impl Lite {
     /// Allocates up to `bytes` (at most `max_extents` chunks) for LMR (`master`, `id`)
-    /// and returns the new extents (node, addr, len). Never fewer than one chunk.
+    /// and returns the new extents. Never fewer than one chunk.
     pub(crate) fn hold(
         &self,
         master: u32,
         id: u64,
         bytes: u64,
         max_extents: usize,
-    ) -> Result<KVec<(u32, u64, u64)>> {
+    ) -> Result<KVec<wire::WireExtent>> {
         let me = self.me()?;
         // Serialized with device removal, which frees what is held on the device.
         let _serial = self.lmr.alloc_lock.lock();
@@ -102,11 +111,20 @@ impl Lite {
             };
             let prepared = if len == CHUNK_MAX { ready.next() } else { None };
             match prepared.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
-                Ok(chunk) => {
+                Ok(mut chunk) => {
                     let used = len.min(left);
-                    let pushed = extents.push((me, chunk.dma(), used), GFP_KERNEL);
-                    if let Err(e) = pushed.and_then(|()| chunks.push(chunk, GFP_KERNEL)) {
-                        result = Err(e.into());
+                    let exposed = expose_lmr_chunk(&mut chunk, used).and_then(|rkey| {
+                        let extent = wire::WireExtent {
+                            node: me,
+                            rkey,
+                            addr: chunk.dma(),
+                            len: used,
+                        };
+                        extents.push(extent, GFP_KERNEL)?;
+                        Ok(chunks.push(chunk, GFP_KERNEL)?)
+                    });
+                    if let Err(e) = exposed {
+                        result = Err(e);
                         break;
                     }
                     left -= used;
@@ -246,10 +264,14 @@ impl Lite {
             let (to, to_off) = dst.find(req.dst_addr, req.len)?;
             to.move_from(to_off, chunk, off, req.len as usize)
         } else {
-            // The destination node checks nothing here: peers are kernels of the same
-            // cluster sharing one global MR, as in LITE.
-            self.peer(req.dst_node)?
-                .rdma_write_kernel(chunk, off, req.len as usize, req.dst_addr)
+            // The destination's NIC checks the key: it reaches only that LMR chunk.
+            self.peer(req.dst_node)?.rdma_write_kernel(
+                chunk,
+                off,
+                req.len as usize,
+                req.dst_addr,
+                req.dst_rkey,
+            )
         }
     }
 }

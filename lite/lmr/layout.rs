@@ -84,21 +84,24 @@ pub(crate) fn next_chunk_len(remaining: u64, limit: u64) -> Option<u64> {
 }
 
 /// A physically contiguous piece of an LMR at one holder: LMR bytes
-/// `[start, start + len)` live at DMA address `addr` of node `node`.
+/// `[start, start + len)` live at DMA address `addr` of node `node`, which peers
+/// reach with `rkey`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Extent {
     pub(crate) node: u32,
     pub(crate) start: u64,
     pub(crate) addr: u64,
     pub(crate) len: u64,
+    pub(crate) rkey: u32,
 }
 
 /// Part of an access that stays inside extent `extent`: `len` bytes at `addr` of the
-/// holder, `pos` bytes from the start of the access.
+/// holder (under the extent's `rkey`), `pos` bytes from the start of the access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piece {
     pub(crate) extent: usize,
     pub(crate) addr: u64,
+    pub(crate) rkey: u32,
     pub(crate) pos: u64,
     pub(crate) len: u64,
 }
@@ -137,6 +140,7 @@ impl Iterator for Pieces<'_> {
         let piece = Piece {
             extent: self.index,
             addr: e.addr + inside,
+            rkey: e.rkey,
             pos: self.offset - self.base,
             len,
         };
@@ -194,12 +198,14 @@ mod tests {
                 start: 0,
                 addr: 0x10000,
                 len: 4096,
+                rkey: 0,
             },
             Extent {
                 node: 2,
                 start: 4096,
                 addr: 0x80000,
                 len: 4096,
+                rkey: 0,
             },
         ];
         assert_eq!(atomic_word(&aligned, 8192, 0), Ok((0, 0x10000)));
@@ -231,12 +237,14 @@ mod tests {
                 start: 0,
                 addr: 0x2003,
                 len: 13,
+                rkey: 0,
             },
             Extent {
                 node: 1,
                 start: 13,
                 addr: 0x9000,
                 len: 100,
+                rkey: 0,
             },
         ];
         assert_eq!(atomic_word(&odd, 113, 0), Err(AtomicError::Misaligned));
@@ -332,6 +340,7 @@ mod tests {
                     start,
                     addr: 0x10_0000 * (i as u64 + 1),
                     len,
+                    rkey: 0x100 + i as u32,
                 };
                 start += len;
                 e
@@ -349,18 +358,21 @@ mod tests {
                 Piece {
                     extent: 0,
                     addr: 0x10_0000 + 90,
+                    rkey: 0x100,
                     pos: 0,
                     len: 10
                 },
                 Piece {
                     extent: 1,
                     addr: 0x20_0000,
+                    rkey: 0x101,
                     pos: 10,
                     len: 50
                 },
                 Piece {
                     extent: 2,
                     addr: 0x30_0000,
+                    rkey: 0x102,
                     pos: 60,
                     len: 10
                 },
@@ -371,6 +383,7 @@ mod tests {
             vec![Piece {
                 extent: 1,
                 addr: 0x20_0000,
+                rkey: 0x101,
                 pos: 0,
                 len: 1
             }]
@@ -392,6 +405,7 @@ mod tests {
                     assert_eq!(p.pos, next);
                     let e = ext[p.extent];
                     assert!(p.addr >= e.addr && p.addr + p.len <= e.addr + e.len);
+                    assert_eq!(p.rkey, e.rkey);
                     assert_eq!(p.addr - e.addr + e.start, offset + p.pos);
                     next += p.len;
                 }

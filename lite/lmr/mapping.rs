@@ -43,13 +43,16 @@ pub(crate) struct Word {
 /// the word itself (a lock's owner), the memory outlives a free of its LMR.
 pub(crate) struct HeldWord {
     pub(crate) word: Word,
+    /// The key of the chunk holding it, for this node's own atomics on it.
+    pub(crate) rkey: u32,
     _memory: Arc<LocalMemory>,
 }
 
 impl HeldWord {
-    pub(crate) fn new(word: Word, memory: Arc<LocalMemory>) -> Self {
+    pub(crate) fn new(word: Word, rkey: u32, memory: Arc<LocalMemory>) -> Self {
         HeldWord {
             word,
+            rkey,
             _memory: memory,
         }
     }
@@ -59,6 +62,8 @@ impl HeldWord {
 pub(crate) struct WordRef {
     pub(crate) mapping: Arc<Mapping>,
     pub(crate) word: Word,
+    /// The key its holder's chunk is reached with.
+    pub(crate) rkey: u32,
 }
 
 /// An operation in progress on a mapping; ends when dropped.

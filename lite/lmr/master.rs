@@ -98,7 +98,15 @@ impl Lite {
         let to = (from + wire::EXTENTS_PER_MSG).min(lmr.extents.len());
         let mut list = KVec::with_capacity(to - from, GFP_KERNEL)?;
         for e in &lmr.extents[from..to] {
-            list.push((e.node, e.addr, e.len), GFP_KERNEL)?;
+            list.push(
+                wire::WireExtent {
+                    node: e.node,
+                    rkey: e.rkey,
+                    addr: e.addr,
+                    len: e.len,
+                },
+                GFP_KERNEL,
+            )?;
         }
         let mut body = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
         let len = wire::encode_extents(&mut body, &list).ok_or(EINVAL)?;

@@ -3,6 +3,7 @@
 //! memcpy, and the statistics of a handle and of this node.
 
 use crate::compat::user_slice;
+use crate::errno::EIDRM;
 use crate::net::polling::Wait;
 use crate::net::verbs::Atomic;
 use crate::net::wire::{self, MsgKind};
@@ -52,7 +53,7 @@ impl Lite {
                 }
             } else {
                 self.peer(node)?
-                    .rdma_user(write, at, size, piece.addr, &|| using.check())?;
+                    .rdma_user(write, at, size, piece.addr, piece.rkey, &|| using.check())?;
             }
         }
         Ok(())
@@ -76,30 +77,35 @@ impl Lite {
             id: mapping.id,
             addr,
         };
-        Ok(WordRef { mapping, word })
+        let rkey = mapping.extents[extent].rkey;
+        Ok(WordRef {
+            mapping,
+            word,
+            rkey,
+        })
     }
 
     /// An RDMA atomic on `word` by its holder's RNIC, so that it is atomic against
     /// every node's; fails once the LMR is freed. Returns the old value.
     pub(crate) fn word_atomic(&self, word: &WordRef, atomic: Atomic) -> Result<u64> {
         let _using = word.mapping.begin()?;
-        self.atomic_on(&word.word, atomic, Wait::PollFirst)
+        self.atomic_on(&word.word, word.rkey, atomic, Wait::PollFirst)
     }
 
     /// As [`Self::word_atomic`], for the kernel's own work on a word this node holds,
     /// whose memory `held` keeps.
     pub(crate) fn held_word_atomic(&self, held: &HeldWord, atomic: Atomic) -> Result<u64> {
-        self.atomic_on(&held.word, atomic, Wait::Sleep)
+        self.atomic_on(&held.word, held.rkey, atomic, Wait::Sleep)
     }
 
     /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
-    fn atomic_on(&self, word: &Word, atomic: Atomic, wait: Wait) -> Result<u64> {
+    fn atomic_on(&self, word: &Word, rkey: u32, atomic: Atomic, wait: Wait) -> Result<u64> {
         let peer = if word.holder == self.me()? {
             self.loopback()?
         } else {
             self.peer(word.holder)?
         };
-        peer.atomic(atomic, word.addr, wait)
+        peer.atomic(atomic, word.addr, rkey, wait)
     }
 
     /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.
@@ -119,8 +125,9 @@ impl Lite {
     /// it, EIDRM once the LMR is freed.
     pub(crate) fn held_word(&self, word: &Word) -> Result<HeldWord> {
         let memory = self.held_memory(word.master, word.id)?;
-        memory.find(word.addr, 8)?;
-        Ok(HeldWord::new(*word, memory))
+        let (chunk, _) = memory.find(word.addr, 8)?;
+        let rkey = chunk.rkey().ok_or_else(EIDRM)?;
+        Ok(HeldWord::new(*word, rkey, memory))
     }
 
     /// LT_memset, executed by the holders.
@@ -211,8 +218,13 @@ impl Lite {
                     let (to, to_off) = dst_use.local()?.find(d_addr, n)?;
                     to.move_from(to_off, from, from_off, n as usize)?;
                 } else {
-                    self.peer(d_node)?
-                        .rdma_write_kernel(from, from_off, n as usize, d_addr)?;
+                    self.peer(d_node)?.rdma_write_kernel(
+                        from,
+                        from_off,
+                        n as usize,
+                        d_addr,
+                        dst.extents[d_ext].rkey,
+                    )?;
                 }
             } else {
                 let req = wire::Copy {
@@ -224,6 +236,7 @@ impl Lite {
                     dst_addr: d_addr,
                     len: n,
                     dst_node: d_node,
+                    dst_rkey: dst.extents[d_ext].rkey,
                 };
                 self.peer(s_node)?.request(MsgKind::Copy, &req, &mut [])?;
             }

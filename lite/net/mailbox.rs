@@ -229,27 +229,26 @@ impl Peer {
     }
 
     /// Posts a write-with-immediate of `data` (to an address the peer published,
-    /// such as a ring), on QP `hint % K`; with `sync`, waits until it landed.
+    /// such as a ring, under `rkey`), on QP `hint % K`; with `sync`, waits until it
+    /// landed.
     pub(crate) fn post_write_imm(
         &self,
         hint: usize,
         kind: ImmKind,
         payload: u32,
         data: &WriteImm<'_>,
+        rkey: u32,
         sync: bool,
     ) -> Result {
         let imm = wire::encode_imm(kind, payload).ok_or(EINVAL)?;
         let op = if sync { Some(Op::new()?) } else { None };
         {
             let link = self.link.lock();
-            let (Some(remote), true) = (
-                link.remote,
-                link.state == LITE_PEER_CONNECTED && !link.qps.is_empty(),
-            ) else {
+            if link.state != LITE_PEER_CONNECTED || link.qps.is_empty() {
                 return Err(EHOSTDOWN());
-            };
+            }
             let qp = &link.qps[hint % link.qps.len()];
-            qp.post_write_imm(data, remote.mailbox_rkey, imm, op.as_ref())?;
+            qp.post_write_imm(data, rkey, imm, op.as_ref())?;
         }
         match op {
             Some(op) => match op.wait_timeout(deadline::allowance_ns(data.len as u64)) {

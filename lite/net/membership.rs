@@ -5,10 +5,11 @@
 use crate::compat::now_ns;
 use crate::errno::{EHOSTDOWN, ENOTCONN};
 use crate::kvec::swap_remove;
-use crate::net::verbs::Device;
+use crate::net::verbs::{Device, RemoteAccess};
 use crate::net::wire::{MsgKind, SLOTS};
 use crate::node::Lite;
 use crate::uapi::*;
+use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 use kernel::uaccess::UserSliceWriter;
@@ -92,6 +93,10 @@ impl Lite {
             if let Ok((gid, _)) = dev.roce_gid() {
                 info.gid = gid;
             }
+            info.remote_access = match dev.remote_access() {
+                RemoteAccess::Chunks => LITE_REMOTE_ACCESS_CHUNKS,
+                RemoteAccess::Global => LITE_REMOTE_ACCESS_GLOBAL,
+            };
         }
         info
     }
@@ -196,8 +201,17 @@ impl Lite {
     pub(crate) fn peers(&self) -> Result<KVec<LitePeerStatus>> {
         let st = self.state.lock();
         let mut out = KVec::with_capacity(st.peers.len() + st.down.len(), GFP_KERNEL)?;
+        let errors = |id: u32| {
+            self.access_errors
+                .get(id as usize)
+                .map_or(0, |count| count.load(Ordering::Relaxed))
+        };
         for peer in st.peers.iter() {
-            out.push(peer.status(), GFP_KERNEL)?;
+            let status = LitePeerStatus {
+                access_errors: errors(peer.id),
+                ..peer.status()
+            };
+            out.push(status, GFP_KERNEL)?;
         }
         for down in st.down.iter() {
             let status = LitePeerStatus {
@@ -205,6 +219,7 @@ impl Lite {
                 state: LITE_PEER_DOWN,
                 epoch: down.epoch,
                 qp_state: [LITE_QPS_NONE; 8],
+                access_errors: errors(down.id),
                 ..Default::default()
             };
             out.push(status, GFP_KERNEL)?;

@@ -4,7 +4,9 @@
 
 use crate::errno::{EHOSTDOWN, ENETDOWN, ETIMEDOUT};
 use crate::net::polling::PollBudget;
-use crate::net::verbs::{Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, TIMED_OUT};
+use crate::net::verbs::{
+    Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
+};
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::node::PeerServices;
 use crate::qos::Qos;
@@ -115,8 +117,11 @@ impl Peer {
         qos.port_is(port.speed, port.width);
         let mtu = port.mtu;
         let (gid, sgid_index) = dev.roce_gid()?;
+        let mut inbox = DmaBuf::new(dev, wire::MAILBOX_SIZE)?;
+        // Written by the peer's messages, read by its latency probe (`Peer::probe`).
+        inbox.expose(0, wire::MAILBOX_SIZE, REMOTE_WRITE | REMOTE_READ)?;
         let mailbox = Mailbox {
-            inbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
+            inbox,
             outbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
         };
         let peer = Arc::pin_init(
@@ -178,7 +183,7 @@ impl Peer {
         }
         if let Some(mailbox) = &link.mailbox {
             info.mailbox_addr = mailbox.inbox.dma();
-            info.mailbox_rkey = self.dev.global_rkey();
+            info.mailbox_rkey = mailbox.inbox.rkey().unwrap_or(0);
             info.mailbox_slots = SLOTS as u32;
         }
         info
@@ -294,12 +299,9 @@ impl Peer {
     /// one that arrived before (rxe's responder works through a queue), so the
     /// memory is let go only once each QP's flush came back through it. Process
     /// context, never the CQ's: the drain waits for the CQ's handler.
-    pub(crate) fn fence(&self) {
+    pub(crate) fn fence(&self, why: &str) {
         if !self.failed.load(Ordering::Acquire) {
-            pr_warn!(
-                "node {} did not confirm a teardown; its QPs are fenced off\n",
-                self.id
-            );
+            pr_warn!("node {} {}; its QPs are fenced off\n", self.id, why);
         }
         self.mark_failed();
         let qps = self.link.lock().qp_refs();

@@ -41,7 +41,7 @@ impl Peer {
     /// As [`Self::confirm`], with a body encoded by the caller.
     pub(crate) fn confirm_bytes(&self, kind: MsgKind, body: &[u8]) -> Result {
         self.call_until_done(kind, body)
-            .inspect_err(|_| self.fence())
+            .inspect_err(|_| self.fence("did not confirm a teardown"))
     }
 
     /// As [`Self::request`], without waiting: the answer is collected later

@@ -35,13 +35,15 @@ const _: () = assert!(LITE_QOS_CHUNK_MAX as usize == WR_BYTES);
 // An op counts the bytes of its work requests in flight, each until it completes.
 const _: () = assert!(MAX_INFLIGHT <= ffi::LITE_OP_MAX_RDMA as usize);
 
-/// Local runs, in order, going to the contiguous remote range at `remote`.
+/// Local runs, in order, going to the contiguous remote range at `remote`, which
+/// the peer reaches under `rkey`.
 fn contiguous(
     runs: impl Iterator<Item = (u64, usize)>,
     mut remote: u64,
-) -> impl Iterator<Item = (u64, usize, u64)> {
+    rkey: u32,
+) -> impl Iterator<Item = (u64, usize, u64, u32)> {
     runs.map(move |(addr, len)| {
-        let piece = (addr, len, remote);
+        let piece = (addr, len, remote, rkey);
         remote += len as u64;
         piece
     })
@@ -65,9 +67,10 @@ impl Peer {
         self.credit_freed.notify_all();
     }
 
-    /// Moves `pieces` (local DMA address, bytes, remote address) to or from the peer
-    /// through one QP, and waits until all of it is there. Consecutive pieces whose
-    /// remote ranges follow each other share a work request.
+    /// Moves `pieces` (local DMA address, bytes, remote address, rkey) to or from
+    /// the peer through one QP, and waits until all of it is there. Consecutive
+    /// pieces whose remote ranges follow each other under one rkey share a work
+    /// request.
     ///
     /// Work requests carry at most `WR_BYTES`, and at most `INFLIGHT_BYTES` of them
     /// are outstanding (`InFlight`): rxe has no congestion control, and a larger burst
@@ -80,7 +83,7 @@ impl Peer {
         op: &Op,
         write: bool,
         wait: Wait,
-        pieces: impl Iterator<Item = (u64, usize, u64)>,
+        pieces: impl Iterator<Item = (u64, usize, u64, u32)>,
         deadline: &mut Deadline,
     ) -> Result {
         let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
@@ -101,10 +104,10 @@ impl Peer {
             len: 0,
             reserved: 0,
         }; ffi::LITE_MAX_SGE as usize];
-        // SGEs gathered so far, their bytes, and where they go.
-        let (mut count, mut batch, mut at) = (0, 0usize, 0u64);
+        // SGEs gathered so far, their bytes, and where they go (under which key).
+        let (mut count, mut batch, mut at, mut at_rkey) = (0, 0usize, 0u64, 0u32);
         let mut posted: Result = Ok(());
-        let mut post = |sges: &[ffi::lite_sge], at: u64, wr_bytes: &mut usize| {
+        let mut post = |sges: &[ffi::lite_sge], at: u64, rkey: u32, wr_bytes: &mut usize| {
             let limit = self.post_rdma(
                 qp_index,
                 op,
@@ -114,22 +117,23 @@ impl Peer {
                 write,
                 sges,
                 at,
+                rkey,
             )?;
             *wr_bytes = limit.min(WR_BYTES);
             inflight.set_budget(ticket.inflight_limit(INFLIGHT_BYTES));
             Ok(())
         };
-        'pieces: for (mut addr, mut len, mut remote) in pieces {
+        'pieces: for (mut addr, mut len, mut remote, rkey) in pieces {
             while len > 0 {
-                if count > 0 && remote != at + batch as u64 {
-                    posted = post(&sges[..count], at, &mut wr_bytes);
+                if count > 0 && (remote != at + batch as u64 || rkey != at_rkey) {
+                    posted = post(&sges[..count], at, at_rkey, &mut wr_bytes);
                     if posted.is_err() {
                         break 'pieces;
                     }
                     (count, batch) = (0, 0);
                 }
                 if count == 0 {
-                    at = remote;
+                    (at, at_rkey) = (remote, rkey);
                 }
                 let take = len.min(wr_bytes.saturating_sub(batch).max(1));
                 sges[count] = ffi::lite_sge {
@@ -140,7 +144,7 @@ impl Peer {
                 (count, batch) = (count + 1, batch + take);
                 (addr, len, remote) = (addr + take as u64, len - take, remote + take as u64);
                 if count == max_sge || batch >= wr_bytes {
-                    posted = post(&sges[..count], at, &mut wr_bytes);
+                    posted = post(&sges[..count], at, at_rkey, &mut wr_bytes);
                     if posted.is_err() {
                         break 'pieces;
                     }
@@ -149,7 +153,7 @@ impl Peer {
             }
         }
         if posted.is_ok() && count > 0 {
-            posted = post(&sges[..count], at, &mut wr_bytes);
+            posted = post(&sges[..count], at, at_rkey, &mut wr_bytes);
         }
         let completed = self.wait(
             op,
@@ -167,9 +171,12 @@ impl Peer {
         completed.map_err(|status| self.wc_error(status))
     }
 
-    /// Zero-copy RDMA WRITE of `pieces` (local DMA address, bytes, remote address);
-    /// returns once all of it landed.
-    pub(crate) fn write_pieces(&self, pieces: impl Iterator<Item = (u64, usize, u64)>) -> Result {
+    /// Zero-copy RDMA WRITE of `pieces` (local DMA address, bytes, remote address,
+    /// rkey); returns once all of it landed.
+    pub(crate) fn write_pieces(
+        &self,
+        pieces: impl Iterator<Item = (u64, usize, u64, u32)>,
+    ) -> Result {
         let op = Op::new()?;
         let mut deadline = Deadline::starting(now_ns());
         self.transfer(&op, true, Wait::Sleep, pieces, &mut deadline)
@@ -190,6 +197,7 @@ impl Peer {
         write: bool,
         sges: &[ffi::lite_sge],
         remote_addr: u64,
+        rkey: u32,
     ) -> Result<usize> {
         let mut rest = [ffi::lite_sge {
             addr: 0,
@@ -240,18 +248,11 @@ impl Peer {
                 None => Pacing::Unpaced,
             };
             let link = self.link.lock();
-            let (Some(remote), true) = (link.remote, link.state == LITE_PEER_CONNECTED) else {
+            if link.remote.is_none() || link.state != LITE_PEER_CONNECTED {
                 return Err(EHOSTDOWN());
-            };
+            }
             let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
-            qp.post_rdma(
-                op,
-                write,
-                &piece[..entries],
-                at,
-                remote.mailbox_rkey,
-                pacing,
-            )?;
+            qp.post_rdma(op, write, &piece[..entries], at, rkey, pacing)?;
             drop(link);
             ticket.posted();
             rest.copy_within(whole..count, 0);
@@ -399,8 +400,8 @@ impl Peer {
     }
 
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
-    /// `remote_addr`, or READ into it; returns once the data is there. The buffer is
-    /// pinned and mapped a window at a time.
+    /// `remote_addr` (under `rkey`), or READ into it; returns once the data is there.
+    /// The buffer is pinned and mapped a window at a time.
     ///
     /// `still_valid` is checked before each window, so that revoking the mapping
     /// waits for at most one window of a long transfer.
@@ -410,6 +411,7 @@ impl Peer {
         addr: usize,
         len: usize,
         remote_addr: u64,
+        rkey: u32,
         still_valid: &dyn Fn() -> Result,
     ) -> Result {
         let op = Op::new()?;
@@ -424,7 +426,7 @@ impl Peer {
                 &op,
                 write,
                 Wait::PollFirst,
-                contiguous(pages.runs(), remote_addr + done as u64),
+                contiguous(pages.runs(), remote_addr + done as u64, rkey),
                 &mut deadline,
             )?;
             done += window;
@@ -432,13 +434,15 @@ impl Peer {
         Ok(())
     }
 
-    /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`.
+    /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`
+    /// (under `rkey`).
     pub(crate) fn rdma_write_kernel(
         &self,
         src: &DmaBuf,
         offset: usize,
         len: usize,
         remote_addr: u64,
+        rkey: u32,
     ) -> Result {
         let (dma, len) = src.range(offset, len)?;
         let op = Op::new()?;
@@ -447,14 +451,20 @@ impl Peer {
             &op,
             true,
             Wait::Sleep,
-            core::iter::once((dma, len as usize, remote_addr)),
+            core::iter::once((dma, len as usize, remote_addr, rkey)),
             &mut deadline,
         )
     }
 
-    /// Performs `atomic` on the peer's 8-byte word at `remote_addr` through its RNIC
-    /// and returns the word's previous value.
-    pub(crate) fn atomic(&self, atomic: Atomic, remote_addr: u64, wait: Wait) -> Result<u64> {
+    /// Performs `atomic` on the peer's 8-byte word at `remote_addr` (under `rkey`)
+    /// through its RNIC and returns the word's previous value.
+    pub(crate) fn atomic(
+        &self,
+        atomic: Atomic,
+        remote_addr: u64,
+        rkey: u32,
+        wait: Wait,
+    ) -> Result<u64> {
         let result = DmaBuf::new(&self.dev, 8)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
@@ -462,8 +472,8 @@ impl Peer {
             .qos
             .classify(nr_qps, self.next_qp.fetch_add(1, Ordering::Relaxed));
         let start = now_ns();
-        self.single_request(qp_index, wait, class, &op, |qp, remote| {
-            qp.post_atomic(&op, atomic, &result, remote_addr, remote.mailbox_rkey)
+        self.single_request(qp_index, wait, class, &op, |qp, _| {
+            qp.post_atomic(&op, atomic, &result, remote_addr, rkey)
         })?;
         self.qos.account(class, 8, Some(now_ns() - start));
         let mut old = [0u8; 8];

@@ -11,7 +11,9 @@ use crate::compat::user_slice;
 use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
 use crate::kvec::caller_sized;
 use crate::lmr::layout;
-use crate::net::verbs::{DmaBuf, UserPages, WriteImm};
+use crate::net::verbs::{
+    Device, DmaBuf, RemoteAccess, RemoteKey, UserPages, WriteImm, REMOTE_WRITE,
+};
 use crate::net::wire;
 use crate::net::Peer;
 use crate::node::Lite;
@@ -102,6 +104,7 @@ impl Lite {
             Output::Kernel(buf) => runs.push((buf.dma(), buf.size()), GFP_KERNEL)?,
         }
         let out_cap: u64 = runs.iter().map(|r| r.1 as u64).sum();
+        let (reply_key, runs) = reply_runs(&dev, &runs, out_cap)?;
         let nruns = runs.len() as u32;
         let head_len = ring::HEADER_LEN + runs.len() * RUN_LEN;
         let in_len = input.len();
@@ -110,10 +113,10 @@ impl Lite {
             DmaBuf::new(&dev, if inline { head_len + in_len } else { head_len })?,
             GFP_KERNEL,
         )?;
-        for (i, &(addr, len)) in runs.iter().enumerate() {
+        for (i, &(addr, len, rkey)) in runs.iter().enumerate() {
             stage.write_bytes(
                 ring::HEADER_LEN + i * RUN_LEN,
-                &ring::encode_run(addr, len as u32),
+                &ring::encode_run(addr, len, rkey),
             )?;
         }
         // Everything that can fail on the caller's input happens before ring room is
@@ -142,18 +145,20 @@ impl Lite {
             }
             e
         };
-        let mut out = Some(out);
+        let mut out = Some((out, reply_key));
         let (binding, at, call) = loop {
             let binding = peer.services.rpc.binding(&peer, id).map_err(fail)?;
             // Allocated before ring room is reserved: a reserved record must be posted.
             let call = match &waiter {
                 Some((file, user_slot)) => {
+                    let (output, reply_key) = out.take().unwrap_or((Output::None, None));
                     let call = Call {
                         seq,
                         waiter: file.clone(),
                         user_slot: *user_slot,
                         binding: binding.clone(),
-                        output: out.take().unwrap_or(Output::None),
+                        reply_key,
+                        output,
                         _stage: stage.clone(),
                         timed,
                     };
@@ -164,7 +169,10 @@ impl Lite {
             match binding.reserve(&peer, record, deadline) {
                 Ok(at) => break (binding, at, call),
                 Err(e) if e == EAGAIN => {
-                    out = call.map(|c| KBox::into_inner(c).output);
+                    out = call.map(|c| {
+                        let c = KBox::into_inner(c);
+                        (c.output, c.reply_key)
+                    });
                     continue;
                 }
                 Err(e) => return Err(fail(e)),
@@ -332,7 +340,7 @@ impl Lite {
         let len = header.len as usize;
         let mut ring = KVec::new();
         for piece in layout::pieces(&binding.extents, at, len as u64) {
-            ring.push((piece.addr, piece.len as u32), GFP_KERNEL)?;
+            ring.push((piece.addr, piece.len as u32, piece.rkey), GFP_KERNEL)?;
         }
         match payload {
             Payload::Staged => {}
@@ -350,7 +358,13 @@ impl Lite {
         }
         for piece in layout::pieces(&binding.extents, offset, stage.size() as u64) {
             if piece.pos != 0 {
-                peer.rdma_write_kernel(stage, piece.pos as usize, piece.len as usize, piece.addr)?;
+                peer.rdma_write_kernel(
+                    stage,
+                    piece.pos as usize,
+                    piece.len as usize,
+                    piece.addr,
+                    piece.rkey,
+                )?;
             }
         }
         Ok(())
@@ -375,8 +389,39 @@ impl Lite {
             len: first.len as usize,
             remote_addr: first.addr,
         };
-        peer.post_write_imm(qp, wire::ImmKind::RpcRequest, imm, &data, sync)
+        peer.post_write_imm(qp, wire::ImmKind::RpcRequest, imm, &data, first.rkey, sync)
     }
+}
+
+/// The output runs a record names, with the key they are reached with: a reply
+/// larger than what rides in the completion record is written into them by the
+/// server, under a key of their own (`RemoteKey`, revoked when the call ends).
+/// With `remote_access=chunks` that key's MR makes them one range, so the record
+/// names one run; with `global` each DMA run is named as it is.
+fn reply_runs(
+    dev: &Arc<Device>,
+    runs: &[(u64, usize)],
+    out_cap: u64,
+) -> Result<(Option<RemoteKey>, KVec<(u64, u32, u32)>)> {
+    let mut named = KVec::new();
+    if out_cap <= wire::REPLY_INLINE_MAX as u64 {
+        for &(addr, len) in runs {
+            named.push((addr, len as u32, 0), GFP_KERNEL)?;
+        }
+        return Ok((None, named));
+    }
+    let key = RemoteKey::register(dev, runs, REMOTE_WRITE)?;
+    match (dev.remote_access(), runs.first()) {
+        (RemoteAccess::Chunks, Some(&(iova, _))) => {
+            named.push((iova, out_cap as u32, key.rkey()), GFP_KERNEL)?
+        }
+        _ => {
+            for &(addr, len) in runs {
+                named.push((addr, len as u32, key.rkey()), GFP_KERNEL)?;
+            }
+        }
+    }
+    Ok((Some(key), named))
 }
 
 /// A record with room reserved in `binding`'s ring at `offset`: its header and

@@ -8,7 +8,7 @@ use super::ring::{self, ClientRing, Reservation, RING_BYTES};
 use super::{jiffies_until, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::lmr::layout::Extent;
-use crate::net::verbs::{DmaBuf, UserPages};
+use crate::net::verbs::{DmaBuf, RemoteKey, UserPages};
 use crate::net::wire::{
     self, Body, Bound, MsgKind, Reader, RpcBind, RpcUnbind, BINDINGS, CALL_SLOTS,
 };
@@ -122,6 +122,9 @@ pub(crate) struct Call {
     pub(crate) waiter: Arc<FileRpc>,
     pub(crate) user_slot: usize,
     pub(crate) binding: Arc<ClientBinding>,
+    /// The server's key to `output` (for a reply too large to ride inline),
+    /// revoked before the output is let go.
+    pub(crate) reply_key: Option<RemoteKey>,
     /// Kept mapped until the reply: the RNIC writes it, or the reply came inline
     /// and is copied into it.
     pub(crate) output: Output,
@@ -201,7 +204,7 @@ impl RpcPeer {
         let bound = Bound::decode(&mut Reader::new(&answer[..len])).ok_or(EIO)?;
         let mut extents = KVec::with_capacity(bound.count as usize, GFP_KERNEL)?;
         let mut size = 0u64;
-        for &(addr, len) in bound.chunks.get(..bound.count as usize).ok_or(EIO)? {
+        for &(addr, len, rkey) in bound.chunks.get(..bound.count as usize).ok_or(EIO)? {
             if len == 0 || len % ring::RECORD_ALIGN != 0 {
                 return Err(EIO);
             }
@@ -211,6 +214,7 @@ impl RpcPeer {
                     start: size,
                     addr,
                     len,
+                    rkey,
                 },
                 GFP_KERNEL,
             )?;

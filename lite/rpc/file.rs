@@ -85,7 +85,7 @@ pub(crate) enum Owed {
         slot: u32,
         seq: u64,
         /// The caller's output buffer.
-        runs: KVec<(u64, u32)>,
+        runs: KVec<(u64, u32, u32)>,
         capacity: u64,
     },
     Local(LocalCaller),

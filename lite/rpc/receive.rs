@@ -298,7 +298,7 @@ impl Lite {
         binding: &ServerBinding,
         offset: u64,
         h: &RecordHeader,
-    ) -> Result<KVec<(u64, u32)>> {
+    ) -> Result<KVec<(u64, u32, u32)>> {
         let bytes = h.nruns as usize * RUN_LEN;
         let mut raw = KVec::from_elem(0u8, bytes, GFP_KERNEL)?;
         binding.read(offset + ring::HEADER_LEN as u64, &mut raw)?;

@@ -8,7 +8,7 @@ use super::{jiffies_until, now_ns, RING_CHUNK_MIN};
 use crate::errno::{ECONNREFUSED, ETIMEDOUT};
 use crate::kvec::truncate;
 use crate::lmr::layout::{self, Extent};
-use crate::net::verbs::DmaBuf;
+use crate::net::verbs::{DmaBuf, REMOTE_WRITE};
 use crate::net::wire::{
     self, Body, Bound, MsgKind, Reader, RpcBind, RpcUnbind, Writer, BINDINGS, RING_CHUNKS,
 };
@@ -77,10 +77,10 @@ impl Lite {
             binding: binding.index as u32,
             head: binding.head_for_reply(),
             count: 0,
-            chunks: [(0, 0); RING_CHUNKS],
+            chunks: [(0, 0, 0); RING_CHUNKS],
         };
         for (slot, e) in bound.chunks.iter_mut().zip(binding.extents.iter()) {
-            *slot = (e.addr, e.len);
+            *slot = (e.addr, e.len, e.rkey);
             bound.count += 1;
         }
         Ok(bound)
@@ -98,13 +98,16 @@ impl Lite {
             }
             let len = try_len.min(RING_BYTES - at);
             match DmaBuf::try_new(&dev, len as usize) {
-                Ok(chunk) => {
+                Ok(mut chunk) => {
+                    // The client writes its records; nothing else reaches the ring.
+                    let rkey = chunk.expose(0, len as usize, REMOTE_WRITE)?;
                     extents.push(
                         Extent {
                             node: me,
                             start: at,
                             addr: chunk.dma(),
                             len,
+                            rkey,
                         },
                         GFP_KERNEL,
                     )?;

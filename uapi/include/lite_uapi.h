@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 9
+#define LITE_ABI_VERSION 10
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -64,6 +64,16 @@
  QP state value for a QP that does not exist (otherwise `IB_QPS_*`: 0 RESET … 6 ERR).
  */
 #define LITE_QPS_NONE 4294967295
+
+/*
+ `LiteInfo::remote_access`: one MR per LMR chunk, mailbox and ring, revoked at free.
+ */
+#define LITE_REMOTE_ACCESS_CHUNKS 1
+
+/*
+ `LiteInfo::remote_access`: LITE's one global MR over all memory.
+ */
+#define LITE_REMOTE_ACCESS_GLOBAL 0
 
 /*
  Completion slots in the shared page: calls of one process in flight at once.

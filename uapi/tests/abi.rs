@@ -68,7 +68,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LitePeerPrepare>(), 4 + 4 + 8 + size_of::<LiteConnInfo>() + 4 + 4);
     assert_eq!(size_of::<LitePeerConnect>(), 4 + 4 + 8 + size_of::<LiteConnInfo>());
     assert_eq!(size_of::<LitePeerDown>(), 8);
-    assert_eq!(size_of::<LitePeerStatus>(), 4 + 4 + 8 + 4 + 4 + 32 * 3 + 16);
+    assert_eq!(size_of::<LitePeerStatus>(), 4 + 4 + 8 + 4 + 4 + 32 * 3 + 16 + 8);
     assert_eq!(size_of::<LitePeerList>(), 8 + 4 + 4);
     assert_eq!(size_of::<LitePing>(), 4 * 4 + 8);
     assert_eq!(size_of::<LiteSlot>(), 64);

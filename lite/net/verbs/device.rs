@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `Device`: one RDMA device (port, GID, global rkey) and the RC QPs it creates.
+//! `Device`: one RDMA device (port, GID, how peers reach its memory) and the RC
+//! QPs it creates.
 
-use super::Qp;
+use super::{Qp, RemoteAccess};
 use crate::ffi;
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -94,7 +95,16 @@ impl Device {
         Ok((gid, index))
     }
 
-    /// The global MR's remote key.
+    /// How peers reach this device's memory (`remote_access`).
+    pub(crate) fn remote_access(&self) -> RemoteAccess {
+        // SAFETY: `self.raw` is valid for the life of `self`.
+        match unsafe { ffi::lite_dev_remote_chunks(self.raw.as_ptr()) } {
+            0 => RemoteAccess::Global,
+            _ => RemoteAccess::Chunks,
+        }
+    }
+
+    /// The global MR's remote key (reaching anything only with `remote_access=global`).
     pub(crate) fn global_rkey(&self) -> u32 {
         // SAFETY: `self.raw` is valid for the life of `self`.
         unsafe { ffi::lite_dev_global_rkey(self.raw.as_ptr()) }

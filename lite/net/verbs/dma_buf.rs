@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! `DmaBuf`: kernel memory (or a pinned user page) mapped for the device and
-//! reachable by peers through the global MR, with its byte-level accessors.
+//! `DmaBuf`: kernel memory (or a pinned user page) mapped for the device, which
+//! peers reach once a range of it is exposed, with its byte-level accessors.
 
-use super::{Device, DMA_BIDIRECTIONAL, PAGE_SIZE};
+use super::{Device, RemoteKey, DMA_BIDIRECTIONAL, PAGE_SIZE};
 use crate::ffi;
 use core::ffi::c_void;
 use core::ptr::NonNull;
@@ -11,9 +11,10 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::uaccess::{UserSliceReader, UserSliceWriter};
 
-/// Physically contiguous kernel memory mapped for the device, reachable by peers
-/// through the global MR. Freed (and unmapped) on drop: the owner drops it only
-/// once no posted work request or peer write can touch it any more.
+/// Physically contiguous kernel memory mapped for the device. Peers reach it only
+/// through the key of `expose` (with `remote_access=global`, through the global
+/// MR anyway). Freed (and unmapped) on drop, after its key is revoked at the NIC:
+/// the owner drops it only once no posted work request of its own touches it.
 pub(crate) struct DmaBuf {
     dev: Arc<Device>,
     ptr: NonNull<u8>,
@@ -21,6 +22,8 @@ pub(crate) struct DmaBuf {
     size: usize,
     /// A pinned page of a process (LT_register) instead of kernel-allocated memory.
     user_page: Option<NonNull<c_void>>,
+    /// Peers' key to the exposed range.
+    key: Option<RemoteKey>,
 }
 
 // SAFETY: the buffer is plain memory; access to its contents goes through `&mut self`
@@ -63,6 +66,7 @@ impl DmaBuf {
             dma,
             size,
             user_page: None,
+            key: None,
         })
     }
 
@@ -91,6 +95,7 @@ impl DmaBuf {
                 dma,
                 size: PAGE_SIZE,
                 user_page: Some(page),
+                key: None,
             }),
             (mapped, _) => {
                 if mapped.is_ok() {
@@ -103,6 +108,24 @@ impl DmaBuf {
                 Err(EFAULT)
             }
         }
+    }
+
+    /// Lets peers reach `[offset, offset + len)` of the buffer with `access`
+    /// (`REMOTE_*`) and returns their rkey. Once per buffer: EBUSY after that.
+    pub(crate) fn expose(&mut self, offset: usize, len: usize, access: u32) -> Result<u32> {
+        if self.key.is_some() {
+            return Err(EBUSY);
+        }
+        let (dma, len) = self.range(offset, len)?;
+        let key = RemoteKey::register(&self.dev, &[(dma, len as usize)], access)?;
+        let rkey = key.rkey();
+        self.key = Some(key);
+        Ok(rkey)
+    }
+
+    /// Peers' rkey to the exposed range, if any.
+    pub(crate) fn rkey(&self) -> Option<u32> {
+        self.key.as_ref().map(RemoteKey::rkey)
     }
 
     /// Offset in this buffer of DMA range `[dma, dma + len)`, if it lies inside.
@@ -283,6 +306,10 @@ impl DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
+        // Unreachable at the NIC before the memory goes back (`RemoteKey::revoke`).
+        if let Some(key) = &self.key {
+            key.revoke();
+        }
         match self.user_page {
             Some(page) => {
                 let mut pages = [page.as_ptr()];

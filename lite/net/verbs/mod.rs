@@ -6,7 +6,8 @@
 //! - `op`: waiting for a one-sided operation's completions (`Op`).
 //! - `paced`: the device's places for paced work requests in flight (`PacedPlace`).
 //! - `user_pages`: a user buffer pinned and mapped for one transfer (`UserPages`).
-//! - `dma_buf`: memory mapped for the device and reachable by peers (`DmaBuf`).
+//! - `dma_buf`: memory mapped for the device, which peers may reach (`DmaBuf`).
+//! - `remote_key`: the rkey peers reach one range with, revoked at free (`RemoteKey`).
 //! - here: the page size and the DMA directions both kinds of memory map with.
 //!
 //! Everything is re-exported here: users name `verbs::Qp`, `verbs::DmaBuf`.
@@ -16,6 +17,7 @@ mod dma_buf;
 mod op;
 mod paced;
 mod qp;
+mod remote_key;
 mod user_pages;
 
 pub(crate) use device::*;
@@ -23,6 +25,7 @@ pub(crate) use dma_buf::*;
 pub(crate) use op::*;
 pub(crate) use paced::*;
 pub(crate) use qp::*;
+pub(crate) use remote_key::*;
 pub(crate) use user_pages::*;
 
 /// Bytes of a page.

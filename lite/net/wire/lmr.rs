@@ -52,7 +52,8 @@ pub(crate) struct Memset {
 }
 
 /// `Copy`: `len` bytes at `src_addr` held for (`src_master`, `src_id`) go to
-/// `dst_addr` of node `dst_node`, held there for (`dst_master`, `dst_id`).
+/// `dst_addr` of node `dst_node` (under `dst_rkey`), held there for
+/// (`dst_master`, `dst_id`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Copy {
     pub(crate) src_master: u32,
@@ -63,6 +64,7 @@ pub(crate) struct Copy {
     pub(crate) dst_addr: u64,
     pub(crate) len: u64,
     pub(crate) dst_node: u32,
+    pub(crate) dst_rkey: u32,
 }
 
 /// `Grant`: node `node` (or every node) may map LMR `id` with `perm` from now on.
@@ -180,7 +182,7 @@ impl Body for Copy {
             .u64(self.dst_addr)?
             .u64(self.len)?
             .u32(self.dst_node)?
-            .u32(0)
+            .u32(self.dst_rkey)
             .map(drop)
     }
     fn decode(r: &mut Reader<'_>) -> Option<Self> {
@@ -193,8 +195,8 @@ impl Body for Copy {
             dst_addr: r.u64()?,
             len: r.u64()?,
             dst_node: r.u32()?,
+            dst_rkey: r.u32()?,
         };
-        r.u32()?;
         Some(copy)
     }
 }
@@ -244,21 +246,31 @@ pub(crate) fn decode_ids(body: &[u8], mut each: impl FnMut(u64)) -> Option<usize
     Some(count)
 }
 
-/// Encodes `extents` (node, addr, len) as an `Extents` answer into `buf`;
-/// returns the body length. At most `EXTENTS_PER_MSG` fit.
-pub(crate) fn encode_extents(buf: &mut [u8], extents: &[(u32, u64, u64)]) -> Option<usize> {
+/// One extent in an `Extents` answer: `len` bytes at `addr` of node `node`, which
+/// peers reach with `rkey`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WireExtent {
+    pub(crate) node: u32,
+    pub(crate) rkey: u32,
+    pub(crate) addr: u64,
+    pub(crate) len: u64,
+}
+
+/// Encodes `extents` as an `Extents` answer into `buf`; returns the body length.
+/// At most `EXTENTS_PER_MSG` fit.
+pub(crate) fn encode_extents(buf: &mut [u8], extents: &[WireExtent]) -> Option<usize> {
     let mut w = Writer::new(buf);
     w.u32(u32::try_from(extents.len()).ok()?)?.u32(0)?;
-    for &(node, addr, len) in extents {
-        w.u32(node)?.u32(0)?.u64(addr)?.u64(len)?;
+    for e in extents {
+        w.u32(e.node)?.u32(e.rkey)?.u64(e.addr)?.u64(e.len)?;
     }
     Some(w.len())
 }
 
-/// Decodes an `Extents` answer into (node, addr, len) triples passed to `each`.
+/// Decodes an `Extents` answer, each extent passed to `each`.
 pub(crate) fn decode_extents(
     body: &[u8],
-    mut each: impl FnMut(u32, u64, u64) -> Option<()>,
+    mut each: impl FnMut(WireExtent) -> Option<()>,
 ) -> Option<usize> {
     let mut r = Reader::new(body);
     let count = r.u32()? as usize;
@@ -267,9 +279,12 @@ pub(crate) fn decode_extents(
         return None;
     }
     for _ in 0..count {
-        let node = r.u32()?;
-        r.u32()?;
-        each(node, r.u64()?, r.u64()?)?;
+        each(WireExtent {
+            node: r.u32()?,
+            rkey: r.u32()?,
+            addr: r.u64()?,
+            len: r.u64()?,
+        })?;
     }
     Some(count)
 }
@@ -368,6 +383,7 @@ mod tests {
             dst_addr: 6,
             len: 7,
             dst_node: 8,
+            dst_rkey: 0x1234_5678,
         });
         round_trip(Grant {
             id: 4,
@@ -390,34 +406,34 @@ mod tests {
 
     #[test]
     fn extents_fill_one_message_and_bound_their_count() {
-        let many: [(u32, u64, u64); EXTENTS_PER_MSG] =
-            core::array::from_fn(|i| (i as u32 % 3, i as u64 * 4096, 4096));
+        let many: [WireExtent; EXTENTS_PER_MSG] = core::array::from_fn(|i| WireExtent {
+            node: i as u32 % 3,
+            rkey: 0x100 * i as u32 + 7,
+            addr: i as u64 * 4096,
+            len: 4096,
+        });
         let mut buf = [0u8; BODY_MAX];
         let len = encode_extents(&mut buf, &many).unwrap();
         assert!(len <= BODY_MAX);
         let mut seen = 0;
         assert_eq!(
-            decode_extents(&buf[..len], |node, addr, size| {
-                assert_eq!((node, addr, size), many[seen]);
+            decode_extents(&buf[..len], |extent| {
+                assert_eq!(extent, many[seen]);
                 seen += 1;
                 Some(())
             }),
             Some(EXTENTS_PER_MSG)
         );
-        let too_many: [(u32, u64, u64); EXTENTS_PER_MSG + 1] = [(0, 0, 0); EXTENTS_PER_MSG + 1];
+        let too_many = [WireExtent::default(); EXTENTS_PER_MSG + 1];
         assert_eq!(
             encode_extents(&mut buf, &too_many),
             None,
             "does not fit a slot"
         );
         buf[0..4].copy_from_slice(&(EXTENTS_PER_MSG as u32 + 1).to_le_bytes());
+        assert_eq!(decode_extents(&buf, |_| Some(())), None, "forged count");
         assert_eq!(
-            decode_extents(&buf, |_, _, _| Some(())),
-            None,
-            "forged count"
-        );
-        assert_eq!(
-            decode_extents(&buf[..len - 1], |_, _, _| Some(())),
+            decode_extents(&buf[..len - 1], |_| Some(())),
             None,
             "truncated"
         );

@@ -13,13 +13,13 @@ pub(crate) struct RpcBind {
 pub(crate) const RING_CHUNKS: usize = 16;
 
 /// Answer to `RpcBind`: the binding's index at the server and its ring, as
-/// physically contiguous chunks (DMA address, bytes) in ring order.
+/// physically contiguous chunks (DMA address, bytes, rkey) in ring order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Bound {
     pub(crate) binding: u32,
     pub(crate) head: u64,
     pub(crate) count: u32,
-    pub(crate) chunks: [(u64, u64); RING_CHUNKS],
+    pub(crate) chunks: [(u64, u64, u32); RING_CHUNKS],
 }
 
 /// `RpcUnbind` (and `RpcHead`'s question): binding `binding` of the sender, for RPC `id`.
@@ -91,8 +91,8 @@ impl Body for RpcBind {
 impl Body for Bound {
     fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
         w.u32(self.binding)?.u32(self.count)?.u64(self.head)?;
-        for &(addr, len) in self.chunks.get(..self.count as usize)? {
-            w.u64(addr)?.u64(len)?;
+        for &(addr, len, rkey) in self.chunks.get(..self.count as usize)? {
+            w.u64(addr)?.u32(u32::try_from(len).ok()?)?.u32(rkey)?;
         }
         Some(())
     }
@@ -101,10 +101,10 @@ impl Body for Bound {
             binding: r.u32()?,
             count: r.u32()?,
             head: r.u64()?,
-            chunks: [(0, 0); RING_CHUNKS],
+            chunks: [(0, 0, 0); RING_CHUNKS],
         };
         for chunk in bound.chunks.get_mut(..bound.count as usize)? {
-            *chunk = (r.u64()?, r.u64()?);
+            *chunk = (r.u64()?, r.u32()?.into(), r.u32()?);
         }
         Some(bound)
     }
@@ -134,9 +134,9 @@ mod tests {
             binding: 1023,
             id: 7,
         });
-        let mut chunks = [(0, 0); RING_CHUNKS];
-        chunks[0] = (0xffff_8880_0040_0000, 4 << 20);
-        chunks[1] = (0xffff_8880_0080_0000, 4 << 20);
+        let mut chunks = [(0, 0, 0); RING_CHUNKS];
+        chunks[0] = (0xffff_8880_0040_0000, 4 << 20, 0x1234_56ab);
+        chunks[1] = (0xffff_8880_0080_0000, 4 << 20, 0x1234_57cd);
         round_trip(Bound {
             binding: 3,
             head: 1 << 33,
@@ -147,7 +147,7 @@ mod tests {
             binding: 0,
             head: 0,
             count: RING_CHUNKS as u32,
-            chunks: [(1, 2); RING_CHUNKS],
+            chunks: [(1, 2, 3); RING_CHUNKS],
         });
         let mut buf = [0u8; 64];
         let mut w = Writer::new(&mut buf);

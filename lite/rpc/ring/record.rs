@@ -130,20 +130,23 @@ impl RecordHeader {
     }
 }
 
-/// Encodes an output run (DMA address, length) of a record.
-pub(crate) fn encode_run(addr: u64, len: u32) -> [u8; RUN_LEN] {
+/// Encodes an output run of a record: `len` bytes at `addr` of the caller,
+/// which the server reaches with `rkey`.
+pub(crate) fn encode_run(addr: u64, len: u32, rkey: u32) -> [u8; RUN_LEN] {
     let mut out = [0u8; RUN_LEN];
     out[..8].copy_from_slice(&addr.to_le_bytes());
     out[8..12].copy_from_slice(&len.to_le_bytes());
+    out[12..].copy_from_slice(&rkey.to_le_bytes());
     out
 }
 
-/// Decodes an output run; `None` for an empty one.
-pub(crate) fn decode_run(raw: &[u8; RUN_LEN]) -> Option<(u64, u32)> {
+/// Decodes an output run (address, length, rkey); `None` for an empty one.
+pub(crate) fn decode_run(raw: &[u8; RUN_LEN]) -> Option<(u64, u32, u32)> {
     let mut addr = [0u8; 8];
     addr.copy_from_slice(&raw[..8]);
     let len = u32::from_le_bytes([raw[8], raw[9], raw[10], raw[11]]);
-    (len > 0).then_some((u64::from_le_bytes(addr), len))
+    let rkey = u32::from_le_bytes([raw[12], raw[13], raw[14], raw[15]]);
+    (len > 0).then_some((u64::from_le_bytes(addr), len, rkey))
 }
 
 #[cfg(test)]
@@ -218,9 +221,9 @@ mod tests {
     #[test]
     fn runs_round_trip() {
         assert_eq!(
-            decode_run(&encode_run(0xffff_8880_1234_5000, 4096)),
-            Some((0xffff_8880_1234_5000, 4096))
+            decode_run(&encode_run(0xffff_8880_1234_5000, 4096, 0xabcd_ef12)),
+            Some((0xffff_8880_1234_5000, 4096, 0xabcd_ef12))
         );
-        assert_eq!(decode_run(&encode_run(1, 0)), None);
+        assert_eq!(decode_run(&encode_run(1, 0, 2)), None);
     }
 }

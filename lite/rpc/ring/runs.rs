@@ -38,29 +38,29 @@ impl<'a> RunCursor<'a> {
     }
 }
 
-/// Pairs `len` bytes of local runs with the remote runs they go to, in order:
-/// yields (local address, bytes, remote address) pieces, each contiguous on both
-/// sides. Stops early when either side runs out.
+/// Pairs `len` bytes of local runs with the remote runs (address, bytes, rkey)
+/// they go to, in order: yields (local address, bytes, remote address, rkey)
+/// pieces, each contiguous on both sides. Stops early when either side runs out.
 pub(crate) fn zip_runs<'a>(
     local: &'a [(u64, usize)],
-    remote: &'a [(u64, u32)],
+    remote: &'a [(u64, u32, u32)],
     len: usize,
-) -> impl Iterator<Item = (u64, usize, u64)> + 'a {
+) -> impl Iterator<Item = (u64, usize, u64, u32)> + 'a {
     let mut cursor = RunCursor::new(local);
     let mut remote = remote.iter();
-    let mut current = (0u64, 0usize);
+    let mut current = (0u64, 0usize, 0u32);
     let mut left = len;
     core::iter::from_fn(move || {
         if left == 0 {
             return None;
         }
         if current.1 == 0 {
-            let &(addr, run) = remote.next()?;
-            current = (addr, run as usize);
+            let &(addr, run, rkey) = remote.next()?;
+            current = (addr, run as usize, rkey);
         }
         let (local_addr, n) = cursor.next_piece(current.1.min(left))?;
-        let piece = (local_addr, n, current.0);
-        current = (current.0 + n as u64, current.1 - n);
+        let piece = (local_addr, n, current.0, current.2);
+        current = (current.0 + n as u64, current.1 - n, current.2);
         left -= n;
         Some(piece)
     })
@@ -73,15 +73,19 @@ mod tests {
     #[test]
     fn zipped_runs_cover_both_sides_in_order() {
         let local = [(1000u64, 6000usize), (20_000, 3000)];
-        let remote = [(0x10_000u64, 4096u32), (0x50_000, 4096), (0x90_000, 4096)];
+        let remote = [
+            (0x10_000u64, 4096u32, 7u32),
+            (0x50_000, 4096, 8),
+            (0x90_000, 4096, 9),
+        ];
         let pieces: Vec<_> = zip_runs(&local, &remote, 9000).collect();
         assert_eq!(
             pieces,
             vec![
-                (1000, 4096, 0x10_000),
-                (5096, 1904, 0x50_000),
-                (20_000, 2192, 0x50_000 + 1904),
-                (22_192, 808, 0x90_000)
+                (1000, 4096, 0x10_000, 7),
+                (5096, 1904, 0x50_000, 8),
+                (20_000, 2192, 0x50_000 + 1904, 8),
+                (22_192, 808, 0x90_000, 9)
             ]
         );
         assert_eq!(pieces.iter().map(|p| p.1).sum::<usize>(), 9000);
@@ -89,7 +93,7 @@ mod tests {
         let short: Vec<_> = zip_runs(&local, &remote[..1], 9000).collect();
         assert_eq!(
             short,
-            vec![(1000, 4096, 0x10_000)],
+            vec![(1000, 4096, 0x10_000, 7)],
             "stops where the remote runs end"
         );
     }

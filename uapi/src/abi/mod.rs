@@ -29,7 +29,7 @@ pub use rpc::*;
 pub use sync::*;
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 9;
+pub const LITE_ABI_VERSION: u32 = 10;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -77,8 +77,14 @@ pub struct LiteInfo {
     pub nr_peers: u32,
     /// `IB_MTU_*` code of the port (1 = 256 … 5 = 4096).
     pub active_mtu: u32,
-    pub reserved: u32,
+    /// What peers' keys reach (`LITE_REMOTE_ACCESS_*`, the module's `remote_access`).
+    pub remote_access: u32,
 }
+
+/// `LiteInfo::remote_access`: one MR per LMR chunk, mailbox and ring, revoked at free.
+pub const LITE_REMOTE_ACCESS_CHUNKS: u32 = 1;
+/// `LiteInfo::remote_access`: LITE's one global MR over all memory.
+pub const LITE_REMOTE_ACCESS_GLOBAL: u32 = 0;
 
 impl Default for LiteInfo {
     fn default() -> Self {
@@ -93,7 +99,7 @@ impl Default for LiteInfo {
             qps_per_peer: 0,
             nr_peers: 0,
             active_mtu: 0,
-            reserved: 0,
+            remote_access: LITE_REMOTE_ACCESS_CHUNKS,
         }
     }
 }
@@ -171,6 +177,9 @@ pub struct LitePeerStatus {
     pub local_qpn: [u32; 8],
     pub remote_qpn: [u32; 8],
     pub remote_gid: [u8; 16],
+    /// Requests from this peer that our NIC refused (a key, address or access its
+    /// MRs do not allow), counted since the module loaded; the first fences it.
+    pub access_errors: u64,
 }
 
 /// List peers (`LITE_IOC_PEERS`): fills up to `capacity` entries at `entries`.

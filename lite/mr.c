@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory regions that peers reach (remote_access=chunks, see helpers.h): every
+ * range the module exposes gets its own fast-registered MR, whose rkey reaches
+ * only that range, and deregistering it is what revokes the range at the NIC.
+ * A registration is a work request, which needs a QP in RTS: each device has one
+ * connected to itself that only ever carries them. No policy lives here.
+ */
+#include <linux/log2.h>
+#include <linux/mutex.h>
+#include <linux/random.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+
+#include "helpers.h"
+#include "verbs.h"
+
+struct lite_reg_wait {
+	struct ib_cqe cqe;
+	struct completion done;
+	enum ib_wc_status status;
+};
+
+static void lite_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_reg_wait *wait = container_of(wc->wr_cqe, struct lite_reg_wait, cqe);
+
+	wait->status = wc->status;
+	complete(&wait->done);
+}
+
+/* The device's registration QP, made on first use (the port's GID must exist by then). */
+static struct lite_qp *lite_reg_qp(struct lite_dev *dev, int *err)
+{
+	struct ib_port_attr port;
+	unsigned char gid[16];
+	struct lite_qp *qp;
+	int sgid_index;
+	u32 psn;
+
+	lockdep_assert_held(&dev->reg_lock);
+	if (dev->reg_qp)
+		return dev->reg_qp;
+	sgid_index = lite_dev_roce_gid(dev, gid);
+	if (sgid_index < 0) {
+		*err = sgid_index;
+		return NULL;
+	}
+	*err = ib_query_port(dev->ibdev, dev->port, &port);
+	if (*err)
+		return NULL;
+	qp = lite_qp_create(dev, NULL, 0, 1, err);
+	if (!qp)
+		return NULL;
+	psn = get_random_u32() & 0xffffff;
+	*err = lite_qp_connect(qp, gid, sgid_index, lite_qp_num(qp), psn, psn, port.active_mtu);
+	if (*err) {
+		lite_qp_destroy(qp);
+		return NULL;
+	}
+	dev->reg_qp = qp;
+	return qp;
+}
+
+void lite_mr_dev_cleanup(struct lite_dev *dev)
+{
+	if (dev->reg_qp)
+		lite_qp_destroy(dev->reg_qp);
+	dev->reg_qp = NULL;
+}
+
+int lite_dev_remote_chunks(const struct lite_dev *dev)
+{
+	return dev->remote_chunks;
+}
+
+/*
+ * The page size that maps [addr, addr + len) with a single page entry: the
+ * smallest power of two of at least PAGE_SIZE whose aligned block holds it.
+ */
+static unsigned int lite_one_page(u64 addr, u64 len)
+{
+	u64 size = max_t(u64, roundup_pow_of_two(len), PAGE_SIZE);
+
+	while ((addr & ~(size - 1)) + size < addr + len)
+		size <<= 1;
+	return size > UINT_MAX ? 0 : size;
+}
+
+static int lite_ib_access(int access)
+{
+	int ib = IB_ACCESS_LOCAL_WRITE;
+
+	if (access & LITE_MR_REMOTE_READ)
+		ib |= IB_ACCESS_REMOTE_READ;
+	if (access & LITE_MR_REMOTE_WRITE)
+		ib |= IB_ACCESS_REMOTE_WRITE;
+	if (access & LITE_MR_REMOTE_ATOMIC)
+		ib |= IB_ACCESS_REMOTE_ATOMIC;
+	return ib;
+}
+
+static int lite_mr_map(struct ib_mr *mr, const struct lite_sge *runs, unsigned int nruns,
+		       unsigned int page_size)
+{
+	struct scatterlist *sgl = kmalloc_array(nruns, sizeof(*sgl), GFP_KERNEL);
+	unsigned int i;
+	int mapped;
+
+	if (!sgl)
+		return -ENOMEM;
+	sg_init_table(sgl, nruns);
+	for (i = 0; i < nruns; i++) {
+		sgl[i].length = runs[i].len;
+		sg_dma_address(&sgl[i]) = runs[i].addr;
+		sg_dma_len(&sgl[i]) = runs[i].len;
+	}
+	mapped = ib_map_mr_sg(mr, sgl, nruns, NULL, page_size);
+	kfree(sgl);
+	if (mapped < 0)
+		return mapped;
+	return mapped == nruns ? 0 : -EINVAL;
+}
+
+struct ib_mr *lite_mr_register(struct lite_dev *dev, const struct lite_sge *runs,
+			       unsigned int nruns, int access, unsigned int *rkey, int *err)
+{
+	struct lite_reg_wait wait = { .cqe.done = lite_reg_done };
+	struct ib_reg_wr wr = {};
+	unsigned int page_size = PAGE_SIZE, entries = 0, i;
+	struct lite_qp *qp;
+	struct ib_mr *mr;
+
+	if (!nruns || nruns > LITE_MR_MAX_RUNS) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (nruns == 1) {
+		/* One physically contiguous range: one page entry of its size. */
+		page_size = lite_one_page(runs[0].addr, runs[0].len);
+		entries = 1;
+		if (!page_size) {
+			*err = -EINVAL;
+			return NULL;
+		}
+	} else {
+		for (i = 0; i < nruns; i++)
+			entries += DIV_ROUND_UP(offset_in_page(runs[i].addr) + runs[i].len, PAGE_SIZE);
+	}
+	mr = ib_alloc_mr(dev->pd, IB_MR_TYPE_MEM_REG, entries);
+	if (IS_ERR(mr)) {
+		*err = PTR_ERR(mr);
+		return NULL;
+	}
+	*err = lite_mr_map(mr, runs, nruns, page_size);
+	if (*err)
+		goto fail;
+	/* A fresh key byte at every registration: a stale or guessed key misses. */
+	ib_update_fast_reg_key(mr, get_random_u8());
+	init_completion(&wait.done);
+	wr.wr.opcode = IB_WR_REG_MR;
+	wr.wr.send_flags = IB_SEND_SIGNALED;
+	wr.wr.wr_cqe = &wait.cqe;
+	wr.mr = mr;
+	wr.key = mr->rkey;
+	wr.access = lite_ib_access(access);
+	mutex_lock(&dev->reg_lock);
+	qp = lite_reg_qp(dev, err);
+	if (qp)
+		*err = ib_post_send(qp->qp, &wr.wr, NULL);
+	if (qp && !*err) {
+		/* Uninterruptibly: the completion names `wait`, on this stack. */
+		wait_for_completion(&wait.done);
+		if (wait.status != IB_WC_SUCCESS) {
+			*err = -EIO;
+			/* The QP is in error now: the next registration makes another. */
+			lite_mr_dev_cleanup(dev);
+		}
+	}
+	mutex_unlock(&dev->reg_lock);
+	if (*err)
+		goto fail;
+	*rkey = mr->rkey;
+	return mr;
+fail:
+	WARN_ON(ib_dereg_mr(mr));
+	return NULL;
+}
+
+void lite_mr_deregister(struct ib_mr *mr)
+{
+	/* Synchronous: once it returns, the NIC executes nothing more under the key. */
+	WARN_ON(ib_dereg_mr(mr));
+}
