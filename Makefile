@@ -55,7 +55,7 @@ ifeq ($(STOCK),debian)
 	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
 else
 	@kdir="$(KDIR)"; [ -n "$$kdir" ] || kdir=$$(tools/kernel/build.sh $(KERNEL))/build; \
-	  $(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) modules && \
+	  $(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) $(if $(filter debug,$(KERNEL)),LITE_TEST_HOOKS=y) modules && \
 	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
 endif
 

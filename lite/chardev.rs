@@ -24,6 +24,9 @@ pub(crate) struct OpenFile {
     rpc: Arc<FileRpc>,
     /// Locks this file holds.
     locks: Pin<KBox<Mutex<FileLocks>>>,
+    /// Its canary page for `LITE_IOC_REACH` (debug test builds only).
+    #[cfg(lite_test_hooks)]
+    reach: Pin<KBox<Mutex<crate::reach::FileReach>>>,
 }
 
 impl OpenFile {
@@ -38,6 +41,11 @@ impl OpenFile {
                 lmrs,
                 rpc,
                 locks,
+                #[cfg(lite_test_hooks)]
+                reach: KBox::pin_init(
+                    new_mutex!(crate::reach::FileReach::new(), "lite:file.reach"),
+                    GFP_KERNEL,
+                )?,
             },
             GFP_KERNEL,
         )?)
@@ -99,6 +107,8 @@ impl OpenFile {
             | LITE_IOC_CLASS_RULES
             | LITE_IOC_CLASS_SELF
             | LITE_IOC_QOS_STAT => crate::qos::ioctl(lite, self.id, cmd, arg),
+            #[cfg(lite_test_hooks)]
+            LITE_IOC_REACH => crate::reach::ioctl(lite, &self.lmrs, &self.reach, arg),
             _ => Err(ENOTTY),
         }
         .map(|()| 0)

@@ -22,6 +22,8 @@ mod lmr;
 mod net;
 mod node;
 mod qos;
+#[cfg(lite_test_hooks)]
+mod reach;
 mod rpc;
 mod sync;
 mod uarg;

@@ -55,7 +55,8 @@ plain_abi_types!(
     LiteClassRules,
     LiteClassSelf,
     LiteClassStat,
-    LiteQosStat
+    LiteQosStat,
+    LiteReach
 );
 
 pub(crate) fn read_in<T: FromBytes>(arg: usize) -> Result<T> {

@@ -90,14 +90,14 @@ static void lite_wrong_work(struct work_struct *work)
  * every NIC says why, but only two things do that: a send of ours that failed
  * (reported as such, maybe a little later by the send CQ's handler) or a request
  * from the peer that the responder refused (a key, address or access its MRs do
- * not allow, or a malformed one). After a grace period for the first, the second
- * is reported.
+ * not allow, or a malformed one). After a grace period for the first (a quarter
+ * second: the send CQ's handler runs well within it), the second is reported.
  */
 static void lite_qp_went_wrong(struct lite_qp *qp)
 {
 	if (!qp->rust_peer || READ_ONCE(qp->closing) || atomic_xchg(&qp->went_wrong, 1))
 		return;
-	queue_delayed_work(lite_workqueue(), &qp->wrong_work, HZ);
+	queue_delayed_work(lite_workqueue(), &qp->wrong_work, HZ / 4);
 }
 
 static void lite_qp_event(struct ib_event *event, void *context)

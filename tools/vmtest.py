@@ -21,12 +21,12 @@ import vwire  # noqa: E402
 # TESTS, the suites and what soak.py uses as vmtest.NAME (the setup steps, TestFailed,
 # print_console_tails).
 from litebench.vm_harness import (  # noqa: E402,F401
-    BIG, BRIDGE, BRIDGE_RATE, FAILS_NODES, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TESTS, TestFailed,
-    print_console_tails)
+    BIG, BRIDGE, BRIDGE_RATE, FAILS_NODES, FUZZ, LINK, LINK_RATE, SANITIZER_RUNS, SETUP, TEST_HOOKS, TESTS,
+    TestFailed, print_console_tails)
 # The tests register themselves in TESTS as their modules are imported, so this is the
 # order they run in (later tests build on the state earlier ones leave): keep it.
 from litebench import (  # noqa: E402,F401
-    vm_tests_bringup, vm_tests_lmr, vm_tests_rpc, vm_tests_apps, vm_tests_qos, vm_tests_link, vm_tests_class_change,
+    vm_tests_bringup, vm_tests_lmr, vm_tests_reach, vm_tests_rpc, vm_tests_apps, vm_tests_qos, vm_tests_link, vm_tests_class_change,
     vm_tests_hostile, vm_tests_membership, vm_tests_final)
 from litebench.vm_tests_bringup import (  # noqa: E402,F401
     two_nodes_join_with_k_rc_qps_each, late_third_node_boots_and_joins_everyone)
@@ -77,6 +77,8 @@ def main():
                 args.suite, set(t.__name__ for t in TESTS) - BIG - LINK - BRIDGE - FUZZ)
             if args.kernel == "debian":
                 wanted = wanted - SANITIZER_RUNS
+            if args.kernel != "debug":
+                wanted = wanted - TEST_HOOKS
             if fn.__name__ not in wanted:
                 continue
             t0 = time.time()

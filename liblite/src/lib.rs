@@ -124,6 +124,9 @@ pub struct Peer {
     /// `IB_MTU_*` code in use, 0 before connection.
     pub mtu: u32,
     pub qps: Vec<QpStatus>,
+    /// Its requests this node's NIC refused (a key, address or access it was not
+    /// given); the first one fences it off.
+    pub access_errors: u64,
 }
 
 /// This node.
@@ -139,6 +142,9 @@ pub struct NodeInfo {
     pub gid: Option<[u8; 16]>,
     pub qps_per_peer: u32,
     pub active_mtu: u32,
+    /// What peers' keys reach: each LMR chunk, mailbox and ring alone (`true`,
+    /// `remote_access=chunks`), or all of the node's memory (`false`, `global`).
+    pub remote_chunks: bool,
 }
 
 /// Side of a QP connection, as exchanged through the cluster manager.
@@ -235,6 +241,7 @@ impl Lite {
             gid: (info.gid != [0; 16]).then_some(info.gid),
             qps_per_peer: info.qps_per_peer,
             active_mtu: info.active_mtu,
+            remote_chunks: info.remote_access == LITE_REMOTE_ACCESS_CHUNKS,
         })
     }
 
@@ -292,6 +299,7 @@ impl Lite {
                 qps: (0..e.nr_qps as usize)
                     .map(|i| QpStatus { local_qpn: e.local_qpn[i], remote_qpn: e.remote_qpn[i], state: e.qp_state[i] })
                     .collect(),
+                access_errors: e.access_errors,
             })
             .collect();
         peers.sort_by_key(|p| p.id);

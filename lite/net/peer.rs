@@ -30,6 +30,8 @@ const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 
 const WC_FLUSH_ERR: i32 = 5;
 const WC_RETRY_EXC_ERR: i32 = 12;
 const WC_RNR_RETRY_EXC_ERR: i32 = 13;
+/// The peer's NIC refused the key, address or access.
+const WC_REM_ACCESS_ERR: i32 = 10;
 // At most SLOTS requests and SLOTS answers, CALL_SLOTS RPC requests and replies each
 // way, and a few head reports are in flight between two nodes, so even if all of
 // them use one QP its receive queue never runs dry (no RNR retries).
@@ -255,6 +257,7 @@ impl Peer {
         match status {
             TIMED_OUT => ETIMEDOUT(),
             WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR => EHOSTDOWN(),
+            WC_REM_ACCESS_ERR => EACCES,
             _ => EIO,
         }
     }

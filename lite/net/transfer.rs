@@ -456,6 +456,28 @@ impl Peer {
         )
     }
 
+    /// RDMA READ of `len` bytes at `remote_addr` (under `rkey`) into kernel buffer
+    /// `dst` at `offset`.
+    pub(crate) fn rdma_read_kernel(
+        &self,
+        dst: &DmaBuf,
+        offset: usize,
+        len: usize,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result {
+        let (dma, len) = dst.range(offset, len)?;
+        let op = Op::new()?;
+        let mut deadline = Deadline::starting(now_ns());
+        self.transfer(
+            &op,
+            false,
+            Wait::Sleep,
+            core::iter::once((dma, len as usize, remote_addr, rkey)),
+            &mut deadline,
+        )
+    }
+
     /// Performs `atomic` on the peer's 8-byte word at `remote_addr` (under `rkey`)
     /// through its RNIC and returns the word's previous value.
     pub(crate) fn atomic(

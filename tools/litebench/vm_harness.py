@@ -37,8 +37,18 @@ SANITIZER_RUNS = {"free_racing_map_read_write_lock_never_reaches_freed_memory",
                   "soak_of_three_minutes_loses_and_corrupts_nothing"}
 
 
+# Tests that drive LITE_IOC_REACH, which only the debug build has (lite_test_hooks).
+TEST_HOOKS = set()
+
+
 def test(fn):
     TESTS.append(fn)
+    return fn
+
+
+def test_hooks(fn):
+    """Marks a test that needs the debug build's test-only ioctl (LITE_IOC_REACH)."""
+    TEST_HOOKS.add(fn.__name__)
     return fn
 
 

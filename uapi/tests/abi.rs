@@ -34,6 +34,7 @@ fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_MEMSET, ioc(IOC_WRITE, 16, size_of::<LiteMemset>()));
     assert_eq!(LITE_IOC_MEMCPY, ioc(IOC_WRITE, 17, size_of::<LiteMemcpy>()));
     assert_eq!(LITE_IOC_LMR_STAT, ioc(IOC_READ | IOC_WRITE, 18, size_of::<LiteLmrStat>()));
+    assert_eq!(LITE_IOC_REACH, ioc(IOC_READ | IOC_WRITE, 41, size_of::<LiteReach>()));
     assert_eq!(LITE_IOC_MEM_STAT, ioc(IOC_READ, 19, size_of::<LiteMemStat>()));
     assert_eq!(LITE_IOC_QOS_GET, ioc(IOC_READ, 33, size_of::<LiteQos>()));
     assert_eq!(LITE_IOC_QOS_SET, ioc(IOC_WRITE, 34, size_of::<LiteQos>()));
@@ -69,6 +70,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LitePeerConnect>(), 4 + 4 + 8 + size_of::<LiteConnInfo>());
     assert_eq!(size_of::<LitePeerDown>(), 8);
     assert_eq!(size_of::<LitePeerStatus>(), 4 + 4 + 8 + 4 + 4 + 32 * 3 + 16 + 8);
+    assert_eq!(size_of::<LiteReach>(), 4 + 4 + 8 + 4 + 4 + 8 + 4 + 4 + LITE_REACH_DATA);
     assert_eq!(size_of::<LitePeerList>(), 8 + 4 + 4);
     assert_eq!(size_of::<LitePing>(), 4 * 4 + 8);
     assert_eq!(size_of::<LiteSlot>(), 64);

@@ -8,6 +8,7 @@
 use crate::membership::{Conn, Known, Member, ToAgent, ToManager};
 use crate::reserved_port::{self, RESERVED_BELOW};
 use lite::{Error, Lite, PeerState};
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -107,6 +108,8 @@ struct Session<'a> {
     me: Known,
     /// Failed peers already reported to the manager.
     reported: Vec<Known>,
+    /// Per node, the requests of it our NIC refused, as last reported.
+    refused: HashMap<u32, u64>,
 }
 
 impl Session<'_> {
@@ -149,12 +152,21 @@ impl Session<'_> {
     /// manager, once: it still counts the peer up, and only it can make the two
     /// reconnect (link_failures.rs).
     fn report_failed_links(&mut self) -> Result<(), String> {
-        let failed = peers_in(self.lite, PeerState::Failed)?;
-        self.reported.retain(|k| failed.contains(k));
-        for k in failed {
+        let peers = self.lite.peers().map_err(|e| e.to_string())?;
+        let failed: Vec<_> = peers.iter().filter(|p| p.state == PeerState::Failed).collect();
+        self.reported.retain(|k| failed.iter().any(|p| p.id == k.id && p.epoch == k.epoch));
+        for p in failed {
+            let k = Known { id: p.id, epoch: p.epoch };
             if !self.reported.contains(&k) {
-                eprintln!("agent: the link to node {} (epoch {}) failed; reporting it", k.id, k.epoch);
-                self.send(&ToManager::LinkFailed { to: k })?;
+                let before = self.refused.insert(p.id, p.access_errors).unwrap_or(0);
+                let refused = p.access_errors > before;
+                eprintln!(
+                    "agent: the link to node {} (epoch {}) failed{}; reporting it",
+                    k.id,
+                    k.epoch,
+                    if refused { " after it made requests our NIC refused" } else { "" }
+                );
+                self.send(&ToManager::LinkFailed { to: k, refused })?;
                 self.reported.push(k);
             }
         }
@@ -201,7 +213,8 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
     let node = info.node_id.map(|id| Known { id, epoch: info.epoch });
     let peers = peers_in(lite, PeerState::Connected)?;
     let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut s = Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new() };
+    let mut s =
+        Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new(), refused: HashMap::new() };
     s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers })?;
 
     let mut reader = BufReader::new(stream);

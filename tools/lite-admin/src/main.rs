@@ -286,6 +286,8 @@ struct PeerJson {
     epoch: u64,
     state: &'static str,
     qps: Vec<QpJson>,
+    /// Its requests this node's NIC refused (the first fences it off).
+    access_errors: u64,
 }
 
 #[derive(Serialize)]
@@ -297,6 +299,9 @@ struct StatusJson {
     port_active: bool,
     gid: Option<String>,
     qps_per_peer: u32,
+    /// What peers' keys reach: "chunks" (each LMR chunk, mailbox and ring alone,
+    /// revoked at free) or "global" (all of the node's memory).
+    remote_access: &'static str,
     peers: Vec<PeerJson>,
     memory: MemoryJson,
     rpc: RpcJson,
@@ -410,6 +415,7 @@ fn status(json: bool) -> Result<(), String> {
         port_active: info.port_active,
         gid: info.gid.as_ref().map(gid_to_string),
         qps_per_peer: info.qps_per_peer,
+        remote_access: if info.remote_chunks { "chunks" } else { "global" },
         peers: peers
             .iter()
             .map(|p| PeerJson {
@@ -421,6 +427,7 @@ fn status(json: bool) -> Result<(), String> {
                     .iter()
                     .map(|q| QpJson { local_qpn: q.local_qpn, remote_qpn: q.remote_qpn, state: qp_state_name(q.state) })
                     .collect(),
+                access_errors: p.access_errors,
             })
             .collect(),
         memory: MemoryJson {
@@ -453,11 +460,12 @@ fn status(json: bool) -> Result<(), String> {
     }
     match &report.device {
         Some(dev) => println!(
-            "device {dev} port {} {}, gid {}, {} QPs per peer",
+            "device {dev} port {} {}, gid {}, {} QPs per peer, peers reach {}",
             report.port,
             if report.port_active { "ACTIVE" } else { "DOWN" },
             report.gid.as_deref().unwrap_or("none (no address)"),
-            report.qps_per_peer
+            report.qps_per_peer,
+            if report.remote_access == "chunks" { "only what they were given" } else { "all memory (global rkey)" }
         ),
         None => println!("no RDMA device (create one: rdma link add rxe0 type rxe netdev eth0)"),
     }
@@ -487,11 +495,14 @@ fn status(json: bool) -> Result<(), String> {
         println!("no peers");
         return Ok(());
     }
-    println!("{:<6}{:<11}{:<7}QPs (local->remote state)", "PEER", "STATE", "EPOCH");
+    println!("{:<6}{:<11}{:<7}{:<8}QPs (local->remote state)", "PEER", "STATE", "EPOCH", "REFUSED");
     for p in &report.peers {
         let qps: Vec<String> = p.qps.iter().map(|q| format!("{}->{} {}", q.local_qpn, q.remote_qpn, q.state)).collect();
         let qps = if qps.is_empty() { "-".to_string() } else { qps.join(", ") };
-        println!("{:<6}{:<11}{:<7}{}", p.id, p.state, p.epoch, qps);
+        println!("{:<6}{:<11}{:<7}{:<8}{}", p.id, p.state, p.epoch, p.access_errors, qps);
+    }
+    if report.peers.iter().any(|p| p.access_errors > 0) {
+        println!("REFUSED: requests this node's NIC refused (a key, address or access the peer was not given)");
     }
     Ok(())
 }

@@ -41,8 +41,10 @@ struct Shared {
 
 /// How long reports of failed links are gathered before one node is taken down
 /// for them, in heartbeats: long enough for every node that lost the same one to
-/// report it (an agent looks at its kernel's peers once a heartbeat).
-const LINK_VERDICT_HEARTBEATS: u32 = 2;
+/// report it (an agent looks at its kernel's peers once a heartbeat), and for a
+/// node whose NIC refused a peer's requests to say so (its kernel fences the peer
+/// a quarter second after the request, the requester reports at once).
+const LINK_VERDICT_HEARTBEATS: u32 = 4;
 
 type State = Arc<Mutex<Shared>>;
 
@@ -234,10 +236,15 @@ fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
                     }
                 }
             }
-            (ToManager::LinkFailed { to }, Some(from)) => {
+            (ToManager::LinkFailed { to, refused }, Some(from)) => {
                 let both_up = st.registry.is_current(from) && st.registry.is_current(to);
-                if both_up && st.link_failures.report(from, to, Instant::now()) {
-                    eprintln!("manager: node {} reports its link to node {} failed", from.id, to.id);
+                if both_up && st.link_failures.report(from, to, refused, Instant::now()) {
+                    eprintln!(
+                        "manager: node {} reports its link to node {} failed{}",
+                        from.id,
+                        to.id,
+                        if refused { " (its NIC refused requests of that node)" } else { "" }
+                    );
                 }
             }
             (ToManager::Heartbeat, Some(from)) => st.registry.seen(from.id, from.epoch, Instant::now()),

@@ -85,9 +85,13 @@ pub enum ToManager {
         info: Conn,
     },
     /// Our kernel marked incarnation `to` failed (its RC retries ran out, or a QP
-    /// went to error) although the manager still counts it up.
+    /// went to error) although the manager still counts it up. `refused`: our NIC
+    /// refused requests of `to` (a key, address or access it was never given), so
+    /// `to` is the one that broke the link.
     LinkFailed {
         to: Known,
+        #[serde(default)]
+        refused: bool,
     },
     Heartbeat,
     Leave,

@@ -32,6 +32,8 @@
 //!                                  print the word
 //!   lite-selftest fail-loop --holder NODE --seconds S [--threads T]
 //!                                  loop on calls that must fail (JSON summary)
+//!   lite-selftest reach            raw RDMA past the module's checks, one stdin command
+//!                                  a line (debug test builds only; see reach.rs)
 //!
 //! BYTES take a K, M, G or T suffix (powers of 1024); PERM is letters out of r, w, m,
 //! or none. The argument checks print `FAIL ...` lines and `N passed, M failed`.
@@ -44,6 +46,7 @@ mod lmr;
 mod lmr_hostile;
 mod lmr_race;
 mod lock;
+mod reach;
 mod rpc;
 mod user_hostile;
 
@@ -313,6 +316,10 @@ enum Command {
         #[arg(long, value_name = "P", default_value_t = 2)]
         processes: u32,
     },
+    /// Raw RDMA to peers with any address and key, past every check of the module, one
+    /// stdin command a line (malloc, extent, fill, check, free, canary, read, write,
+    /// atomic); needs a module built for the debug test suite.
+    Reach,
 }
 
 pub(crate) struct Checks {
@@ -595,6 +602,7 @@ fn main() -> ExitCode {
         Command::FuzzUser { seed, count, nodes, processes } => {
             return fuzz_user::run(&fuzz_user::Args { seed, count, nodes, processes })
         }
+        Command::Reach => return reach::run(&lite),
     };
     println!("{} passed, {} failed", checks.passed, checks.failed);
     if checks.failed == 0 {

@@ -22,9 +22,12 @@ mod rpc;
 mod sync;
 // Priority classes and QoS: 33 to 39.
 mod qos;
+// What the NIC lets a peer reach (tests only): 41.
+mod reach;
 
 pub use lmr::*;
 pub use qos::*;
+pub use reach::*;
 pub use rpc::*;
 pub use sync::*;
 
