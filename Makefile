@@ -26,7 +26,7 @@ KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-qos test test-host test-vm lint fuzz soak clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm lint fuzz soak clean
 
 all: guest
 
@@ -97,6 +97,11 @@ bench: guest
 
 # Priority classes where a link is the bottleneck (3 runs, modes alternating), then
 # where the emulating CPU is.
+# What per-range keys cost against LITE's global rkey (docs/security.md): both modes on
+# one cluster, alternating rounds (ARGS=--quick: one round, about 10 min).
+bench-access: guest
+	tools/access_bench.py --kernel $(KERNEL) $(ARGS)
+
 bench-qos: guest
 	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
 	tools/qos_bench.py --kernel $(KERNEL) --regime cpu

@@ -95,6 +95,20 @@ def check(cond, msg):
         raise TestFailed(msg)
 
 
+def answer(bg, command, timeout=120):
+    """Sends `command` to a holding lite-selftest (a vcluster.Background) and returns
+    its one-line answer."""
+    before = len(bg.output().splitlines())
+    bg.send(command)
+    deadline = time.time() + timeout
+    while True:
+        lines = bg.output().splitlines()
+        if len(lines) > before:
+            return lines[before].strip()
+        check(time.time() < deadline, f"node {bg.n} {bg.tag}: no answer to {command}")
+        time.sleep(0.3)
+
+
 def peers_by_id(c, n):
     return {p["id"]: p for p in c.status(n)["peers"]}
 

@@ -6,7 +6,7 @@ import time
 
 from vcluster import Background
 
-from litebench.vm_harness import (fails_nodes, call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, integrity,
+from litebench.vm_harness import (answer, fails_nodes, call_left_waiting, check, check_no_lmr_state, check_no_rpc_state, integrity,
                                   json_summary, lmr_counts, peers_by_id, ping, restart_manager, test, wait_peers)
 
 
@@ -33,19 +33,6 @@ def leaving_node_is_torn_down_and_can_rejoin(c):
     c.wait_connected([0, 1, 2], timeout=90)
     check(c.status(2)["epoch"] > epoch, "a rejoined node must be a new incarnation")
     ping(c, 2, 1, count=5)
-
-
-def answer(bg, command, timeout=120):
-    """Sends `command` to a holding lite-selftest and returns its one-line answer."""
-    before = len(bg.output().splitlines())
-    bg.send(command)
-    deadline = time.time() + timeout
-    while True:
-        lines = bg.output().splitlines()
-        if len(lines) > before:
-            return lines[before].strip()
-        check(time.time() < deadline, f"node {bg.n} {bg.tag}: no answer to {command}")
-        time.sleep(0.3)
 
 
 @test

@@ -9,8 +9,7 @@ import time
 
 from vcluster import Background
 
-from litebench.vm_harness import check, fails_nodes, peers_by_id, test, test_hooks, wait_peers
-from litebench.vm_tests_membership import answer
+from litebench.vm_harness import answer, check, fails_nodes, peers_by_id, test, test_hooks, wait_peers
 
 CANARY = "c5" * 64
 
