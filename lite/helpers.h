@@ -59,8 +59,8 @@ void lite_qp_drain(struct lite_qp *qp);
 void lite_qp_destroy(struct lite_qp *qp);
 struct lite_op;
 /*
- * RDMA write with immediate of `len` bytes at `local_dma` (registered through the
- * global MR) to `remote_addr` of the peer (its global rkey); `imm` in host order.
+ * RDMA write with immediate of `len` bytes at `local_dma` (under the global MR's
+ * lkey) to `remote_addr` of the peer (under `rkey`); `imm` in host order.
  * len 0 writes nothing and only delivers the immediate. Counted in `op` when not
  * NULL (see lite_op_wait), otherwise only a failure is reported.
  */
@@ -108,7 +108,8 @@ void lite_mr_deregister(struct ib_mr *mr);
 #define LITE_MAX_SGE 16
 unsigned int lite_dev_max_sge(const struct lite_dev *dev);
 
-/* One scatter/gather element in the global MR. */
+/* One scatter/gather element (local: under the global MR's lkey; a run of
+ * lite_mr_register()). */
 struct lite_sge {
 	unsigned long long addr;
 	unsigned int len;

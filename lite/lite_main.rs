@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 //! LITE-RS: kernel-level RDMA virtualization in the style of LITE (SOSP'17).
 //!
-//! One global MR per device, K RC QPs per peer shared by every process, one receive
-//! CQ, and /dev/lite for user space. The C helpers only wrap static-inline verbs
-//! (verbs.c) and the misc-device/ib_client registration (helpers.c); everything
-//! else is here.
+//! One global MR per device (for local access; peers reach only the MRs of what
+//! they were given, or LITE's global rkey with `remote_access=global`), K RC QPs per
+//! peer shared by every process, one receive CQ, and /dev/lite for user space. The C
+//! helpers only wrap static-inline verbs (verbs.c, mr.c) and the misc-device and
+//! ib_client registration (helpers.c); everything else is here.
 
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;

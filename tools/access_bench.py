@@ -59,49 +59,74 @@ def load(c, mode):
         raise CommandFailed(f"node {SERVER} runs with remote_access={got}, not {mode}")
 
 
+def guarded(b, label, step):
+    """Runs `step`; a failure is recorded and the benchmark goes on."""
+    try:
+        step()
+    except (CommandFailed, KeyError, ValueError) as e:
+        b.fail(label, e)
+
+
 def measure(b, a, mode, into):
     """One round of every figure in `mode`, added to `into[metric]`."""
     def add(metric, value):
         into.setdefault(metric, {}).setdefault(mode, []).append(value)
 
-    for size in a.malloc_sizes:
-        b.progress(f"{mode}: LT_malloc + LT_map and LT_free of {fmt_size(size)} on node {SERVER}")
+    def malloc(size):
         d = b.tool_json(CLIENT, f"lite-bench malloc --size {size} --holders {SERVER} --repeat {a.malloc_repeat}",
                         a.step_timeout)
         add(f"malloc+map {fmt_size(size)}", d["total_ns"])
         add(f"free {fmt_size(size)}", d["free_ns"])
-    for op in ("read", "write"):
-        b.progress(f"{mode}: LT_{op} latency")
+
+    def lat(op):
         sizes = ",".join(str(s) for s in a.lat_sizes)
         d = b.tool_json(CLIENT, f"lite-bench lat --op {op} --holder {SERVER} --sizes {sizes} --iters {a.lat_iters}",
                         a.step_timeout)
         for r in d["results"]:
             add(f"LT_{op} {fmt_size(r['size'])} median", r["median_ns"])
             add(f"LT_{op} {fmt_size(r['size'])} p99", r["p99_ns"])
-    b.progress(f"{mode}: LT_write throughput")
-    sizes = ",".join(str(s) for s in a.bw_sizes)
-    d = b.tool_json(CLIENT, f"lite-bench bw --holder {SERVER} --sizes {sizes} --seconds {a.bw_seconds}",
-                    a.step_timeout)
-    for r in d["results"]:
-        add(f"LT_write {fmt_size(r['size'])} MiB/s", r["mib_s"])
-    server = Background(b.c, SERVER, "access-rpc", f"lite-selftest rpc-serve {RPC_ID} --threads 2")
-    try:
-        server.wait_for("ready")
-        for reply in RPC_REPLIES:
-            b.progress(f"{mode}: LT_RPC 16 B with a {fmt_size(reply)} reply buffer")
-            d = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {RPC_ID} --count {a.lat_iters} --size 16 "
-                                    f"--reply {reply}", a.step_timeout)
-            if d.get("failed"):
-                raise CommandFailed(f"{d['failed']} of {d['calls']} calls failed: {d.get('first_error')}")
-            add(f"LT_RPC {fmt_size(reply)} reply median", d["p50_ns"])
-    finally:
-        server.close()
-    for count in a.lmr_counts:
-        b.progress(f"{mode}: LT_write 8 B to random ones of {count:,} LMRs")
+
+    def bw():
+        sizes = ",".join(str(s) for s in a.bw_sizes)
+        d = b.tool_json(CLIENT, f"lite-bench bw --holder {SERVER} --sizes {sizes} --seconds {a.bw_seconds}",
+                        a.step_timeout)
+        for r in d["results"]:
+            add(f"LT_write {fmt_size(r['size'])} MiB/s", r["mib_s"])
+
+    def rpc(reply):
+        d = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {RPC_ID} --count {a.lat_iters} --size 16 "
+                                f"--reply {reply}", a.step_timeout)
+        if d.get("failed"):
+            raise CommandFailed(f"{d['failed']} of {d['calls']} calls failed: {d.get('first_error')}")
+        add(f"LT_RPC {fmt_size(reply)} reply median", d["p50_ns"])
+
+    def lmrs(count):
         d = b.tool_json(CLIENT, f"lite-bench lmrs --count {count} --holder {SERVER} --iters {a.lmr_iters}",
                         max(a.step_timeout, int(600 + count * 0.03)))
         add(f"{count:,} LMRs: LT_write 8 B median", d["median_ns"])
         add(f"{count:,} LMRs: allocation s", d["setup_s"])
+
+    steps = [(f"LT_malloc + LT_map and LT_free of {fmt_size(size)} on node {SERVER}", lambda s=size: malloc(s))
+             for size in a.malloc_sizes]
+    steps += [(f"LT_{op} latency", lambda op=op: lat(op)) for op in ("read", "write")]
+    steps += [("LT_write throughput", bw)]
+    rpc_steps = [(f"LT_RPC 16 B with a {fmt_size(reply)} reply buffer", lambda r=reply: rpc(r))
+                 for reply in RPC_REPLIES]
+    lmr_steps = [(f"LT_write 8 B to random ones of {count:,} LMRs", lambda n=count: lmrs(n)) for count in a.lmr_counts]
+    for label, step in steps:
+        b.progress(f"{mode}: {label}")
+        guarded(b, f"{mode}: {label}", step)
+    server = Background(b.c, SERVER, "access-rpc", f"lite-selftest rpc-serve {RPC_ID} --threads 2")
+    try:
+        server.wait_for("ready")
+        for label, step in rpc_steps:
+            b.progress(f"{mode}: {label}")
+            guarded(b, f"{mode}: {label}", step)
+    finally:
+        server.close()
+    for label, step in lmr_steps:
+        b.progress(f"{mode}: {label}")
+        guarded(b, f"{mode}: {label}", step)
 
 
 def summarize(results):

@@ -4,7 +4,7 @@
 //!
 //! Roles, per LMR: the *master* node (where it was allocated) keeps its name,
 //! extents, permissions and the nodes that mapped it; *holders* keep its memory as
-//! physically contiguous chunks in the global MR; *mappers* keep a copy of the
+//! physically contiguous chunks, each under its own key; *mappers* keep a copy of the
 //! extents in a `Mapping` per handle and reach the memory with RDMA directly. Users
 //! only ever see handles.
 //!

@@ -457,7 +457,8 @@ impl Peer {
     }
 
     /// RDMA READ of `len` bytes at `remote_addr` (under `rkey`) into kernel buffer
-    /// `dst` at `offset`.
+    /// `dst` at `offset` (only `LITE_IOC_REACH` reads into kernel memory).
+    #[cfg(lite_test_hooks)]
     pub(crate) fn rdma_read_kernel(
         &self,
         dst: &DmaBuf,

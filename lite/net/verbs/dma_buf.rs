@@ -211,8 +211,8 @@ impl DmaBuf {
     }
 }
 
-/// Byte-level access to LMR chunks, which several processes, peers (through the
-/// global MR) and the device touch concurrently, like any RDMA-exposed memory: all
+/// Byte-level access to LMR chunks, which several processes, peers (through their
+/// keys) and the device touch concurrently, like any RDMA-exposed memory: all
 /// accesses go through raw pointers, never through Rust references to the bytes.
 impl DmaBuf {
     fn span(&self, offset: usize, len: usize) -> Result<*mut u8> {

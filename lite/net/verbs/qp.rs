@@ -76,8 +76,8 @@ impl Qp {
         Ok(state as u32)
     }
 
-    /// Posts an RDMA write with immediate of `data` (under the peer's global rkey
-    /// `rkey`), counted in `op` when given.
+    /// Posts an RDMA write with immediate of `data` (under the peer's key `rkey` for
+    /// the range), counted in `op` when given.
     pub(crate) fn post_write_imm(
         &self,
         data: &WriteImm<'_>,

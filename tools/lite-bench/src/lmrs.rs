@@ -4,12 +4,15 @@
 use crate::harness::{buffer, in_threads, nanos, open, opts, Progress};
 use crate::stats::summary_json;
 use crate::{err, Res};
-use lite::Lmr;
+use lite::{Lite, Lmr};
 use lite_stats::{Rng, Summary};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// LMRs allocated through one open file (the module allows 65 536 per file).
+const LMRS_PER_FILE: u32 = 60_000;
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lmrs(
@@ -50,6 +53,14 @@ pub(crate) fn lmrs(
     let mut alone = (0..iters).map(|_| time_write(&first)).collect::<Res<Vec<_>>>()?;
     let alone = Summary::of(&mut alone).expect("iters >= 1");
     progress.say(&format!("allocating {} more LMRs of {size} B on node {holder} from {threads} threads", count - 1));
+    // One open file holds at most 65 536 LMRs: more come from more opens.
+    let extra = (1..count.div_ceil(LMRS_PER_FILE))
+        .map(|_| Lite::open().map_err(err("open /dev/lite")))
+        .collect::<Res<Vec<Lite>>>()?;
+    let file = |i: u32| match (i / LMRS_PER_FILE).checked_sub(1) {
+        Some(k) => &extra[k as usize],
+        None => &lite,
+    };
     let setup = Instant::now();
     let next = AtomicU32::new(1);
     let made = Mutex::new(Vec::with_capacity(count as usize));
@@ -59,7 +70,7 @@ pub(crate) fn lmrs(
             if i >= count {
                 return Ok(());
             }
-            let lmr = lite
+            let lmr = file(i)
                 .malloc(size, &name(i), &options)
                 .map_err(|e| format!("LT_malloc of LMR {} of {count}: {e}", i + 1))?;
             let mut made = made.lock().map_err(|_| "an allocating thread panicked")?;

@@ -126,7 +126,7 @@ pub struct LiteConnInfo {
     pub mtu: u32,
     pub qpn: [u32; 8],
     pub psn: [u32; 8],
-    /// Where the peer writes kernel messages to this node (DMA address in the global MR).
+    /// Where the peer writes kernel messages to this node (DMA address), and its key.
     pub mailbox_addr: u64,
     pub mailbox_rkey: u32,
     /// Request slots; the mailbox holds as many response slots after them.
