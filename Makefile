@@ -146,7 +146,8 @@ fuzz:
 	tools/vmtest.py --kernel debug --suite fuzz --calls $(CALLS) --processes $(PROCESSES) --run-dir build/vmtest-fuzz
 
 # MINUTES of applications, benchmarks and checked traffic with churn and faults on the
-# debug kernel (tools/soak.py; make test runs 3 minutes of it); a report at the end.
+# debug kernel (tools/soak.py; not in make test, whose time budget it does not fit); a report
+# at the end.
 MINUTES ?= 30
 soak:
 	@mkdir -p build

@@ -33,8 +33,7 @@ LINK_RATE = 4 << 20
 # The long runs whose point is KASAN, lockdep and kmemleak watching (debug kernel):
 # a stock kernel has none of them, and runs the functional tests.
 SANITIZER_RUNS = {"free_racing_map_read_write_lock_never_reaches_freed_memory",
-                  "unprivileged_random_ioctls_leave_membership_as_it_was",
-                  "soak_of_three_minutes_loses_and_corrupts_nothing"}
+                  "unprivileged_random_ioctls_leave_membership_as_it_was"}
 
 
 # Tests that drive LITE_IOC_REACH, which only the debug build has (lite_test_hooks).

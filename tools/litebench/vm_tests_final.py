@@ -1,22 +1,7 @@
-"""The integration tests' last (tools/vmtest.py): a three-minute soak, then kmemleak
-scanning for what any test allocated and did not free."""
+"""The integration tests' last (tools/vmtest.py): kmemleak scanning for what any test
+allocated and did not free. The soak runs apart (`make soak`, tools/soak.py)."""
 
-import soak
-
-from litebench.vm_harness import fails_nodes, check, kmemleak, test
-
-
-@fails_nodes
-@test
-def soak_of_three_minutes_loses_and_corrupts_nothing(c):
-    # The four applications, lite-bench flows, checked RPCs, integrity runs and
-    # atomics with churn (killed processes, LMRs, class and mode changes, node 2
-    # leaving and rejoining, 1 % loss on its wire); `make soak` runs it for longer.
-    # kmemleak is the next test's.
-    report = soak.soak(c, 3, 25, say=lambda *a, **k: print("   ", *a, **k), kmemleak=False)
-    print("\n".join(f"    {line}" for line in soak.human(report).splitlines()), flush=True)
-    check(report["passed"] and report["corrupt_or_lost"] == 0 and not report["skipped"],
-          f"soak: {report['failures']} skipped {report['skipped']}")
+from litebench.vm_harness import check, kmemleak, test
 
 
 @test
