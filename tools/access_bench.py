@@ -104,7 +104,8 @@ def measure(b, a, mode, into):
         d = b.tool_json(CLIENT, f"lite-bench lmrs --count {count} --holder {SERVER} --iters {a.lmr_iters}",
                         max(a.step_timeout, int(600 + count * 0.03)))
         add(f"{count:,} LMRs: LT_write 8 B median", d["median_ns"])
-        add(f"{count:,} LMRs: allocation s", d["setup_s"])
+        if count > 1:
+            add(f"{count:,} LMRs: allocation s", d["setup_s"])
 
     steps = [(f"LT_malloc + LT_map and LT_free of {fmt_size(size)} on node {SERVER}", lambda s=size: malloc(s))
              for size in a.malloc_sizes]
@@ -154,13 +155,13 @@ def fmt(metric, value):
 
 
 def table(rows):
-    lines = [f"{'':<36}{'global':>22}{'chunks':>22}{'chunks/global':>15}"]
-    for r in rows:
-        cell = {m: f"{fmt(r['metric'], r[m]['median'])} ({fmt(r['metric'], r[m]['min'])}-"
-                   f"{fmt(r['metric'], r[m]['max'])})" for m in MODES}
-        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"
-        lines.append(f"{r['metric']:<36}{cell['global']:>22}{cell['chunks']:>22}{ratio:>15}")
-    return "\n".join(lines)
+    body = [[r["metric"]] + [f"{fmt(r['metric'], r[m]['median'])} ({fmt(r['metric'], r[m]['min'])} - "
+                              f"{fmt(r['metric'], r[m]['max'])})" for m in MODES]
+            + [f"{r['ratio']:.2f}" if r["ratio"] is not None else "-"] for r in rows]
+    head = ["", "global", "chunks", "chunks/global"]
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    return "\n".join("  ".join(x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(line, widths)))
+                     for line in [head] + body)
 
 
 def main():

@@ -503,4 +503,48 @@
  */
 #define LITE_IOC_QOS_STAT 2173193255
 
+/*
+ `LiteReach::op`: describe extent `index` of the LMR behind `lh` (out: `node`,
+ `addr`, `rkey`, `len`).
+ */
+#define LITE_REACH_EXTENT 1
+
+/*
+ `LiteReach::op`: a page outside every LMR, filled with `LITE_REACH_CANARY_BYTE`
+ and kept until the file is closed (out: `addr`, `len`).
+ */
+#define LITE_REACH_CANARY 2
+
+/*
+ `LiteReach::op`: RDMA READ of `len` bytes (at most `LITE_REACH_DATA`) at `addr`
+ of `node` under `rkey`, into `data`.
+ */
+#define LITE_REACH_READ 3
+
+/*
+ `LiteReach::op`: RDMA WRITE of `len` bytes of `data` there.
+ */
+#define LITE_REACH_WRITE 4
+
+/*
+ `LiteReach::op`: RDMA fetch-and-add of 1 on the 8 bytes there; the old value
+ lands in the first 8 bytes of `data`.
+ */
+#define LITE_REACH_ATOMIC 5
+
+/*
+ Bytes a canary page is filled with.
+ */
+#define LITE_REACH_CANARY_BYTE 197
+
+/*
+ Bytes of `LiteReach::data` (its array length, written out for the ABI checks).
+ */
+#define LITE_REACH_DATA 64
+
+/*
+ `_IOWR('L', 41, LiteReach)`
+ */
+#define LITE_IOC_REACH 3228060713
+
 #endif  /* LITE_UAPI_H */

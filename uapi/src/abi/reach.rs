@@ -20,7 +20,7 @@ pub const LITE_REACH_WRITE: u32 = 4;
 pub const LITE_REACH_ATOMIC: u32 = 5;
 /// Bytes a canary page is filled with.
 pub const LITE_REACH_CANARY_BYTE: u8 = 0xC5;
-/// Bytes of `LiteReach::data`.
+/// Bytes of `LiteReach::data` (its array length, written out for the ABI checks).
 pub const LITE_REACH_DATA: usize = 64;
 
 /// Argument of `LITE_IOC_REACH`; the operation's NIC error comes back as the
@@ -37,12 +37,12 @@ pub struct LiteReach {
     pub lh: u64,
     pub index: u32,
     pub reserved: u32,
-    pub data: [u8; LITE_REACH_DATA],
+    pub data: [u8; 64],
 }
 
 impl Default for LiteReach {
     fn default() -> Self {
-        LiteReach { op: 0, node: 0, addr: 0, rkey: 0, len: 0, lh: 0, index: 0, reserved: 0, data: [0; LITE_REACH_DATA] }
+        LiteReach { op: 0, node: 0, addr: 0, rkey: 0, len: 0, lh: 0, index: 0, reserved: 0, data: [0; 64] }
     }
 }
 
