@@ -59,7 +59,7 @@ pub(crate) fn ioctl(
         LITE_REACH_READ => {
             let buf = DmaBuf::new(&lite.device()?, len)?;
             lite.peer(req.node)?
-                .rdma_read_kernel(&buf, 0, len, req.addr, req.rkey)?;
+                .rdma_kernel(false, &buf, 0, len, req.addr, req.rkey)?;
             buf.read(0, &mut req.data[..len])?;
         }
         LITE_REACH_WRITE => {

@@ -444,35 +444,26 @@ impl Peer {
         remote_addr: u64,
         rkey: u32,
     ) -> Result {
-        let (dma, len) = src.range(offset, len)?;
-        let op = Op::new()?;
-        let mut deadline = Deadline::starting(now_ns());
-        self.transfer(
-            &op,
-            true,
-            Wait::Sleep,
-            core::iter::once((dma, len as usize, remote_addr, rkey)),
-            &mut deadline,
-        )
+        self.rdma_kernel(true, src, offset, len, remote_addr, rkey)
     }
 
-    /// RDMA READ of `len` bytes at `remote_addr` (under `rkey`) into kernel buffer
-    /// `dst` at `offset` (only `LITE_IOC_REACH` reads into kernel memory).
-    #[cfg(lite_test_hooks)]
-    pub(crate) fn rdma_read_kernel(
+    /// RDMA WRITE (`write`) of `len` bytes at `offset` of kernel buffer `buf` to
+    /// `remote_addr` (under `rkey`), or READ from there into it.
+    pub(crate) fn rdma_kernel(
         &self,
-        dst: &DmaBuf,
+        write: bool,
+        buf: &DmaBuf,
         offset: usize,
         len: usize,
         remote_addr: u64,
         rkey: u32,
     ) -> Result {
-        let (dma, len) = dst.range(offset, len)?;
+        let (dma, len) = buf.range(offset, len)?;
         let op = Op::new()?;
         let mut deadline = Deadline::starting(now_ns());
         self.transfer(
             &op,
-            false,
+            write,
             Wait::Sleep,
             core::iter::once((dma, len as usize, remote_addr, rkey)),
             &mut deadline,
