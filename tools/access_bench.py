@@ -47,13 +47,7 @@ OUT_DIR = REPO / "build" / "bench-access"
 
 def load(c, mode):
     """lite.ko with `mode` on both nodes, joined."""
-    for n in (CLIENT, SERVER):
-        c.exec(n, "lite-admin leave 2>/dev/null; for i in $(seq 300); do "
-                  "! grep -q '^lite ' /proc/modules && break; rmmod lite 2>/dev/null; sleep 0.2; done; "
-                  f"insmod /lite/lite.ko remote_access={mode}", timeout=120)
-    for n in (CLIENT, SERVER):
-        c.start_agent(n)
-    c.wait_connected([CLIENT, SERVER], timeout=180)
+    c.reload_module([CLIENT, SERVER], f"remote_access={mode}", connected=[CLIENT, SERVER])
     got = c.status(SERVER)["remote_access"]
     if got != mode:
         raise CommandFailed(f"node {SERVER} runs with remote_access={got}, not {mode}")

@@ -540,6 +540,18 @@ class Cluster:
     def load_module(self, n, args=""):
         self.exec(n, f"insmod /lite/lite.ko {args}")
 
+    def reload_module(self, nodes, args, connected, timeout=180):
+        """Takes `nodes` out of the cluster (if in it), loads lite.ko again with `args`
+        there, restarts their agents and waits until `connected` see each other."""
+        for n in nodes:
+            # The agent exits once its node left, closing /dev/lite; rmmod waits for that.
+            self.exec(n, "lite-admin leave 2>/dev/null; for i in $(seq 300); do "
+                         "! grep -q '^lite ' /proc/modules && break; rmmod lite 2>/dev/null; sleep 0.2; done; "
+                         f"insmod /lite/lite.ko {args}", timeout=120)
+        for n in nodes:
+            self.start_agent(n)
+        self.wait_connected(list(connected), timeout=timeout)
+
     def dead_after_ms(self):
         """The manager's dead-after for this cluster's kernel, unless a test sets one."""
         return DEAD_AFTER_MS_DEBUG if self.meta.get("variant") == "debug" else DEAD_AFTER_MS

@@ -4,7 +4,7 @@
 
 use crate::errno::EHOSTDOWN;
 use crate::kvec::caller_sized;
-use crate::net::verbs::{DmaBuf, PAGE_SIZE, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
+use crate::net::verbs::{DmaBuf, PAGE_SIZE};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::Peer;
 use crate::node::Lite;
@@ -13,7 +13,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
 use super::handles::FileLmrs;
-use super::holder::{hold_limit, Held};
+use super::holder::{hold_limit, Held, LMR_ACCESS};
 use super::layout::{self, Extent, NAME_LEN, PERM_ALL};
 use super::mapping::Mapping;
 use super::master::{MasterLmr, NO_GRANT};
@@ -302,7 +302,7 @@ impl Lite {
             let skip = if i == 0 { head } else { 0 };
             let bytes = (PAGE_SIZE - skip).min(len - start);
             // Only the registered bytes: the rest of the page is not the LMR's.
-            let rkey = page.expose(skip, bytes, REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC)?;
+            let rkey = page.expose(skip, bytes, LMR_ACCESS)?;
             extents.push(
                 Extent {
                     node: me,

@@ -28,12 +28,9 @@ pub(crate) fn hold_limit() -> u64 {
     ram / HOLD_SHARE_DEN * HOLD_SHARE_NUM
 }
 
-/// Lets peers read, write and run atomics on the first `len` bytes of LMR chunk
-/// `chunk`; returns their rkey.
-pub(crate) fn expose_lmr_chunk(chunk: &mut DmaBuf, len: u64) -> Result<u32> {
-    let len = usize::try_from(len).map_err(|_| EINVAL)?;
-    chunk.expose(0, len, REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC)
-}
+/// What peers may do to LMR memory through its keys (the master checks each
+/// mapper's permissions; the NIC only the range).
+pub(crate) const LMR_ACCESS: u32 = REMOTE_READ | REMOTE_WRITE | REMOTE_ATOMIC;
 
 /// Memory this node holds for one LMR, from one allocation request. Its chunks'
 /// keys are revoked when the last user lets go (the registry, a mapping here, a
@@ -113,7 +110,7 @@ impl Lite {
             match prepared.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
                 Ok(mut chunk) => {
                     let used = len.min(left);
-                    let exposed = expose_lmr_chunk(&mut chunk, used).and_then(|rkey| {
+                    let exposed = chunk.expose(0, used as usize, LMR_ACCESS).and_then(|rkey| {
                         let extent = wire::WireExtent {
                             node: me,
                             rkey,

@@ -46,17 +46,6 @@ def remote_access(c, n):
     return c.status(n)["remote_access"]
 
 
-def reload_lite(c, nodes, args):
-    """Takes `nodes` out of the cluster, reloads lite.ko with `args` and rejoins them."""
-    for n in nodes:
-        # The agent exits once the node left, and closes /dev/lite.
-        c.exec(n, "lite-admin leave; for i in $(seq 300); do rmmod lite 2>/dev/null && break; sleep 0.2; done; "
-                  f"insmod /lite/lite.ko {args}", timeout=120)
-    for n in nodes:
-        c.start_agent(n)
-    c.wait_connected([0, 1, 2], timeout=120)
-
-
 @fails_nodes
 @test_hooks
 @test
@@ -113,7 +102,7 @@ def peers_reach_only_what_they_were_given(c):
 def a_global_rkey_reaches_what_was_never_given(c):
     # LITE's design, for comparison: one MR over all memory. The same key that
     # reaches an LMR reads a page no LMR contains, and past the end of a chunk.
-    reload_lite(c, [0, 1], "remote_access=global")
+    c.reload_module([0, 1], "remote_access=global", connected=[0, 1, 2])
     try:
         check(remote_access(c, 1) == "global", f"node 1 runs with remote_access={remote_access(c, 1)}")
         victim, attacker = reach(c, 1, "reachgv"), reach(c, 0, "reachga")
@@ -131,4 +120,4 @@ def a_global_rkey_reaches_what_was_never_given(c):
             attacker.close()
         print("    a global rkey read a canary page outside every LMR and past a chunk's end", flush=True)
     finally:
-        reload_lite(c, [0, 1], "")
+        c.reload_module([0, 1], "", connected=[0, 1, 2])

@@ -306,10 +306,8 @@ impl DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        // Unreachable at the NIC before the memory goes back (`RemoteKey::revoke`).
-        if let Some(key) = &self.key {
-            key.revoke();
-        }
+        // Unreachable at the NIC before the memory goes back (`RemoteKey`'s drop).
+        drop(self.key.take());
         match self.user_page {
             Some(page) => {
                 let mut pages = [page.as_ptr()];

@@ -2,13 +2,12 @@
 //! `RemoteKey`: the rkey through which peers reach one range of this node's
 //! memory. With `remote_access=chunks` it is an MR of its own over exactly that
 //! range, registered with a fresh key byte and deregistered (revoked at the NIC)
-//! by `revoke` or on drop; with `global` it is the global MR's key, which reaches
+//! when it is dropped; with `global` it is the global MR's key, which reaches
 //! all memory and is never revoked (LITE's design, kept for comparison).
 
 use super::Device;
 use crate::ffi;
-use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::ptr::NonNull;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -32,15 +31,15 @@ pub(crate) enum RemoteAccess {
 pub(crate) struct RemoteKey {
     /// Outlives the MR: the device's PD may only go once its MRs are gone.
     _dev: Arc<Device>,
-    /// The range's own MR (null with `global`, or once revoked).
-    mr: AtomicPtr<ffi::ib_mr>,
+    /// The range's own MR (none with `global`).
+    mr: Option<NonNull<ffi::ib_mr>>,
     rkey: u32,
 }
 
-// SAFETY: the MR pointer is only handed to `lite_mr_deregister`, once (swapped out
-// atomically), which may run on any thread.
+// SAFETY: the MR pointer is only handed to `lite_mr_deregister`, once, on drop,
+// which may run on any thread.
 unsafe impl Send for RemoteKey {}
-// SAFETY: see `Send`; `&RemoteKey` reads the key or revokes through the atomic swap.
+// SAFETY: `&RemoteKey` only reads the key.
 unsafe impl Sync for RemoteKey {}
 
 impl RemoteKey {
@@ -51,7 +50,7 @@ impl RemoteKey {
         if dev.remote_access() == RemoteAccess::Global {
             return Ok(RemoteKey {
                 _dev: dev.clone(),
-                mr: AtomicPtr::new(ptr::null_mut()),
+                mr: None,
                 rkey: dev.global_rkey(),
             });
         }
@@ -83,12 +82,12 @@ impl RemoteKey {
                 &mut err,
             )
         };
-        if mr.is_null() {
+        let Some(mr) = NonNull::new(mr) else {
             return Err(Error::from_errno(err));
-        }
+        };
         Ok(RemoteKey {
             _dev: dev.clone(),
-            mr: AtomicPtr::new(mr),
+            mr: Some(mr),
             rkey,
         })
     }
@@ -97,21 +96,16 @@ impl RemoteKey {
     pub(crate) fn rkey(&self) -> u32 {
         self.rkey
     }
-
-    /// From now on the NIC refuses every request under this key (with `chunks`):
-    /// when this returns, none is executing any more. Idempotent.
-    pub(crate) fn revoke(&self) {
-        let mr = self.mr.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !mr.is_null() {
-            // SAFETY: registered in `register` on `self._dev`, still alive, and
-            // swapped out above, so deregistered exactly once.
-            unsafe { ffi::lite_mr_deregister(mr) };
-        }
-    }
 }
 
 impl Drop for RemoteKey {
+    /// From now on the NIC refuses every request under this key (with `chunks`):
+    /// once this returns, none is executing any more.
     fn drop(&mut self) {
-        self.revoke();
+        if let Some(mr) = self.mr {
+            // SAFETY: registered in `register` on `self._dev`, which is still alive,
+            // and dropped once.
+            unsafe { ffi::lite_mr_deregister(mr.as_ptr()) };
+        }
     }
 }
