@@ -19,7 +19,7 @@
 
 #include "helpers.h"
 #include "rust_callbacks.h"
-#include "verbs.h"
+#include "verbs/verbs.h"
 
 static unsigned int qps_per_peer = 4;
 module_param(qps_per_peer, uint, 0444);

@@ -109,7 +109,7 @@ impl<T> Fifo<T> {
 
     /// Every item, in order.
     pub(crate) fn drain(&mut self) -> KVec<Option<T>> {
-        let items = core::mem::replace(&mut self.items, KVec::new());
+        let items = core::mem::take(&mut self.items);
         self.head = 0;
         items
     }

@@ -4,8 +4,15 @@
 //! One global MR per device (for local access; peers reach only the MRs of what
 //! they were given, or LITE's global rkey with `remote_access=global`), K RC QPs per
 //! peer shared by every process, one receive CQ, and /dev/lite for user space. The C
-//! helpers only wrap static-inline verbs (verbs.c, mr.c) and the misc-device and
-//! ib_client registration (helpers.c); everything else is here.
+//! helpers only wrap static-inline verbs (verbs/verbs.c, dma.c, mr.c) and the
+//! misc-device and ib_client registration (helpers.c); everything else is Rust.
+//!
+//! Layers, each naming only those below it (checked by `lite/host/tests/layers.rs`):
+//! `verbs` (the RDMA binding), `qos` (classes and SW-Pri), `net` (peers, mailbox,
+//! membership, transfers), the services `lmr`, then `locks` and `rpc`, `node` (the
+//! global state, which dispatches peers' requests to the services), and `chardev`
+//! (/dev/lite). Below them all: `errno`, `ffi`, `uapi`, `compat`, `kvec`, `uarg`,
+//! `workqueue`.
 
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;
@@ -20,14 +27,14 @@ mod errno;
 mod ffi;
 mod kvec;
 mod lmr;
+mod locks;
 mod net;
 mod node;
 mod qos;
-#[cfg(lite_test_hooks)]
-mod reach;
 mod rpc;
-mod sync;
 mod uarg;
+mod verbs;
+mod workqueue;
 // The ABI is shared with user space, which uses items the kernel does not.
 #[allow(unreachable_pub, dead_code)]
 #[path = "../uapi/src/abi/mod.rs"]
@@ -36,8 +43,9 @@ mod uarg;
 mod uapi;
 
 use chardev::OpenFile;
-use net::{verbs::Device, Peer};
+use net::Peer;
 use node::Lite;
+use verbs::Device;
 
 compat::module! {
     type: LiteModule,
@@ -49,7 +57,7 @@ compat::module! {
 
 struct LiteModule {
     // Kept alive until the C glue, which holds a raw pointer to it, is unregistered.
-    _lite: Arc<Lite>,
+    lite: Arc<Lite>,
 }
 
 impl kernel::Module for LiteModule {
@@ -60,7 +68,7 @@ impl kernel::Module for LiteModule {
         // SAFETY: `lite` outlives the registration: `drop` unregisters before releasing it.
         to_result(unsafe { ffi::lite_glue_init(&*lite as *const Lite as *mut c_void) })?;
         pr_info!("loaded: {} RC QPs per peer\n", qps_per_peer);
-        Ok(LiteModule { _lite: lite })
+        Ok(LiteModule { lite })
     }
 }
 
@@ -68,6 +76,7 @@ impl Drop for LiteModule {
     fn drop(&mut self) {
         // SAFETY: registered in `init`; after this no callback runs and every device was removed.
         unsafe { ffi::lite_glue_exit() };
+        self.lite.unwire();
         pr_info!("unloaded\n");
     }
 }
@@ -80,8 +89,16 @@ unsafe fn lite<'a>(ctx: *mut c_void) -> &'a Lite {
 }
 
 /// Called by the C glue when an RDMA device appears.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_dev_added(ctx: *mut c_void, raw: *mut ffi::lite_dev) -> *mut c_void {
+pub unsafe extern "C" fn lite_rust_dev_added(
+    ctx: *mut c_void,
+    raw: *mut ffi::lite_dev,
+) -> *mut c_void {
     let Some(raw) = NonNull::new(raw) else {
         return core::ptr::null_mut();
     };
@@ -91,7 +108,7 @@ pub extern "C" fn lite_rust_dev_added(ctx: *mut c_void, raw: *mut ffi::lite_dev)
         Err(_) => return core::ptr::null_mut(),
     };
     // SAFETY: callbacks only run between `lite_glue_init` and `lite_glue_exit`.
-    if unsafe { lite(ctx) }.device_added(dev.clone()).is_err() {
+    if unsafe { lite(ctx) }.net.device_added(dev.clone()).is_err() {
         return core::ptr::null_mut();
     }
     pr_info!(
@@ -107,8 +124,13 @@ fn trim_nul(name: &[u8]) -> &[u8] {
 }
 
 /// Called by the C glue before it frees a device's CQs.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_dev_removing(ctx: *mut c_void, rust_dev: *mut c_void) {
+pub unsafe extern "C" fn lite_rust_dev_removing(ctx: *mut c_void, rust_dev: *mut c_void) {
     // SAFETY: `rust_dev` came from `into_foreign` in `lite_rust_dev_added` and is not yet released.
     let dev = unsafe { <Arc<Device> as ForeignOwnable>::borrow(rust_dev) };
     // SAFETY: see `lite`.
@@ -116,15 +138,25 @@ pub extern "C" fn lite_rust_dev_removing(ctx: *mut c_void, rust_dev: *mut c_void
 }
 
 /// Called by the C glue once no callback can refer to the device any more.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_dev_release(_ctx: *mut c_void, rust_dev: *mut c_void) {
+pub unsafe extern "C" fn lite_rust_dev_release(_ctx: *mut c_void, rust_dev: *mut c_void) {
     // SAFETY: `rust_dev` came from `into_foreign`; this is its one release.
     drop(unsafe { <Arc<Device> as ForeignOwnable>::from_foreign(rust_dev) });
 }
 
 /// A write-with-immediate arrived (CQ workqueue context).
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_recv(
+pub unsafe extern "C" fn lite_rust_recv(
     ctx: *mut c_void,
     rust_peer: *mut c_void,
     index: c_uint,
@@ -139,8 +171,13 @@ pub extern "C" fn lite_rust_recv(
 }
 
 /// A send failed with a status other than flush (CQ workqueue context).
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_send_error(
+pub unsafe extern "C" fn lite_rust_send_error(
     ctx: *mut c_void,
     rust_peer: *mut c_void,
     _index: c_uint,
@@ -149,12 +186,17 @@ pub extern "C" fn lite_rust_send_error(
     // SAFETY: as in `lite_rust_recv`.
     let peer = unsafe { &*(rust_peer as *const Peer) };
     // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.on_send_error(peer, status);
+    unsafe { lite(ctx) }.net.on_send_error(peer, status);
 }
 
 /// A QP to the peer went to error behind the module's back (module workqueue).
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_peer_violation(
+pub unsafe extern "C" fn lite_rust_peer_violation(
     ctx: *mut c_void,
     rust_peer: *mut c_void,
     _index: c_uint,
@@ -162,12 +204,17 @@ pub extern "C" fn lite_rust_peer_violation(
     // SAFETY: as in `lite_rust_recv`: the C side cancels this work before the QP goes.
     let peer = unsafe { &*(rust_peer as *const Peer) };
     // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.on_peer_violation(peer);
+    unsafe { lite(ctx) }.net.on_peer_violation(peer);
 }
 
 /// open(2) of /dev/lite.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void) -> c_int {
     match OpenFile::new() {
         Ok(file) => {
             // SAFETY: `file_priv` points to the C glue's local.
@@ -179,8 +226,13 @@ pub extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut c_void)
 }
 
 /// Last close of an open file of /dev/lite.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
+pub unsafe extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
     // SAFETY: set by `lite_rust_open`; release is the last use of it.
     let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::from_foreign(file_priv) };
     // SAFETY: see `lite`.
@@ -188,8 +240,13 @@ pub extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
 }
 
 /// ioctl(2) on /dev/lite.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_ioctl(
+pub unsafe extern "C" fn lite_rust_ioctl(
     ctx: *mut c_void,
     file_priv: *mut c_void,
     cmd: c_uint,
@@ -205,8 +262,13 @@ pub extern "C" fn lite_rust_ioctl(
 }
 
 /// The page that mmap(2) maps for this open file.
+///
+/// # Safety
+/// Called only by the C glue (`helpers.c`, `verbs.c`), between `lite_glue_init` and
+/// the end of `lite_glue_exit`, with the pointers it was handed for this object
+/// (see each `SAFETY` comment below).
 #[no_mangle]
-pub extern "C" fn lite_rust_shared_page(file_priv: *mut c_void) -> *mut c_void {
+pub unsafe extern "C" fn lite_rust_shared_page(file_priv: *mut c_void) -> *mut c_void {
     // SAFETY: as in `lite_rust_ioctl`.
     unsafe { <KBox<OpenFile> as ForeignOwnable>::borrow(file_priv) }.shared_page()
 }

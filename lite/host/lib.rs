@@ -12,7 +12,7 @@ mod gather;
 mod inflight;
 #[path = "../lmr/layout.rs"]
 mod layout;
-#[path = "../sync/lockword.rs"]
+#[path = "../locks/lockword.rs"]
 mod lockword;
 // A folder re-exports what the module uses from it, which the host does not build.
 #[allow(unused_imports)]

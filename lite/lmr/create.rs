@@ -4,11 +4,10 @@
 
 use crate::errno::EHOSTDOWN;
 use crate::kvec::caller_sized;
-use crate::net::verbs::{DmaBuf, PAGE_SIZE};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::Peer;
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::{DmaBuf, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::{Arc, Mutex};
 
@@ -18,6 +17,7 @@ use super::layout::{self, Extent, NAME_LEN, PERM_ALL};
 use super::mapping::Mapping;
 use super::master::{MasterLmr, NO_GRANT};
 use super::registry::NameKey;
+use super::LmrNode;
 use super::{copy_extents, name_key};
 
 /// What a Lookup answer says about whether a name is free elsewhere.
@@ -78,9 +78,9 @@ pub(crate) struct MallocArgs {
     pub(crate) name: [u8; NAME_LEN],
 }
 
-impl Lite {
+impl LmrNode {
     /// LT_malloc: allocates the LMR at its holders and returns the master handle.
-    pub(crate) fn lmr_malloc(&self, file: &Mutex<FileLmrs>, args: &MallocArgs) -> Result<u64> {
+    pub(crate) fn malloc(&self, file: &Mutex<FileLmrs>, args: &MallocArgs) -> Result<u64> {
         if args.nodes >> LITE_MAX_NODES != 0 {
             return Err(EINVAL);
         }
@@ -92,7 +92,7 @@ impl Lite {
 
     /// LT_register: the caller's buffer `[buf, buf + size)` becomes an LMR held by
     /// this node; returns the master handle.
-    pub(crate) fn lmr_register(
+    pub(crate) fn register(
         &self,
         file: &Mutex<FileLmrs>,
         buf: usize,
@@ -111,16 +111,16 @@ impl Lite {
         }
         let name = name_key(args.namespace, &args.name)?;
         file.lock().room()?;
-        let me = self.me()?;
+        let me = self.net.me()?;
         let holders = match source {
             Source::Holders(nodes) if nodes != 0 => nodes,
             _ => 1 << me,
         };
         for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0 && *n != me) {
-            self.peer(node)?.ensure_connected()?;
+            self.net.peer(node)?.ensure_connected()?;
         }
         let id = {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             if mem.names.get(&name).is_some() {
                 return Err(EEXIST);
             }
@@ -135,7 +135,7 @@ impl Lite {
         let extents = match result {
             Ok(extents) => extents,
             Err(e) => {
-                self.lmr.mem.lock().names.remove(&name);
+                self.mem.lock().names.remove(&name);
                 return Err(e);
             }
         };
@@ -150,7 +150,7 @@ impl Lite {
         let lh = self.new_handle();
         let registered = (|| -> Result {
             let mut files = file.lock();
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             let local = mem.local_memory(me, id)?;
             let mapping = Mapping::new(me, id, args.size, extents, local)?;
             let node = kernel::rbtree::RBTreeNode::new(id, lmr, GFP_KERNEL)?;
@@ -163,7 +163,7 @@ impl Lite {
         if let Err(e) = registered {
             let _ = self.free_lmr(id);
             self.unwind_allocation(me, id, holders);
-            self.lmr.mem.lock().names.remove(&name);
+            self.mem.lock().names.remove(&name);
             file.lock().remove(lh);
             return Err(e);
         }
@@ -178,7 +178,7 @@ impl Lite {
             perm: 0,
             name: name.1,
         };
-        let peers = self.connected_peers()?;
+        let peers = self.net.connected_peers()?;
         let mut asked = KVec::with_capacity(peers.len(), GFP_KERNEL)?;
         let mut reply = [0u8; 64];
         let mut free = Ok(());
@@ -231,6 +231,7 @@ impl Lite {
                     bytes: share.left,
                 };
                 match self
+                    .net
                     .peer(share.node)
                     .and_then(|peer| Peer::start_request(peer, MsgKind::Alloc, &alloc))
                 {
@@ -290,8 +291,8 @@ impl Lite {
     fn hold_user(&self, me: u32, id: u64, buf: usize, len: u64) -> Result<KVec<Extent>> {
         let len = usize::try_from(len).map_err(|_| ENOMEM)?;
         buf.checked_add(len).ok_or(EFAULT)?;
-        let _serial = self.lmr.alloc_lock.lock();
-        let dev = self.device()?;
+        let _serial = self.alloc_lock.lock();
+        let dev = self.net.device()?;
         let head = buf % PAGE_SIZE;
         let count = (head + len).div_ceil(PAGE_SIZE);
         let mut chunks = KVec::with_capacity(count, caller_sized())?;
@@ -325,7 +326,7 @@ impl Lite {
             },
             GFP_KERNEL,
         )?;
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         if len as u64 > hold_limit().saturating_sub(mem.held_bytes) {
             return Err(ENOMEM);
         }
@@ -343,7 +344,7 @@ impl Lite {
         for node in (0..LITE_MAX_NODES).filter(|n| holders & (1 << n) != 0) {
             if node == me {
                 self.release(me, id);
-            } else if let Ok(peer) = self.peer(node) {
+            } else if let Ok(peer) = self.net.peer(node) {
                 let _ = peer.confirm(MsgKind::Release, &wire::LmrId { id });
             }
         }

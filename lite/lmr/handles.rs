@@ -5,7 +5,6 @@
 use crate::errno::EIDRM;
 use crate::kvec::{caller_sized, swap_remove};
 use crate::net::wire::{self, MsgKind, BODY_MAX};
-use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -14,6 +13,7 @@ use kernel::sync::{Arc, Mutex};
 use super::layout::{self, Extent, NAME_LEN, PERM_MASTER};
 use super::mapping::Mapping;
 use super::registry::Key;
+use super::LmrNode;
 use super::{decode, name_key};
 
 /// Lookups a map retries when revocations it cannot see past raced it.
@@ -68,10 +68,9 @@ impl FileLmrs {
     }
 }
 
-impl Lite {
+impl LmrNode {
     pub(crate) fn new_handle(&self) -> u64 {
-        self.lmr
-            .next_handle
+        self.next_handle
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed)
     }
 
@@ -81,7 +80,7 @@ impl Lite {
     /// mapping's registration, and its revocation would then miss the mapping: the
     /// registration checks, under `mem`, that no revocation of the LMR or of its
     /// holders ran since the lookup began.
-    pub(crate) fn lmr_map(
+    pub(crate) fn map(
         &self,
         file: &Mutex<FileLmrs>,
         namespace: u32,
@@ -93,9 +92,9 @@ impl Lite {
         }
         name_key(namespace, name)?;
         file.lock().room()?;
-        let me = self.me()?;
+        let me = self.net.me()?;
         for _ in 0..MAP_ATTEMPTS {
-            let since = self.lmr.mem.lock().revocations;
+            let since = self.mem.lock().revocations;
             let (master, id, size, extents) = match self.master_lookup(me, namespace, name, perm) {
                 Ok(found) => (me, found.id, found.size, self.master_extents(found.id)?),
                 Err(e) if e == ENOENT => self.remote_lookup(namespace, name, perm)?,
@@ -103,7 +102,7 @@ impl Lite {
             };
             let lh = self.new_handle();
             let mut files = file.lock();
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             if mem.revoked_since(since, master, id, &extents) {
                 continue;
             }
@@ -129,7 +128,7 @@ impl Lite {
             name: *name,
         };
         let mut reply = KVec::from_elem(0u8, BODY_MAX, GFP_KERNEL)?;
-        for peer in self.connected_peers()?.iter() {
+        for peer in self.net.connected_peers()?.iter() {
             let found = match peer.request(MsgKind::Lookup, &query, &mut reply) {
                 Ok(len) => decode::<wire::Found>(&reply[..len])?,
                 Err(e) if e == EACCES => return Err(EACCES),
@@ -181,13 +180,7 @@ impl Lite {
     }
 
     /// LT_grant through a handle with master permission.
-    pub(crate) fn lmr_grant(
-        &self,
-        file: &Mutex<FileLmrs>,
-        lh: u64,
-        node: u32,
-        perm: u32,
-    ) -> Result {
+    pub(crate) fn grant(&self, file: &Mutex<FileLmrs>, lh: u64, node: u32, perm: u32) -> Result {
         let (mapping, have) = file.lock().get(lh)?;
         if !layout::perm_allows(have, PERM_MASTER) {
             return Err(EPERM);
@@ -198,44 +191,45 @@ impl Lite {
             node,
             perm,
         };
-        if mapping.master == self.me()? {
+        if mapping.master == self.net.me()? {
             self.master_grant(mapping.master, &grant)
         } else {
-            self.peer(mapping.master)?
+            self.net
+                .peer(mapping.master)?
                 .request(MsgKind::Grant, &grant, &mut [])
                 .map(drop)
         }
     }
 
     /// LT_free through a handle with master permission; the handle is released.
-    pub(crate) fn lmr_free(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
+    pub(crate) fn free(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
         let (mapping, have) = file.lock().get(lh)?;
         if !layout::perm_allows(have, PERM_MASTER) {
             return Err(EPERM);
         }
         mapping.begin().map(drop)?;
-        if mapping.master == self.me()? {
+        if mapping.master == self.net.me()? {
             self.free_lmr(mapping.id).map_err(|_| EIDRM())?;
             let mut files = file.lock();
             if let Some(i) = files.owned.iter().position(|&id| id == mapping.id) {
                 swap_remove(&mut files.owned, i);
             }
         } else {
-            self.peer(mapping.master)?.request(
+            self.net.peer(mapping.master)?.request(
                 MsgKind::Free,
                 &wire::LmrId { id: mapping.id },
                 &mut [],
             )?;
         }
-        self.lmr_unmap(file, lh)
+        self.unmap(file, lh)
     }
 
     /// LT_unmap: releases the handle; the LMR lives on. Operations still running
     /// through the handle are waited for: once the mapping is out of `maps`, a
     /// free of the LMR no longer reaches it.
-    pub(crate) fn lmr_unmap(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
+    pub(crate) fn unmap(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result {
         let handle = file.lock().remove(lh).ok_or(EBADF)?;
-        self.lmr.mem.lock().maps.remove(&handle.key);
+        self.mem.lock().maps.remove(&handle.key);
         handle.mapping.revoke(EBADF);
         Ok(())
     }
@@ -246,12 +240,12 @@ impl Lite {
             let mut files = file.lock();
             files.nr_handles = 0;
             (
-                core::mem::replace(&mut files.handles, RBTree::new()),
-                core::mem::replace(&mut files.owned, KVec::new()),
+                core::mem::take(&mut files.handles),
+                core::mem::take(&mut files.owned),
             )
         };
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             for (_, handle) in handles.iter() {
                 mem.maps.remove(&handle.key);
             }

@@ -6,16 +6,16 @@
 use crate::compat::cursor_lower_bound_mut;
 use crate::errno::{EHOSTDOWN, EIDRM};
 use crate::kvec::caller_sized;
-use crate::net::verbs::{DmaBuf, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use crate::net::wire::{self, MsgKind};
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::{DmaBuf, REMOTE_ATOMIC, REMOTE_READ, REMOTE_WRITE};
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 
 use super::layout::{self, CHUNK_MAX, NAME_LEN};
 use super::reserve::zero_chunks;
+use super::LmrNode;
 
 /// A peer may not make this node hold more than this share of its RAM.
 const HOLD_SHARE_NUM: u64 = 3;
@@ -56,7 +56,7 @@ impl LocalMemory {
     }
 }
 
-impl Lite {
+impl LmrNode {
     /// Allocates up to `bytes` (at most `max_extents` chunks) for LMR (`master`, `id`)
     /// and returns the new extents. Never fewer than one chunk.
     pub(crate) fn hold(
@@ -66,13 +66,13 @@ impl Lite {
         bytes: u64,
         max_extents: usize,
     ) -> Result<KVec<wire::WireExtent>> {
-        let me = self.me()?;
+        let me = self.net.me()?;
         // Serialized with device removal, which frees what is held on the device.
-        let _serial = self.lmr.alloc_lock.lock();
-        let dev = self.device()?;
+        let _serial = self.alloc_lock.lock();
+        let dev = self.net.device()?;
         let want = bytes.min(max_extents as u64 * CHUNK_MAX);
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             // The whole share must fit, not only this part of it: fail before allocating.
             if bytes > hold_limit().saturating_sub(mem.held_bytes) {
                 return Err(ENOMEM);
@@ -90,7 +90,7 @@ impl Lite {
         let whole = ((want / CHUNK_MAX) as usize).min(max_extents);
         let mut ready = KVec::with_capacity(whole, caller_sized())?;
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             while ready.len() < whole {
                 let Some(chunk) = mem.take_reserved() else {
                     break;
@@ -131,7 +131,7 @@ impl Lite {
         }
         let got = want - left;
         self.refill_reserve_later();
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         mem.held_bytes -= left;
         let held = result.and_then(|()| Ok(Arc::new(Held { chunks, bytes: got }, GFP_KERNEL)?));
         let inserted = held.and_then(|held| {
@@ -154,10 +154,10 @@ impl Lite {
         {
             // After an allocation for it still running (a master that gave up
             // waiting for it): otherwise that would hold memory nobody releases.
-            let _serial = self.lmr.alloc_lock.lock();
-            self.lmr.mem.lock().release_held(master, Some(id));
+            let _serial = self.alloc_lock.lock();
+            self.mem.lock().release_held(master, Some(id));
         }
-        self.locks_forget_lmr(master, id);
+        self.events_released(master, id);
         // A reserve that stopped at the hold limit may grow again.
         self.refill_reserve_later();
     }
@@ -178,26 +178,24 @@ impl Lite {
         self.forget_mapper(node);
         self.retire_held_by(node);
         let holds = {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             cursor_lower_bound_mut(&mut mem.held, &(node, 0, 0))
                 .is_some_and(|c| c.current().0 .0 == node)
         };
         if holds {
-            if let Ok(peers) = self.connected_peers() {
+            if let Ok(peers) = self.net.connected_peers() {
                 for peer in peers.iter().filter(|p| p.id != node) {
                     let _ = peer.confirm(MsgKind::Forget, &wire::LmrId { id: node.into() });
                 }
             }
         }
         // As in `release`: the memory out of the registry, then the queues.
-        self.lmr.mem.lock().release_held(node, None);
-        self.locks_forget_node(node);
-        self.rpc_forget_node(node);
+        self.mem.lock().release_held(node, None);
     }
 
     /// Mappings of every LMR of `master` on this node fail from now on.
     pub(crate) fn revoke_master(&self, master: u32) {
-        let maps = self.lmr.mem.lock().take_maps(master, None);
+        let maps = self.mem.lock().take_maps(master, None);
         for mapping in maps.iter() {
             mapping.revoke(EHOSTDOWN());
         }
@@ -205,7 +203,7 @@ impl Lite {
 
     /// Mappings on this node with memory on `holder` fail from now on.
     fn revoke_reaching(&self, holder: u32) {
-        let maps = self.lmr.mem.lock().take_maps_reaching(holder);
+        let maps = self.mem.lock().take_maps_reaching(holder);
         for mapping in maps.iter() {
             mapping.revoke(EHOSTDOWN());
         }
@@ -215,10 +213,10 @@ impl Lite {
     /// held, and forget the LMRs this node mastered, whose memory elsewhere the other
     /// nodes free when they see this incarnation go.
     pub(crate) fn forget_all(&self) {
-        let _serial = self.lmr.alloc_lock.lock();
+        let _serial = self.alloc_lock.lock();
         {
             // First, so that `forget_node` finds no LMR of this master to retire.
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             mem.lmrs = RBTree::new();
             // Names being allocated (id 0) stay: their allocation removes them.
             let mut cursor = cursor_lower_bound_mut(&mut mem.names, &(0, [0; NAME_LEN]));
@@ -238,11 +236,7 @@ impl Lite {
     /// What this node holds for (`master`, `id`); EIDRM when nothing (any more):
     /// a request racing the LMR's free.
     pub(crate) fn held_memory(&self, master: u32, id: u64) -> Result<Arc<LocalMemory>> {
-        self.lmr
-            .mem
-            .lock()
-            .local_memory(master, id)?
-            .ok_or_else(EIDRM)
+        self.mem.lock().local_memory(master, id)?.ok_or_else(EIDRM)
     }
 
     pub(crate) fn holder_memset(&self, req: &wire::Memset) -> Result {
@@ -253,7 +247,7 @@ impl Lite {
     }
 
     pub(crate) fn holder_copy(&self, req: &wire::Copy) -> Result {
-        let me = self.me()?;
+        let me = self.net.me()?;
         let src = self.held_memory(req.src_master, req.src_id)?;
         let (chunk, off) = src.find(req.src_addr, req.len)?;
         if req.dst_node == me {
@@ -262,7 +256,7 @@ impl Lite {
             to.move_from(to_off, chunk, off, req.len as usize)
         } else {
             // The destination's NIC checks the key: it reaches only that LMR chunk.
-            self.peer(req.dst_node)?.rdma_write_kernel(
+            self.net.peer(req.dst_node)?.rdma_write_kernel(
                 chunk,
                 off,
                 req.len as usize,

@@ -171,7 +171,7 @@ pub(crate) fn atomic_word(
     offset: u64,
 ) -> Result<(usize, u64), AtomicError> {
     // Alignment first: a misaligned offset is wrong whatever the size.
-    if !offset.is_multiple_of(ATOMIC_LEN) {
+    if offset % ATOMIC_LEN != 0 {
         return Err(AtomicError::Misaligned);
     }
     check_range(size, offset, ATOMIC_LEN).map_err(|_| AtomicError::OutOfBounds)?;

@@ -7,12 +7,12 @@ use crate::compat::cursor_lower_bound_mut;
 use crate::errno::EIDRM;
 use crate::kvec::truncate;
 use crate::net::wire::{self, MsgKind, BODY_MAX};
-use crate::node::Lite;
 use crate::uapi::*;
 use kernel::prelude::*;
 
 use super::layout::{self, Extent, NAME_LEN, PERM_MASTER};
 use super::registry::NameKey;
+use super::LmrNode;
 use super::{copy_extents, name_key};
 
 /// Per-node grant value meaning "no grant; the public permissions apply".
@@ -44,7 +44,7 @@ impl MasterLmr {
     }
 }
 
-impl Lite {
+impl LmrNode {
     /// A node asks for `name` with `perm` (0: only whether it exists).
     pub(crate) fn master_lookup(
         &self,
@@ -54,7 +54,7 @@ impl Lite {
         perm: u32,
     ) -> Result<wire::Found> {
         let key = name_key(namespace, name)?;
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         let id = *mem.names.get(&key).ok_or(ENOENT)?;
         if id == 0 {
             // Being allocated: taken, not mappable yet.
@@ -83,13 +83,13 @@ impl Lite {
     }
 
     pub(crate) fn master_extents(&self, id: u64) -> Result<KVec<Extent>> {
-        let mem = self.lmr.mem.lock();
+        let mem = self.mem.lock();
         copy_extents(&mem.lmrs.get(&id).ok_or(ENOENT)?.extents)
     }
 
     /// Extents of LMR `id` from `first` on, for a node that mapped it.
     pub(crate) fn master_chunks(&self, node: u32, query: &wire::ChunksQuery) -> Result<KVec<u8>> {
-        let mem = self.lmr.mem.lock();
+        let mem = self.mem.lock();
         let lmr = mem.lmrs.get(&query.id).ok_or(ENOENT)?;
         if lmr.mappers & (1 << node) == 0 {
             return Err(EACCES);
@@ -121,8 +121,8 @@ impl Lite {
         {
             return Err(EINVAL);
         }
-        let me = self.me()?;
-        let mut mem = self.lmr.mem.lock();
+        let me = self.net.me()?;
+        let mut mem = self.mem.lock();
         let lmr = mem.lmrs.get_mut(&grant.id).ok_or_else(EIDRM)?;
         if node != me && !layout::perm_allows(lmr.allowed(node), PERM_MASTER) {
             return Err(EPERM);
@@ -140,7 +140,7 @@ impl Lite {
     /// Frees LMR `id` of this master: forget it, revoke every mapping, release the
     /// memory. Returns ENOENT when it is not (or no longer) registered.
     pub(crate) fn free_lmr(&self, id: u64) -> Result {
-        let me = self.me()?;
+        let me = self.net.me()?;
         let holders = self.retire_lmr(me, id)?;
         self.unwind_allocation(me, id, holders);
         Ok(())
@@ -151,7 +151,7 @@ impl Lite {
     /// longer) registered.
     fn retire_lmr(&self, me: u32, id: u64) -> Result<u32> {
         let lmr = {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             let lmr = mem.lmrs.remove(&id).ok_or(ENOENT)?;
             mem.names.remove(&lmr.name);
             lmr
@@ -159,7 +159,7 @@ impl Lite {
         for node in (0..LITE_MAX_NODES).filter(|n| lmr.mappers & (1 << n) != 0) {
             if node == me {
                 self.revoke_local(me, id);
-            } else if let Ok(peer) = self.peer(node) {
+            } else if let Ok(peer) = self.net.peer(node) {
                 // A mapper that cannot be told is fenced off before the memory goes.
                 let _ = peer.confirm(MsgKind::Revoke, &wire::LmrId { id });
             }
@@ -171,7 +171,7 @@ impl Lite {
     /// master waits for it (its next incarnation, maybe connecting by then, never
     /// mapped them).
     pub(crate) fn forget_mapper(&self, node: u32) {
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         for (_, lmr) in mem.lmrs.iter_mut() {
             lmr.mappers &= !(1 << node);
         }
@@ -182,7 +182,7 @@ impl Lite {
     /// at addresses the node's next incarnation may reuse. Each is freed: retired
     /// (every mapping revoked) and its memory released at the holders left.
     pub(crate) fn retire_held_by(&self, node: u32) {
-        let Ok(me) = self.me() else { return };
+        let Ok(me) = self.net.me() else { return };
         let mut from = 0;
         while let Some(id) = self.next_held_by(node, from) {
             from = id + 1;
@@ -194,7 +194,7 @@ impl Lite {
 
     /// The first LMR of this master from id `from` on with memory on `node`.
     fn next_held_by(&self, node: u32, from: u64) -> Option<u64> {
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         let mut cursor = cursor_lower_bound_mut(&mut mem.lmrs, &from);
         while let Some(c) = cursor {
             let (&id, lmr) = c.current();
@@ -211,7 +211,7 @@ impl Lite {
     /// process that exits with 100 000 LMRs costs hundreds of round trips, not
     /// 100 000.
     pub(crate) fn free_lmrs(&self, ids: &[u64]) {
-        let Ok(me) = self.me() else { return };
+        let Ok(me) = self.net.me() else { return };
         // (holder, id) for the remote holders, and a message body.
         let (Ok(mut remote), Ok(mut body)) = (
             KVec::with_capacity(ids.len(), GFP_KERNEL),
@@ -237,7 +237,9 @@ impl Lite {
             }
         }
         for node in 0..LITE_MAX_NODES {
-            let Ok(peer) = self.peer(node) else { continue };
+            let Ok(peer) = self.net.peer(node) else {
+                continue;
+            };
             let mut held = remote
                 .iter()
                 .filter(|(holder, _)| *holder == node)
@@ -257,7 +259,7 @@ impl Lite {
     /// `node` (with master permission) frees LMR `id` of this master.
     pub(crate) fn master_free(&self, node: u32, id: u64) -> Result {
         {
-            let mem = self.lmr.mem.lock();
+            let mem = self.mem.lock();
             let lmr = mem.lmrs.get(&id).ok_or_else(EIDRM)?;
             if !layout::perm_allows(lmr.allowed(node), PERM_MASTER) {
                 return Err(EPERM);
@@ -268,7 +270,7 @@ impl Lite {
 
     /// Mappings of (`master`, `id`) on this node fail from now on with EIDRM.
     pub(crate) fn revoke_local(&self, master: u32, id: u64) {
-        let maps = self.lmr.mem.lock().take_maps(master, Some(id));
+        let maps = self.mem.lock().take_maps(master, Some(id));
         for mapping in maps.iter() {
             mapping.revoke(EIDRM());
         }

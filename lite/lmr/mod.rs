@@ -21,16 +21,16 @@
 //! - `mapping`: a mapping, its users and its revocation.
 //! - `ops`: one-sided operations through a handle.
 //! - `serve`: requests from peers.
-//! - `ioctl`: the lmr family of /dev/lite ioctls, which chardev hands on.
+//! - `events`: what the services above hear of released memory (node installs it).
 //!
-//! Locking: `LmrNode::mem` guards the registries; it is taken after `Lite::state`
+//! Locking: `LmrNode::mem` guards the registries; it is taken after `Network::state`
 //! (never the other way), and never held across a message to a peer or while
 //! waiting for a mapping's users. Operations on a mapping never take it.
 
 mod create;
+mod events;
 mod handles;
 mod holder;
-mod ioctl;
 pub(crate) mod layout;
 mod mapping;
 mod master;
@@ -40,8 +40,8 @@ mod reserve;
 mod serve;
 
 pub(crate) use create::MallocArgs;
+pub(crate) use events::LmrEvents;
 pub(crate) use handles::FileLmrs;
-pub(crate) use ioctl::ioctl;
 pub(crate) use mapping::{HeldWord, Word, WordRef};
 pub(crate) use registry::LmrNode;
 

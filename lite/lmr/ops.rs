@@ -5,10 +5,9 @@
 use crate::compat::user_slice;
 use crate::errno::EIDRM;
 use crate::net::polling::Wait;
-use crate::net::verbs::Atomic;
 use crate::net::wire::{self, MsgKind};
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::Atomic;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
@@ -16,12 +15,13 @@ use super::handles::FileLmrs;
 use super::holder::hold_limit;
 use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
 use super::mapping::{HeldWord, Word, WordRef};
+use super::LmrNode;
 use super::{erange, range_error};
 
-impl Lite {
+impl LmrNode {
     /// LT_read (`write` false) or LT_write of `len` bytes at `offset` of the LMR,
     /// from or to user memory at `buf`.
-    pub(crate) fn lmr_rw(
+    pub(crate) fn rw(
         &self,
         file: &Mutex<FileLmrs>,
         lh: u64,
@@ -38,7 +38,7 @@ impl Lite {
         let len = usize::try_from(len).map_err(|_| erange())?;
         buf.checked_add(len).ok_or(EFAULT)?;
         let using = mapping.begin()?;
-        let me = self.me()?;
+        let me = self.net.me()?;
         for piece in layout::pieces(&mapping.extents, offset, len as u64) {
             using.check()?;
             let node = mapping.extents[piece.extent].node;
@@ -52,7 +52,8 @@ impl Lite {
                     chunk.copy_to_user(off, &mut user_slice(at, size).writer(), size)?;
                 }
             } else {
-                self.peer(node)?
+                self.net
+                    .peer(node)?
                     .rdma_user(write, at, size, piece.addr, piece.rkey, &|| using.check())?;
             }
         }
@@ -100,16 +101,16 @@ impl Lite {
 
     /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
     fn atomic_on(&self, word: &Word, rkey: u32, atomic: Atomic, wait: Wait) -> Result<u64> {
-        let peer = if word.holder == self.me()? {
-            self.loopback()?
+        let peer = if word.holder == self.net.me()? {
+            self.net.loopback()?
         } else {
-            self.peer(word.holder)?
+            self.net.peer(word.holder)?
         };
         peer.atomic(atomic, word.addr, rkey, wait)
     }
 
     /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.
-    pub(crate) fn lmr_atomic(
+    pub(crate) fn atomic(
         &self,
         file: &Mutex<FileLmrs>,
         lh: u64,
@@ -131,7 +132,7 @@ impl Lite {
     }
 
     /// LT_memset, executed by the holders.
-    pub(crate) fn lmr_memset(
+    pub(crate) fn memset(
         &self,
         file: &Mutex<FileLmrs>,
         lh: u64,
@@ -148,7 +149,7 @@ impl Lite {
         }
         layout::check_range(mapping.size, offset, len).map_err(range_error)?;
         let using = mapping.begin()?;
-        let me = self.me()?;
+        let me = self.net.me()?;
         for piece in layout::pieces(&mapping.extents, offset, len) {
             using.check()?;
             let node = mapping.extents[piece.extent].node;
@@ -163,14 +164,16 @@ impl Lite {
                     addr: piece.addr,
                     len: piece.len,
                 };
-                self.peer(node)?.request(MsgKind::Memset, &req, &mut [])?;
+                self.net
+                    .peer(node)?
+                    .request(MsgKind::Memset, &req, &mut [])?;
             }
         }
         Ok(())
     }
 
     /// LT_memcpy / LT_memmove, executed by the holders of the source.
-    pub(crate) fn lmr_memcpy(
+    pub(crate) fn memcpy(
         &self,
         file: &Mutex<FileLmrs>,
         dst_lh: u64,
@@ -206,7 +209,7 @@ impl Lite {
         if same && dst_off > src_off {
             steps.reverse();
         }
-        let me = self.me()?;
+        let me = self.net.me()?;
         for &(s_ext, s_addr, d_ext, d_addr, n) in steps.iter() {
             dst_use.check()?;
             src_use.check()?;
@@ -218,7 +221,7 @@ impl Lite {
                     let (to, to_off) = dst_use.local()?.find(d_addr, n)?;
                     to.move_from(to_off, from, from_off, n as usize)?;
                 } else {
-                    self.peer(d_node)?.rdma_write_kernel(
+                    self.net.peer(d_node)?.rdma_write_kernel(
                         from,
                         from_off,
                         n as usize,
@@ -238,14 +241,16 @@ impl Lite {
                     dst_node: d_node,
                     dst_rkey: dst.extents[d_ext].rkey,
                 };
-                self.peer(s_node)?.request(MsgKind::Copy, &req, &mut [])?;
+                self.net
+                    .peer(s_node)?
+                    .request(MsgKind::Copy, &req, &mut [])?;
             }
         }
         Ok(())
     }
 
     /// Describes the LMR behind `lh`.
-    pub(crate) fn lmr_stat(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result<LiteLmrStat> {
+    pub(crate) fn stat(&self, file: &Mutex<FileLmrs>, lh: u64) -> Result<LiteLmrStat> {
         let (mapping, perm) = file.lock().get(lh)?;
         drop(mapping.begin()?);
         Ok(LiteLmrStat {
@@ -258,17 +263,17 @@ impl Lite {
         })
     }
 
-    /// Counts of this node's LMR bookkeeping, with the lock and barrier queues.
+    /// Counts of this node's LMR bookkeeping (the lock and barrier queues are the
+    /// locks service's to fill in).
     pub(crate) fn mem_stat(&self) -> LiteMemStat {
-        let (lock_queued, barrier_queued) = self.sync_queued();
-        let mem = self.lmr.mem.lock();
+        let mem = self.mem.lock();
         LiteMemStat {
             mastered: mem.lmrs.iter().count() as u32,
             mappings: mem.maps.iter().count() as u32,
             held_bytes: mem.held_bytes,
             held_limit: hold_limit(),
-            lock_queued,
-            barrier_queued,
+            lock_queued: 0,
+            barrier_queued: 0,
             reserve_bytes: mem.reserve.len() as u64 * CHUNK_MAX,
             reserve_target: mem.reserve_target as u64 * CHUNK_MAX,
             reserve_used: mem.reserve_used * CHUNK_MAX,

@@ -6,12 +6,16 @@
 use crate::compat::{cursor_lower_bound_mut, now_ns};
 use crate::errno::EHOSTDOWN;
 use crate::kvec::swap_remove;
-use crate::net::verbs::DmaBuf;
+use crate::net::Network;
+use crate::verbs::DmaBuf;
 use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
-use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::sync::{
+    new_condvar, new_mutex, new_spinlock, Arc, ArcBorrow, CondVar, Mutex, SpinLock,
+};
 
+use super::events::LmrEvents;
 use super::handles::{FileLmrs, Handle};
 use super::holder::{Held, LocalMemory};
 use super::layout::{Extent, NAME_LEN};
@@ -68,11 +72,17 @@ pub(crate) fn take_prefix<V>(
     }
 }
 
-/// This node's LMR state (`Lite::lmr`): the registries, and what serializes
+/// This node's LMR state (`Lite::lmr`, an `Arc` of its own): the registries, and what serializes
 /// allocating their memory.
 #[pin_data]
 pub(crate) struct LmrNode {
-    /// The registries; taken after `Lite::state`, never before it.
+    /// The network LMR traffic goes over.
+    pub(crate) net: Arc<Network>,
+    /// Who hears that memory held here was released (node installs the locks
+    /// service, whose queues at its words must go).
+    #[pin]
+    pub(crate) events: SpinLock<Option<Arc<dyn LmrEvents>>>,
+    /// The registries; taken after `Network::state`, never before it.
     #[pin]
     pub(crate) mem: Mutex<Memory>,
     /// Serializes allocation of LMR memory with device removal.
@@ -88,13 +98,25 @@ pub(crate) struct LmrNode {
 }
 
 impl LmrNode {
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(LmrNode {
-            mem <- new_mutex!(Memory::new(), "lite:mem"),
-            alloc_lock <- new_mutex!((), "lite:alloc"),
-            reserve_quiet <- new_condvar!("lite:reserve_quiet"),
-            next_handle: AtomicU64::new(0x1000),
-        })
+    pub(crate) fn new(net: Arc<Network>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(LmrNode {
+                net,
+                events <- new_spinlock!(None, "lite:lmr.events"),
+                mem <- new_mutex!(Memory::new(), "lite:mem"),
+                alloc_lock <- new_mutex!((), "lite:alloc"),
+                reserve_quiet <- new_condvar!("lite:reserve_quiet"),
+                next_handle: AtomicU64::new(0x1000),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The `Arc` this `LmrNode` lives in, for work queued beyond the caller.
+    pub(crate) fn arc(&self) -> Arc<LmrNode> {
+        // SAFETY: `LmrNode::new` (the only constructor) puts it in an `Arc`, which
+        // `&self` borrows from, so the count is not zero while `&self` lives.
+        unsafe { ArcBorrow::from_raw(self as *const LmrNode) }.into()
     }
 }
 

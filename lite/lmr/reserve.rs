@@ -4,14 +4,15 @@
 //! allocations pause; zeroing itself is spread over the online CPUs.
 
 use crate::compat::now_ns;
-use crate::net::verbs::{Device, DmaBuf};
-use crate::node::{module_queue, Lite};
+use crate::verbs::{Device, DmaBuf};
+use crate::workqueue::module_queue;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use kernel::time::msecs_to_jiffies;
 
 use super::holder::hold_limit;
 use super::layout::CHUNK_MAX;
+use super::LmrNode;
 
 /// Milliseconds without allocations from the reserve before it is refilled.
 pub(crate) const RESERVE_QUIET_MS: u64 = 100;
@@ -101,7 +102,7 @@ fn zero_into(dev: &Arc<Device>, count: usize, chunks: &mut KVec<DmaBuf>) {
     }
 }
 
-impl Lite {
+impl LmrNode {
     /// Keeps `bytes` (rounded up to whole chunks) of zeroed memory ready for `hold`,
     /// so that allocating does not wait for zeroing; 0 releases the reserve.
     pub(crate) fn set_reserve(&self, bytes: u64) -> Result {
@@ -109,9 +110,9 @@ impl Lite {
         if chunks > hold_limit() / CHUNK_MAX {
             return Err(EINVAL);
         }
-        self.device()?;
+        self.net.device()?;
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             mem.reserve_target = chunks as usize;
             mem.shrink_reserve();
         }
@@ -122,18 +123,18 @@ impl Lite {
     /// Queues a refill of the reserve unless it is full or one is queued already.
     pub(crate) fn refill_reserve_later(&self) {
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             if mem.refilling || mem.reserve.len() >= mem.reserve_target {
                 return;
             }
             mem.refilling = true;
         }
-        let lite = self.arc();
+        let lmr = self.arc();
         if module_queue()
-            .try_spawn(GFP_KERNEL, move || while lite.refill_reserve_chunk() {})
+            .try_spawn(GFP_KERNEL, move || while lmr.refill_reserve_chunk() {})
             .is_err()
         {
-            self.lmr.mem.lock().refilling = false;
+            self.mem.lock().refilling = false;
         }
     }
 
@@ -144,19 +145,19 @@ impl Lite {
         // Zeroing competes for the CPU with an allocation still taking chunks (and its
         // requests to other holders): start once takes have paused.
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             while (now_ns() - mem.reserve_taken_at) / 1_000_000 < RESERVE_QUIET_MS {
-                let _ = self.lmr.reserve_quiet.wait_interruptible_timeout(
+                let _ = self.reserve_quiet.wait_interruptible_timeout(
                     &mut mem,
                     msecs_to_jiffies(RESERVE_QUIET_MS as u32),
                 );
             }
         }
         // Serialized with device removal, which empties the reserve.
-        let _serial = self.lmr.alloc_lock.lock();
-        let dev = self.device();
+        let _serial = self.alloc_lock.lock();
+        let dev = self.net.device();
         {
-            let mut mem = self.lmr.mem.lock();
+            let mut mem = self.mem.lock();
             let bytes = mem.held_bytes + (mem.reserve.len() as u64 + 1) * CHUNK_MAX;
             mem.refilling =
                 dev.is_ok() && mem.reserve.len() < mem.reserve_target && bytes <= hold_limit();
@@ -165,7 +166,7 @@ impl Lite {
             }
         }
         let chunk = dev.and_then(|dev| DmaBuf::try_new(&dev, CHUNK_MAX as usize));
-        let mut mem = self.lmr.mem.lock();
+        let mut mem = self.mem.lock();
         let added = chunk.and_then(|chunk| Ok(mem.reserve.push(chunk, GFP_KERNEL)?));
         mem.refilling = added.is_ok();
         mem.refilling
@@ -174,8 +175,8 @@ impl Lite {
     /// The device is going away: its reserved chunks are freed and the target is
     /// forgotten (an operator sets it again for the next device).
     pub(crate) fn drop_reserve(&self) {
-        let _serial = self.lmr.alloc_lock.lock();
-        let mut mem = self.lmr.mem.lock();
+        let _serial = self.alloc_lock.lock();
+        let mut mem = self.mem.lock();
         mem.reserve_target = 0;
         mem.shrink_reserve();
     }

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
-//! LMR (and lock) requests from peers, served on the module's workqueue.
+//! LMR requests from peers, served on the module's workqueue.
 
 use crate::kvec::truncate;
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::{encode, Peer};
-use crate::node::Lite;
 use kernel::prelude::*;
 
 use super::decode;
+use super::LmrNode;
 
-impl Lite {
+impl LmrNode {
     /// Serves an LMR request of `peer`; returns the answer's body.
     pub(crate) fn serve_lmr_request(
         &self,
@@ -63,14 +63,13 @@ impl Lite {
                 self.revoke_master(u32::try_from(req.id).map_err(|_| EINVAL)?);
                 Ok(empty)
             }
-            MsgKind::Lock => {
-                let answer = self.serve_lock(from, &decode(body)?)?;
-                let mut out = KVec::new();
-                out.extend_from_slice(&answer.to_le_bytes(), GFP_KERNEL)?;
-                Ok(out)
-            }
-            MsgKind::LockWake => self.lock_woken(from, &decode(body)?).map(|()| empty),
-            MsgKind::Echo | MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => Err(EINVAL),
+            // Other services' requests (node dispatches them there).
+            MsgKind::Lock
+            | MsgKind::LockWake
+            | MsgKind::Echo
+            | MsgKind::RpcBind
+            | MsgKind::RpcUnbind
+            | MsgKind::RpcHead => Err(EINVAL),
         }
     }
 }

@@ -5,16 +5,16 @@
 
 use crate::errno::{EHOSTDOWN, EOPNOTSUPP, ETIMEDOUT};
 use crate::net::deadline;
-use crate::net::verbs::{Op, WriteImm, TIMED_OUT};
 use crate::net::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
-use crate::node::{module_queue, Lite};
 use crate::uapi::*;
+use crate::verbs::{Op, WriteImm, TIMED_OUT};
+use crate::workqueue::module_queue;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow, CondVarTimeoutResult};
 use kernel::time::{msecs_to_jiffies, Jiffies};
 
-use super::Peer;
+use super::{Dispatch, Peer};
 
 /// Generous bound for control requests (allocation of large chunks, memsets) on
 /// slow (emulated, debug) kernels.
@@ -481,7 +481,7 @@ impl Peer {
     /// answered at once; the rest may sleep and goes to the module's workqueue.
     pub(crate) fn serve_request(
         this: ArcBorrow<'_, Self>,
-        lite: ArcBorrow<'_, Lite>,
+        dispatch: Arc<dyn Dispatch>,
         qp_index: usize,
         slot: usize,
     ) {
@@ -528,7 +528,7 @@ impl Peer {
                             drop(guard);
                             return Self::defer(
                                 this.into(),
-                                lite.into(),
+                                dispatch,
                                 qp_index,
                                 slot,
                                 request,
@@ -575,7 +575,7 @@ impl Peer {
     /// Serves request `kind` on the module's workqueue and answers from there.
     fn defer(
         peer: Arc<Peer>,
-        lite: Arc<Lite>,
+        dispatch: Arc<dyn Dispatch>,
         qp_index: usize,
         slot: usize,
         request: Header,
@@ -584,12 +584,7 @@ impl Peer {
     ) {
         let reply_to = peer.clone();
         let spawned = module_queue().try_spawn(GFP_ATOMIC, move || {
-            let answer = match kind {
-                MsgKind::RpcBind | MsgKind::RpcUnbind | MsgKind::RpcHead => {
-                    lite.serve_rpc_request(&peer, kind, &body)
-                }
-                _ => lite.serve_lmr_request(&peer, kind, &body),
-            };
+            let answer = dispatch.serve(&peer, kind, &body);
             let (header, bytes): (Header, &[u8]) = match &answer {
                 Ok(out) => (
                     Header {

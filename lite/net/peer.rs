@@ -4,19 +4,19 @@
 
 use crate::errno::{EHOSTDOWN, ENETDOWN, ETIMEDOUT};
 use crate::net::polling::PollBudget;
-use crate::net::verbs::{
-    Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
-};
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
-use crate::node::PeerServices;
 use crate::qos::Qos;
 use crate::uapi::*;
+use crate::verbs::{
+    Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
+};
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, Mutex, SpinLock};
 
 use super::mailbox::{Calls, Slot};
+use super::PeerServices;
 
 /// Receives kept posted on every QP (each write-with-immediate consumes one).
 const RECV_DEPTH: u32 = 256;
@@ -99,9 +99,9 @@ pub(crate) struct Peer {
     pub(crate) qos: Arc<Qos>,
     /// How long small operations to this peer busy-poll for their completion.
     pub(crate) poll: PollBudget,
-    /// What the services above net keep per peer (our calls to its RPC servers).
-    #[pin]
-    pub(crate) services: PeerServices,
+    /// What the services above net keep per peer (our calls to its RPC servers);
+    /// none for the loopback peer.
+    services: Option<Arc<dyn PeerServices>>,
 }
 
 impl Peer {
@@ -111,6 +111,7 @@ impl Peer {
         epoch: u64,
         nr_qps: u32,
         qos: Arc<Qos>,
+        services: Option<Arc<dyn PeerServices>>,
     ) -> Result<Arc<Peer>> {
         let port = dev.query_port()?;
         if port.state != PORT_ACTIVE {
@@ -146,7 +147,7 @@ impl Peer {
                 next_qp: AtomicUsize::new(0),
                 qos,
                 poll: PollBudget::new(),
-                services <- PeerServices::new(),
+                services,
             }),
             GFP_KERNEL,
         )?;
@@ -171,6 +172,11 @@ impl Peer {
         }
     }
 
+    /// What the services keep for this peer; `None` for the loopback peer.
+    pub(crate) fn services(&self) -> Option<&dyn PeerServices> {
+        self.services.as_deref()
+    }
+
     pub(crate) fn local_info(&self) -> LiteConnInfo {
         let link = self.link.lock();
         let mut info = LiteConnInfo {
@@ -192,7 +198,7 @@ impl Peer {
     }
 
     /// Connects every QP to the peer's published side. Idempotent for the same info.
-    /// Caller holds `Lite::state`, so the QPs cannot be shut down meanwhile.
+    /// Caller holds `Network::state`, so the QPs cannot be shut down meanwhile.
     pub(crate) fn connect(&self, remote: &LiteConnInfo) -> Result {
         let mut qps = KVec::with_capacity(LITE_MAX_QPS_PER_PEER as usize, GFP_KERNEL)?;
         {
@@ -315,7 +321,9 @@ impl Peer {
 
     fn fail_waiters(&self) {
         self.failed.store(true, Ordering::Release);
-        self.services.peer_failed();
+        if let Some(services) = &self.services {
+            services.peer_failed();
+        }
         {
             let _calls = self.calls.lock();
             self.call_done.notify_all();
@@ -330,10 +338,7 @@ impl Peer {
         let (qps, mailbox) = {
             let mut link = self.link.lock();
             link.state = LITE_PEER_DOWN;
-            (
-                core::mem::replace(&mut link.qps, KVec::new()),
-                link.mailbox.take(),
-            )
+            (core::mem::take(&mut link.qps), link.mailbox.take())
         };
         drop(qps);
         drop(mailbox);

@@ -9,11 +9,9 @@ use crate::net::deadline::Deadline;
 use crate::net::gather;
 use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
-use crate::net::verbs::{
-    Atomic, DmaBuf, Op, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT,
-};
 use crate::qos::Ticket;
 use crate::uapi::*;
+use crate::verbs::{Atomic, DmaBuf, Op, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 

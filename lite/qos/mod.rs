@@ -32,20 +32,17 @@
 //! - here: `Qos`, classifying the current task and accounting its operations.
 //! - `admission`: a transfer's `Ticket`, which paces its work requests.
 //! - `settings`: the operator's and the processes' settings, and the statistics.
-//! - `ioctl`: the qos family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `Qos::state` is one mutex, a leaf: taken alone, and released while a
 //! paced task sleeps (on its flow's turn or for tokens).
 
 mod admission;
 pub(crate) mod classes;
-mod ioctl;
 pub(crate) mod pacer;
 mod settings;
 mod state;
 
 pub(crate) use admission::Ticket;
-pub(crate) use ioctl::ioctl;
 
 use crate::compat::{init_zeroed, now_ns};
 use crate::ffi;

@@ -7,8 +7,8 @@ use super::pacer;
 use super::state::{Choice, Who};
 use super::{now_ns, Qos};
 use crate::kvec::{remove_at, retain};
-use crate::net::verbs::PacedStat;
 use crate::uapi::*;
+use crate::verbs::PacedStat;
 use kernel::prelude::*;
 
 impl Qos {

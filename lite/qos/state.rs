@@ -315,7 +315,7 @@ impl QosState {
         let samples = self.windows.control.len();
         let active = self.latency_active(now);
         let due = now >= self.next_update_ns;
-        if !due && !(active && samples >= STEP_SAMPLES) {
+        if !due && (!active || samples < STEP_SAMPLES) {
             return;
         }
         self.next_update_ns = now + UPDATE_NS;

@@ -6,32 +6,26 @@ use super::client::{end_call, Call, ClientBinding, Output};
 use super::file::{FileRpc, LocalCaller, LocalCharge};
 use super::ring::{self, RecordHeader, FLAG_ABANDONED, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::Request;
+use super::RpcNode;
+use super::RpcPeer;
 use super::{now_ns, INLINE_MAX, QUEUE_MAX};
 use crate::compat::user_slice;
 use crate::errno::{ECONNREFUSED, EHOSTDOWN, EMSGSIZE};
 use crate::kvec::caller_sized;
 use crate::lmr::layout;
-use crate::net::verbs::{
-    Device, DmaBuf, RemoteAccess, RemoteKey, UserPages, WriteImm, REMOTE_WRITE,
-};
 use crate::net::wire;
 use crate::net::Peer;
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::{Device, DmaBuf, RemoteAccess, RemoteKey, UserPages, WriteImm, REMOTE_WRITE};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-impl Lite {
+impl RpcNode {
     /// LT_RPC / LT_send: posts a call (or message) to `id` at `node` for a caller
     /// of `class`. A call completes later in `file`'s shared-page slot; a message
     /// returns once it is in the server's ring.
-    pub(crate) fn rpc_call(
-        &self,
-        file: &Arc<FileRpc>,
-        req: &LiteRpcCall,
-        class: u32,
-    ) -> Result<u64> {
+    pub(crate) fn call(&self, file: &Arc<FileRpc>, req: &LiteRpcCall, class: u32) -> Result<u64> {
         let oneway = req.flags == LITE_RPC_ONEWAY;
         if (req.flags != 0 && !oneway) || req.reserved != 0 || req.id == 0 {
             return Err(EINVAL);
@@ -78,16 +72,16 @@ impl Lite {
         sender: Sender<'_>,
         timeout_ms: u32,
     ) -> Result<u64> {
-        let dev = self.device()?;
+        let dev = self.net.device()?;
         let started = now_ns();
         let deadline = started + u64::from(timeout_ms) * 1_000_000;
-        let me = self.me()?;
+        let me = self.net.me()?;
         if node == me {
             return self.local_call(me, id, input, output, sender, deadline);
         }
         let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
         let timed = sender.class.map(|class| (class, started));
-        let peer = self.peer(node)?;
+        let peer = self.net.peer(node)?;
         let out = match output {
             OutputSpec::None => Output::None,
             OutputSpec::User { addr, len } => Output::User(UserPages::pin(&dev, addr, len, true)?),
@@ -128,18 +122,16 @@ impl Lite {
             input.prepare(&dev)?
         };
         let record = ring::record_len(nruns, in_len as u64);
-        let (slot, seq) = peer
-            .services
-            .rpc
-            .claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
+        let calls = RpcPeer::of(&peer)?;
+        let (slot, seq) = calls.claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
         if let Some((file, user_slot)) = &waiter {
             if let Err(e) = file.claim(*user_slot, seq, deadline) {
-                peer.services.rpc.unclaim(slot);
+                calls.unclaim(slot);
                 return Err(e);
             }
         }
         let fail = |e: Error| {
-            peer.services.rpc.unclaim(slot);
+            calls.unclaim(slot);
             if let Some((file, user_slot)) = &waiter {
                 file.complete(*user_slot, seq, Err(e));
             }
@@ -147,7 +139,7 @@ impl Lite {
         };
         let mut out = Some((out, reply_key));
         let (binding, at, call) = loop {
-            let binding = peer.services.rpc.binding(&peer, id).map_err(fail)?;
+            let binding = calls.binding(&peer, id).map_err(fail)?;
             // Allocated before ring room is reserved: a reserved record must be posted.
             let call = match &waiter {
                 Some((file, user_slot)) => {
@@ -202,16 +194,16 @@ impl Lite {
         let Some(call) = call else {
             let posted = self.post_record(&peer, &record, qp, true);
             binding.put_user();
-            peer.services.rpc.unclaim(slot);
+            calls.unclaim(slot);
             return posted.map(|()| seq);
         };
         // Active before the immediate goes out: the reply may come at once.
-        if let Err(call) = peer.services.rpc.activate(slot, call) {
+        if let Err(call) = calls.activate(slot, call) {
             end_call(call, Err(EHOSTDOWN()));
             return Ok(seq);
         }
         if let Err(e) = self.post_record(&peer, &record, qp, false) {
-            if let Some(call) = peer.services.rpc.take(slot, Some(seq)) {
+            if let Some(call) = calls.take(slot, Some(seq)) {
                 end_call(call, Err(e));
             }
         }
@@ -229,15 +221,15 @@ impl Lite {
         sender: Sender<'_>,
         deadline: u64,
     ) -> Result<u64> {
-        let server = self.rpc.server(id).ok_or_else(ECONNREFUSED)?;
+        let server = self.server(id).ok_or_else(ECONNREFUSED)?;
         let charge = LocalCharge::new(sender.file, input.len())?;
         let mut payload = KVec::from_elem(0u8, input.len(), caller_sized())?;
         match input {
             Input::User { addr, len } => user_slice(addr, len).reader().read_slice(&mut payload)?,
             Input::Kernel(bytes) => payload.copy_from_slice(bytes),
         }
-        let dev = self.device()?;
-        let seq = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
+        let dev = self.net.device()?;
+        let seq = self.next_token.fetch_add(1, Ordering::Relaxed);
         let caller = match sender.slot {
             None => None,
             Some(user_slot) => {
@@ -393,6 +385,9 @@ impl Lite {
     }
 }
 
+/// Runs as a record names them: (address, length, rkey).
+type NamedRuns = KVec<(u64, u32, u32)>;
+
 /// The output runs a record names, with the key they are reached with: a reply
 /// larger than what rides in the completion record is written into them by the
 /// server, under a key of their own (`RemoteKey`, revoked when the call ends).
@@ -402,7 +397,7 @@ fn reply_runs(
     dev: &Arc<Device>,
     runs: &[(u64, usize)],
     out_cap: u64,
-) -> Result<(Option<RemoteKey>, KVec<(u64, u32, u32)>)> {
+) -> Result<(Option<RemoteKey>, NamedRuns)> {
     let mut named = KVec::new();
     if out_cap <= wire::REPLY_INLINE_MAX as u64 {
         for &(addr, len) in runs {
@@ -482,7 +477,7 @@ impl Input<'_> {
         }
     }
 
-    fn prepare(&self, dev: &Arc<crate::net::verbs::Device>) -> Result<Payload> {
+    fn prepare(&self, dev: &Arc<crate::verbs::Device>) -> Result<Payload> {
         match self {
             Input::User { addr, len } => {
                 Ok(Payload::Pages(UserPages::pin(dev, *addr, *len, false)?))

@@ -6,13 +6,16 @@
 use super::file::FileRpc;
 use super::ring::{self, ClientRing, Reservation, RING_BYTES};
 use super::{jiffies_until, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
+use crate::errno::ENOTCONN;
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::lmr::layout::Extent;
-use crate::net::verbs::{DmaBuf, RemoteKey, UserPages};
 use crate::net::wire::{
     self, Body, Bound, MsgKind, Reader, RpcBind, RpcUnbind, BINDINGS, CALL_SLOTS,
 };
 use crate::net::Peer;
+use crate::net::PeerServices;
+use crate::verbs::{DmaBuf, RemoteKey, UserPages};
+use core::any::Any;
 use kernel::prelude::*;
 use kernel::sync::{
     new_condvar, new_mutex, new_spinlock, Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock,
@@ -161,7 +164,26 @@ pub(crate) struct RpcPeer {
     bind_lock: Mutex<()>,
 }
 
+/// Net holds our RPC state with each peer without knowing it, and tells it when
+/// the peer fails.
+impl PeerServices for RpcPeer {
+    fn peer_failed(&self) {
+        self.fail_all();
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
 impl RpcPeer {
+    /// Our RPC state with `peer`; ENOTCONN for a peer without it (loopback).
+    pub(crate) fn of(peer: &Peer) -> Result<&RpcPeer> {
+        peer.services()
+            .and_then(|services| services.as_any().downcast_ref())
+            .ok_or_else(ENOTCONN)
+    }
+
     pub(crate) fn new() -> impl PinInit<RpcPeer> {
         pin_init!(RpcPeer {
             calls <- new_spinlock!(
@@ -221,8 +243,7 @@ impl RpcPeer {
             size = size.checked_add(len).ok_or(EIO)?;
         }
         if bound.binding as usize >= BINDINGS
-            || size < ring::MAX_RECORD * 2
-            || size > 2 * RING_BYTES
+            || !(ring::MAX_RECORD * 2..=2 * RING_BYTES).contains(&size)
         {
             return Err(EIO);
         }
@@ -333,7 +354,7 @@ impl RpcPeer {
                 end_call(call, Err(EHOSTDOWN()));
             }
         }
-        let list = core::mem::replace(&mut *self.bindings.lock(), KVec::new());
+        let list = core::mem::take(&mut *self.bindings.lock());
         for b in list.iter() {
             b.kill();
         }

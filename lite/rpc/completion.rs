@@ -6,23 +6,20 @@ use super::client::{end_call, Output};
 use super::error_of;
 use super::ring::{FLAG_ABANDONED, FLAG_ONEWAY};
 use super::server::{answer, Request};
+use super::RpcNode;
+use super::RpcPeer;
 use super::{now_ns, QUEUE_MAX};
 use crate::errno::{ECONNREFUSED, EOVERFLOW};
 use crate::net::wire;
 use crate::net::Peer;
-use crate::node::Lite;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-impl Lite {
+impl RpcNode {
     /// An RPC record from `peer` landed in one of our rings.
     pub(crate) fn on_rpc_request(&self, peer: &Arc<Peer>, payload: u32) {
         let (index, offset) = wire::decode_ring_imm(payload);
-        let Some(binding) = self
-            .rpc
-            .binding(index)
-            .filter(|b| Arc::ptr_eq(&b.peer, peer))
-        else {
+        let Some(binding) = self.binding(index).filter(|b| Arc::ptr_eq(&b.peer, peer)) else {
             return;
         };
         // A record that is malformed or out of place cannot even be answered.
@@ -40,7 +37,7 @@ impl Lite {
             }
             binding.consume(&header);
         };
-        let Some(server) = self.rpc.server(binding.id) else {
+        let Some(server) = self.server(binding.id) else {
             return refuse(ECONNREFUSED());
         };
         let request = Request::Remote {
@@ -69,7 +66,10 @@ impl Lite {
         let Some(done) = peer.read_done(slot) else {
             return;
         };
-        let Some(mut call) = peer.services.rpc.take(slot, Some(done.seq)) else {
+        let Ok(calls) = RpcPeer::of(peer) else {
+            return;
+        };
+        let Some(mut call) = calls.take(slot, Some(done.seq)) else {
             return;
         };
         if call.binding.index == done.binding {
@@ -78,7 +78,8 @@ impl Lite {
         let result = match done.status {
             0 => {
                 if let Some((class, started)) = call.timed {
-                    self.qos
+                    self.net
+                        .qos
                         .call_returned(class, now_ns().saturating_sub(started));
                 }
                 take_inline_reply(peer, slot, &mut call.output, done.len).map(|()| done.len)
@@ -97,7 +98,10 @@ impl Lite {
     /// A server reports how far it consumed one of our rings.
     pub(crate) fn on_rpc_head(&self, peer: &Peer, payload: u32) {
         let (index, _offset) = wire::decode_ring_imm(payload);
-        if let Some(binding) = peer.services.rpc.by_index(index as u32) {
+        if let Some(binding) = RpcPeer::of(peer)
+            .ok()
+            .and_then(|calls| calls.by_index(index as u32))
+        {
             binding.head_report_arrived();
         }
     }

@@ -6,16 +6,16 @@ use super::call::{Input, OutputSpec, Sender};
 use super::error_of;
 use super::file::FileRpc;
 use super::ring::MAX_MSG;
+use super::RpcNode;
 use crate::compat::now_ns;
 use crate::errno::EMSGSIZE;
 use crate::kvec::caller_sized;
-use crate::net::verbs::DmaBuf;
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::DmaBuf;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-impl Lite {
+impl RpcNode {
     /// One RPC from kernel code: `input` to `id` at `node`, the reply (at most
     /// `out.len()` bytes) copied to `out`. Returns the reply's length.
     pub(crate) fn kernel_rpc(
@@ -52,7 +52,7 @@ impl Lite {
     }
 
     /// LITE_IOC_RPC_BENCH: `count` kernel-issued calls, each one's time to `out`.
-    pub(crate) fn rpc_bench(
+    pub(crate) fn bench(
         &self,
         req: &LiteRpcBench,
         mut out: kernel::uaccess::UserSliceWriter,
@@ -62,7 +62,7 @@ impl Lite {
         }
         let waiter = FileRpc::new()?;
         let input = KVec::from_elem(0x5Au8, req.request_len as usize, caller_sized())?;
-        let dev = self.device()?;
+        let dev = self.net.device()?;
         // No reply buffer for a capacity of 0: the call expects an empty reply.
         let reply = match req.reply_capacity {
             0 => None,

@@ -38,13 +38,11 @@
 //! - `completion`: records, replies and head reports landing (completion context).
 //! - `serve`: bind, head and unbind requests from peers.
 //! - `kernel_call`: calls from kernel code (LITE_IOC_RPC_BENCH).
-//! - `ioctl`: the rpc family of /dev/lite ioctls, which chardev hands on.
 
 mod call;
 mod client;
 mod completion;
 mod file;
-mod ioctl;
 mod kernel_call;
 mod page;
 mod receive;
@@ -54,12 +52,10 @@ mod server;
 
 pub(crate) use client::RpcPeer;
 pub(crate) use file::FileRpc;
-pub(crate) use ioctl::ioctl;
-pub(crate) use server::RpcNode;
+pub(crate) use server::{Received, RpcNode};
 
 use crate::compat::now_ns;
 use crate::net::wire::CALL_SLOTS;
-use crate::node::Lite;
 use crate::uapi::*;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
@@ -134,25 +130,29 @@ fn wait_result(result: CondVarTimeoutResult) -> Result {
     }
 }
 
-impl Lite {
+impl RpcNode {
     /// LITE_IOC_RPC_STAT.
-    pub(crate) fn rpc_stat(&self) -> Result<LiteRpcStat> {
-        let mut stat = LiteRpcStat::default();
-        stat.servers = self.rpc.servers.lock().iter().count() as u32;
+    pub(crate) fn stat(&self) -> Result<LiteRpcStat> {
+        let mut stat = LiteRpcStat {
+            servers: self.servers.lock().iter().count() as u32,
+            ..Default::default()
+        };
         {
-            let table = self.rpc.bindings.lock();
+            let table = self.bindings.lock();
             for b in table.iter().flatten() {
                 stat.rings += 1;
                 stat.ring_bytes += b.size();
             }
         }
-        for peer in self.connected_peers()?.iter() {
-            let (calls, bindings) = peer.services.rpc.counts();
-            stat.calls += calls;
-            stat.bindings += bindings;
+        for peer in self.net.connected_peers()?.iter() {
+            if let Ok(rpc) = RpcPeer::of(peer) {
+                let (calls, bindings) = rpc.counts();
+                stat.calls += calls;
+                stat.bindings += bindings;
+            }
         }
         let servers = {
-            let servers = self.rpc.servers.lock();
+            let servers = self.servers.lock();
             let mut out = KVec::new();
             for (_, s) in servers.iter() {
                 out.push(s.clone(), GFP_ATOMIC)?;

@@ -8,22 +8,22 @@ use super::ring::{self, RecordHeader, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::{
     answer, answer_inline, post_answer, Queue, Received, Request, Server, ServerBinding,
 };
+use super::RpcNode;
 use super::{jiffies_until, now_ns, status_of, wait_result, IDS_PER_FILE, IDS_PER_NODE};
 use crate::compat::user_slice;
 use crate::errno::{ECONNRESET, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
 use crate::kvec::Fifo;
-use crate::net::verbs::UserPages;
 use crate::net::wire::{self, MsgKind, RpcUnbind};
-use crate::node::Lite;
 use crate::uapi::*;
+use crate::verbs::UserPages;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
-use kernel::rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation};
+use kernel::rbtree::{RBTreeNode, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_spinlock, Arc};
 
-impl Lite {
+impl RpcNode {
     /// LT_regRPC: `file` serves `id` on this node.
-    pub(crate) fn rpc_register(&self, file: &FileRpc, id: u32) -> Result {
+    pub(crate) fn register(&self, file: &FileRpc, id: u32) -> Result {
         if id == 0 {
             return Err(EINVAL);
         }
@@ -43,7 +43,7 @@ impl Lite {
         }
         ids.reserve(1, GFP_KERNEL)?;
         {
-            let mut servers = self.rpc.servers.lock();
+            let mut servers = self.servers.lock();
             if servers.get(&id).is_some() {
                 return Err(EEXIST);
             }
@@ -58,14 +58,14 @@ impl Lite {
 
     /// Stops serving `id`: queued requests fail with ECONNRESET, the clients
     /// bound to it are told to stop writing, then their rings are freed.
-    pub(crate) fn rpc_unregister(&self, file: &FileRpc, id: u32) -> Result {
+    pub(crate) fn unregister(&self, file: &FileRpc, id: u32) -> Result {
         {
             let mut ids = file.ids.lock();
             let i = ids.iter().position(|&x| x == id).ok_or(ENOENT)?;
             crate::kvec::swap_remove(&mut ids, i);
         }
         let server = {
-            let mut servers = self.rpc.servers.lock();
+            let mut servers = self.servers.lock();
             match servers.get(&id) {
                 Some(s) if s.owner == file as *const FileRpc as usize => servers.remove(&id),
                 _ => None,
@@ -104,7 +104,7 @@ impl Lite {
         // Calls still arriving find no server and are refused through the binding,
         // which stays in the table until its client stopped writing to it.
         let bindings = {
-            let table = self.rpc.bindings.lock();
+            let table = self.bindings.lock();
             let mut out = KVec::new();
             for b in table.iter().flatten().filter(|b| b.id == id) {
                 out.push(b.clone(), GFP_ATOMIC)?;
@@ -118,19 +118,19 @@ impl Lite {
             };
             // A client that does not confirm is fenced off before the ring goes.
             let _ = b.peer.confirm(MsgKind::RpcUnbind, &msg);
-            drop(self.rpc.take_bindings(|x| core::ptr::eq(x, &**b)));
+            drop(self.take_bindings(|x| core::ptr::eq(x, &**b)));
         }
         Ok(())
     }
 
     /// Last close of a file: everything it serves goes.
-    pub(crate) fn rpc_release(&self, file: &FileRpc) {
+    pub(crate) fn release(&self, file: &FileRpc) {
         loop {
             let id = file.ids.lock().first().copied();
             let Some(id) = id else { break };
-            let _ = self.rpc_unregister(file, id);
+            let _ = self.unregister(file, id);
         }
-        let mut owed = core::mem::replace(&mut *file.owed.lock(), RBTree::new());
+        let mut owed = core::mem::take(&mut *file.owed.lock());
         loop {
             let next = owed.keys().next().copied();
             let Some(o) = next.and_then(|token| owed.remove(&token)) else {
@@ -142,7 +142,7 @@ impl Lite {
 
     /// LT_recvRPC: the next request or message for `id`, payload copied to `buf`.
     /// `Err(EOVERFLOW)` leaves it queued; `Ok` with `len` tells its size then.
-    pub(crate) fn rpc_recv(
+    pub(crate) fn recv(
         &self,
         file: &FileRpc,
         id: u32,
@@ -151,7 +151,6 @@ impl Lite {
         timeout_ms: u32,
     ) -> Result<(Received, bool)> {
         let server = self
-            .rpc
             .server(id)
             .filter(|s| s.owner == file as *const FileRpc as usize)
             .ok_or(ENOENT)?;
@@ -196,6 +195,9 @@ impl Lite {
     /// reply needs kept under a new token, ring room consumed. `Ok(None)`: the
     /// request was malformed and its caller told so. On `Err` the request is
     /// handed back untouched.
+    // The request goes back to its queue on failure, whole: boxing it would
+    // allocate on the path that has to put it back.
+    #[allow(clippy::result_large_err)]
     fn deliver(
         &self,
         file: &FileRpc,
@@ -209,7 +211,7 @@ impl Lite {
         // Taken before the request is consumed: remembering it cannot fail later.
         let reservation = match RBTreeNodeReservation::new(GFP_KERNEL) {
             Ok(r) => r,
-            Err(e) => return Err((e.into(), req)),
+            Err(e) => return Err((e, req)),
         };
         let node = req.node();
         let owed = match req {
@@ -276,7 +278,7 @@ impl Lite {
         };
         let (mut token, mut flags, mut capacity) = (0, LITE_RPC_ONEWAY, 0);
         if let Some(owed) = owed {
-            token = self.rpc.next_token.fetch_add(1, Ordering::Relaxed);
+            token = self.next_token.fetch_add(1, Ordering::Relaxed);
             flags = 0;
             capacity = match &owed {
                 Owed::Remote { capacity, .. } => *capacity,
@@ -319,7 +321,7 @@ impl Lite {
     /// LT_replyRPC: writes `len` bytes at `buf` into the caller's output buffer,
     /// then completes its call. A reply larger than that buffer completes the call
     /// with EOVERFLOW and the reply's size.
-    pub(crate) fn rpc_reply(&self, file: &FileRpc, token: u64, buf: usize, len: u64) -> Result {
+    pub(crate) fn reply(&self, file: &FileRpc, token: u64, buf: usize, len: u64) -> Result {
         if len > MAX_MSG {
             return Err(EMSGSIZE());
         }
@@ -339,7 +341,7 @@ impl Lite {
                 .read_slice(bytes)
                 .map(|()| Reply::Inline(bytes))
         } else {
-            match self.device() {
+            match self.net.device() {
                 Ok(dev) => UserPages::pin(&dev, buf, len as usize, false).map(Reply::Pages),
                 Err(e) => {
                     owed.fail(e);
@@ -391,7 +393,7 @@ impl Lite {
 
     /// A request was received but its token could not be told to the server
     /// process: its caller fails with `err` now instead of at its deadline.
-    pub(crate) fn rpc_abandon(&self, file: &FileRpc, token: u64, err: Error) {
+    pub(crate) fn abandon(&self, file: &FileRpc, token: u64, err: Error) {
         let owed = file.owed.lock().remove(&token);
         if let Some(owed) = owed {
             owed.fail(err);

@@ -4,20 +4,21 @@
 
 use super::ring::{ServerRing, RING_BYTES};
 use super::server::ServerBinding;
+use super::RpcNode;
+use super::RpcPeer;
 use super::{jiffies_until, now_ns, RING_CHUNK_MIN};
 use crate::errno::{ECONNREFUSED, ETIMEDOUT};
 use crate::kvec::truncate;
 use crate::lmr::layout::{self, Extent};
-use crate::net::verbs::{DmaBuf, REMOTE_WRITE};
 use crate::net::wire::{
     self, Body, Bound, MsgKind, Reader, RpcBind, RpcUnbind, Writer, BINDINGS, RING_CHUNKS,
 };
 use crate::net::{Peer, CONTROL_TIMEOUT_MS};
-use crate::node::Lite;
+use crate::verbs::{DmaBuf, REMOTE_WRITE};
 use kernel::prelude::*;
 use kernel::sync::{new_spinlock, Arc};
 
-impl Lite {
+impl RpcNode {
     /// Serves `RpcBind`, `RpcUnbind` and `RpcHead`; returns the answer's body.
     pub(crate) fn serve_rpc_request(
         &self,
@@ -37,7 +38,6 @@ impl Lite {
             MsgKind::RpcHead => {
                 let req = RpcUnbind::decode(&mut Reader::new(body)).ok_or(EINVAL)?;
                 let binding = self
-                    .rpc
                     .binding(req.binding as usize)
                     .filter(|b| Arc::ptr_eq(&b.peer, peer) && b.id == req.id)
                     .ok_or(ENOENT)?;
@@ -58,11 +58,11 @@ impl Lite {
 
     /// The ring for `peer`'s calls to `id`, made on its first call.
     fn bind_client(&self, peer: &Arc<Peer>, id: u32) -> Result<Bound> {
-        if self.rpc.server(id).is_none() {
+        if self.server(id).is_none() {
             return Err(ECONNREFUSED());
         }
         let existing = {
-            let table = self.rpc.bindings.lock();
+            let table = self.bindings.lock();
             table
                 .iter()
                 .flatten()
@@ -87,8 +87,8 @@ impl Lite {
     }
 
     fn new_binding(&self, peer: &Arc<Peer>, id: u32) -> Result<Arc<ServerBinding>> {
-        let dev = self.device()?;
-        let me = self.me()?;
+        let dev = self.net.device()?;
+        let me = self.net.me()?;
         let (mut chunks, mut extents) = (KVec::new(), KVec::new());
         let mut at = 0u64;
         let mut try_len = layout::CHUNK_MAX;
@@ -118,9 +118,9 @@ impl Lite {
                 Err(e) => return Err(e),
             }
         }
-        let _serial = self.rpc.bind_lock.lock();
+        let _serial = self.bind_lock.lock();
         let index = {
-            let mut bindings = self.rpc.bindings.lock();
+            let mut bindings = self.bindings.lock();
             match bindings.iter().position(|b| b.is_none()) {
                 Some(i) => i,
                 None if bindings.len() < BINDINGS => {
@@ -141,11 +141,11 @@ impl Lite {
             }),
             GFP_KERNEL,
         )?;
-        let mut bindings = self.rpc.bindings.lock();
+        let mut bindings = self.bindings.lock();
         // Under the table's lock, which an unregister takes only after it removed the
         // server: it either finds this ring or removed the server before this check.
         // A ring made for a server gone meanwhile would be freed by nobody.
-        if self.rpc.server(id).is_none() {
+        if self.server(id).is_none() {
             return Err(ECONNREFUSED());
         }
         match bindings.get_mut(index) {
@@ -160,7 +160,7 @@ impl Lite {
     /// ETIMEDOUT while writers still use the ring at the deadline: the server
     /// must not free it then.
     fn unbind_from(&self, peer: &Peer, index: u32) -> Result {
-        let Some(binding) = peer.services.rpc.by_index(index) else {
+        let Some(binding) = RpcPeer::of(peer)?.by_index(index) else {
             return Ok(());
         };
         binding.kill();
@@ -175,7 +175,7 @@ impl Lite {
 
     /// Node `node` is gone: the rings its calls came through are freed (its QPs
     /// are destroyed, so nothing writes into them any more).
-    pub(crate) fn rpc_forget_node(&self, node: u32) {
-        drop(self.rpc.take_bindings(|b| b.peer.id == node));
+    pub(crate) fn forget_node(&self, node: u32) {
+        drop(self.take_bindings(|b| b.peer.id == node));
     }
 }

@@ -9,9 +9,9 @@ use super::status_of;
 use crate::compat::user_slice;
 use crate::kvec::Fifo;
 use crate::lmr::layout::{self, Extent};
-use crate::net::verbs::DmaBuf;
 use crate::net::wire::{self, RpcDone};
-use crate::net::Peer;
+use crate::net::{Network, Peer};
+use crate::verbs::DmaBuf;
 use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 use kernel::rbtree::RBTree;
@@ -176,6 +176,8 @@ impl ServerBinding {
 /// RPC state of this node: registered servers and the rings they are called through.
 #[pin_data]
 pub(crate) struct RpcNode {
+    /// The network calls and replies go over.
+    pub(crate) net: Arc<Network>,
     #[pin]
     pub(crate) servers: SpinLock<RBTree<u32, Arc<Server>>>,
     #[pin]
@@ -266,13 +268,17 @@ pub(crate) fn post_answer(
 }
 
 impl RpcNode {
-    pub(crate) fn new() -> impl PinInit<RpcNode> {
-        pin_init!(RpcNode {
-            servers <- new_spinlock!(RBTree::new(), "lite:rpc.servers"),
-            bindings <- new_spinlock!(KVec::new(), "lite:rpc.server_bindings"),
-            bind_lock <- new_mutex!((), "lite:rpc.bind_serial"),
-            next_token: AtomicU64::new(1),
-        })
+    pub(crate) fn new(net: Arc<Network>) -> Result<Arc<RpcNode>> {
+        Arc::pin_init(
+            pin_init!(RpcNode {
+                net,
+                servers <- new_spinlock!(RBTree::new(), "lite:rpc.servers"),
+                bindings <- new_spinlock!(KVec::new(), "lite:rpc.server_bindings"),
+                bind_lock <- new_mutex!((), "lite:rpc.bind_serial"),
+                next_token: AtomicU64::new(1),
+            }),
+            GFP_KERNEL,
+        )
     }
 
     pub(crate) fn server(&self, id: u32) -> Option<Arc<Server>> {

@@ -62,7 +62,7 @@ pub(crate) fn decode_imm(imm: u32) -> Option<(ImmKind, u32)> {
 pub(crate) fn encode_ring_imm(binding: usize, offset: u64) -> Option<u32> {
     let align = RECORD_ALIGN;
     let units = offset / align;
-    let fits = binding < BINDINGS && offset.is_multiple_of(align) && units < 1 << OFFSET_BITS;
+    let fits = binding < BINDINGS && offset % align == 0 && units < 1 << OFFSET_BITS;
     fits.then_some(((binding as u32) << OFFSET_BITS) | units as u32)
 }
 

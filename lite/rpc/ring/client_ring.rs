@@ -43,7 +43,7 @@ impl ClientRing {
     /// the server consumes more. The ring never fills completely, so a reported
     /// head is never ambiguous.
     pub(crate) fn reserve(&mut self, len: u64) -> Option<Reservation> {
-        if len == 0 || !len.is_multiple_of(RECORD_ALIGN) || len > self.size {
+        if len == 0 || len % RECORD_ALIGN != 0 || len > self.size {
             return None;
         }
         let at = ring_offset(self.tail, self.size);

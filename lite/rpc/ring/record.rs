@@ -26,7 +26,7 @@ pub(crate) const FLAG_ONEWAY: u32 = 1;
 pub(crate) const FLAG_ABANDONED: u32 = 2;
 
 const _: () = assert!(2 * MAX_RECORD <= RING_BYTES - RECORD_ALIGN);
-const _: () = assert!(RING_BYTES.is_multiple_of(RECORD_ALIGN));
+const _: () = assert!(RING_BYTES % RECORD_ALIGN == 0);
 
 /// Place of logical position `pos` in a ring of `size` bytes (never 0 in use).
 pub(crate) fn ring_offset(pos: u64, size: u64) -> u64 {
@@ -114,7 +114,7 @@ impl RecordHeader {
             && header.nruns <= MAX_RUNS
             && header.out_cap <= MAX_MSG
             && (!oneway || (header.nruns == 0 && header.out_cap == 0))
-            && header.start.is_multiple_of(RECORD_ALIGN)
+            && header.start % RECORD_ALIGN == 0
             && header.pad < RING_BYTES;
         sane.then_some(header)
     }

@@ -10,7 +10,7 @@ use kernel::prelude::*;
 
 /// An RC QP. Dropping it drains every outstanding work request, then destroys it.
 pub(crate) struct Qp {
-    pub(in crate::net::verbs) raw: NonNull<ffi::lite_qp>,
+    pub(in crate::verbs) raw: NonNull<ffi::lite_qp>,
 }
 
 // SAFETY: QP verbs (post, modify, query) may be called from any thread concurrently.

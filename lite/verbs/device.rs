@@ -27,7 +27,7 @@ pub(crate) struct PortAttr {
 /// One RDMA device with its PD, global MR and CQs (owned by the C side, which
 /// creates them before `lite_rust_dev_added` and frees them after `lite_rust_dev_release`).
 pub(crate) struct Device {
-    pub(in crate::net::verbs) raw: NonNull<ffi::lite_dev>,
+    pub(in crate::verbs) raw: NonNull<ffi::lite_dev>,
     name: [u8; 64],
 }
 

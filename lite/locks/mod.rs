@@ -12,7 +12,6 @@
 //! - `caller`: LT_lock, LT_unlock and LT_barrier, and the waits for an owner.
 //! - `owner`: the owner's queues, passing a lock on, ending a barrier's round.
 //! - here: the state, per open file (`FileLocks`) and per node (`LockNode`).
-//! - `ioctl`: the sync family of /dev/lite ioctls, which chardev hands on.
 //!
 //! Locking: `LockNode::waiters` is taken before a `Waiter::outcome`.
 //! `LockNode::queues` is held across the owner's atomics on a word and its
@@ -21,14 +20,11 @@
 //! never held while waiting for an owner.
 
 mod caller;
-mod ioctl;
 pub(crate) mod lockword;
 mod owner;
 
-pub(crate) use ioctl::ioctl;
-
-use crate::lmr::{Word, WordRef};
-use crate::node::Lite;
+use crate::lmr::{LmrEvents, LmrNode, Word, WordRef};
+use crate::net::Network;
 use core::sync::atomic::AtomicU32;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, CondVar, Mutex, SpinLock};
@@ -99,6 +95,9 @@ struct WordQueue {
 /// This node's side of locks and barriers.
 #[pin_data]
 pub(crate) struct LockNode {
+    net: Arc<Network>,
+    /// The LMRs whose words the locks and barriers are.
+    lmr: Arc<LmrNode>,
     next_token: AtomicU32,
     /// This node's callers waiting for an owner.
     #[pin]
@@ -110,12 +109,17 @@ pub(crate) struct LockNode {
 }
 
 impl LockNode {
-    pub(crate) fn new() -> impl PinInit<Self> {
-        pin_init!(LockNode {
-            next_token: AtomicU32::new(1),
-            waiters <- new_mutex!(KVec::new(), "lite:lock.waiters"),
-            queues <- new_mutex!(KVec::new(), "lite:lock.queues"),
-        })
+    pub(crate) fn new(net: Arc<Network>, lmr: Arc<LmrNode>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(LockNode {
+                net,
+                lmr,
+                next_token: AtomicU32::new(1),
+                waiters <- new_mutex!(KVec::new(), "lite:lock.waiters"),
+                queues <- new_mutex!(KVec::new(), "lite:lock.queues"),
+            }),
+            GFP_KERNEL,
+        )
     }
 }
 
@@ -127,10 +131,17 @@ fn outcome_code(outcome: i32) -> Result<u32> {
     }
 }
 
-impl Lite {
+/// Memory held here was released: queued callers at its words fail with EIDRM.
+impl LmrEvents for LockNode {
+    fn released(&self, master: u32, id: u64) {
+        self.forget_lmr(master, id);
+    }
+}
+
+impl LockNode {
     /// Callers queued at words this node owns: (for locks, at barriers).
-    pub(crate) fn sync_queued(&self) -> (u32, u32) {
-        let queues = self.locks.queues.lock();
+    pub(crate) fn queued(&self) -> (u32, u32) {
+        let queues = self.queues.lock();
         // Each queue holds at most MAX_QUEUED callers, so the lengths fit in u32.
         queues.iter().fold((0u32, 0u32), |(locks, barriers), q| {
             (

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The sync family of /dev/lite ioctls: LT_lock, LT_unlock and LT_barrier.
+//! The locks family of /dev/lite ioctls: LT_lock, LT_unlock and LT_barrier.
 
-use super::FileLocks;
 use crate::lmr::FileLmrs;
+use crate::locks::FileLocks;
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, reserved_zero};
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
-/// Serves the sync ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
-pub(crate) fn ioctl(
+/// Serves the locks ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
+pub(super) fn ioctl(
     lite: &Lite,
     lmrs: &Mutex<FileLmrs>,
     locks: &Mutex<FileLocks>,
@@ -22,8 +22,8 @@ pub(crate) fn ioctl(
             let req: LiteLock = read_in(arg)?;
             reserved_zero(&[req.reserved])?;
             match req.op {
-                LITE_LOCK_ACQUIRE => lite.lock_acquire(lmrs, locks, req.lh, req.offset),
-                LITE_LOCK_RELEASE => lite.lock_release(locks, req.lh, req.offset),
+                LITE_LOCK_ACQUIRE => lite.locks.lock_acquire(lmrs, locks, req.lh, req.offset),
+                LITE_LOCK_RELEASE => lite.locks.lock_release(locks, req.lh, req.offset),
                 _ => Err(EINVAL),
             }
         }
@@ -34,7 +34,8 @@ pub(crate) fn ioctl(
             {
                 return Err(EINVAL);
             }
-            lite.barrier(lmrs, req.lh, req.offset, req.participants, req.timeout_ms)
+            lite.locks
+                .barrier(lmrs, req.lh, req.offset, req.participants, req.timeout_ms)
         }
         _ => Err(ENOTTY),
     }

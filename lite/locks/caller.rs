@@ -3,22 +3,22 @@
 //! processes, their fast paths on the word, and their waits for its owner.
 
 use super::lockword::{self, WAITERS};
+use super::LockNode;
 use super::{outcome_code, FileLocks, HeldLock, Waiter, LOCKS_PER_FILE, OWNER_CHECK_MS};
 use crate::errno::{EDEADLK, EHOSTDOWN, ENOLCK, EOWNERDEAD, ETIMEDOUT};
 use crate::kvec::swap_remove;
 use crate::lmr::{FileLmrs, Word, WordRef};
-use crate::net::verbs::Atomic;
 use crate::net::wire::{
     LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE,
     LOCK_OP_RELEASE, LOCK_OP_WAIT, LOCK_QUEUED, LOCK_TAKEN, LOCK_TAKEN_HOLDER_DIED,
 };
-use crate::node::Lite;
+use crate::verbs::Atomic;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_spinlock, Arc, CondVarTimeoutResult, Mutex};
 use kernel::time::msecs_to_jiffies;
 
-impl Lite {
+impl LockNode {
     /// LT_lock: returns once this file holds the lock at `offset` of `lh`; EOWNERDEAD
     /// (holding it) when taken over from a holder whose node died.
     pub(crate) fn lock_acquire(
@@ -29,7 +29,7 @@ impl Lite {
         offset: u64,
     ) -> Result {
         let thread = kernel::current!().pid();
-        let word = self.lmr_word(lmrs, lh, offset)?;
+        let word = self.lmr.lmr_word(lmrs, lh, offset)?;
         {
             let held = locks.lock();
             // The same word through any handle of the LMR: the thread would wait for itself.
@@ -45,8 +45,8 @@ impl Lite {
             }
         }
         let token = self.lock_token();
-        let value = lockword::holder_word(self.me()?, token);
-        let old = self.word_atomic(
+        let value = lockword::holder_word(self.net.me()?, token);
+        let old = self.lmr.word_atomic(
             &word,
             Atomic::CompareSwap {
                 expected: 0,
@@ -104,13 +104,13 @@ impl Lite {
 
     /// Whether the file holds a lock through handle `lh` (which must then stay
     /// mapped, or the lock could never be released).
-    pub(crate) fn locks_held_through(&self, locks: &Mutex<FileLocks>, lh: u64) -> bool {
+    pub(crate) fn held_through(&self, locks: &Mutex<FileLocks>, lh: u64) -> bool {
         locks.lock().held.iter().any(|h| h.lh == lh)
     }
 
     /// The file closes: the locks it holds go to their next waiters.
-    pub(crate) fn locks_release_file(&self, locks: &Mutex<FileLocks>) {
-        let held = core::mem::replace(&mut locks.lock().held, KVec::new());
+    pub(crate) fn release_file(&self, locks: &Mutex<FileLocks>) {
+        let held = core::mem::take(&mut locks.lock().held);
         for lock in held.iter() {
             // A freed LMR or a dead owner took the lock with it.
             let _ = self.release_word(&lock.word, lock.value);
@@ -118,7 +118,7 @@ impl Lite {
     }
 
     fn release_word(&self, word: &WordRef, value: u64) -> Result {
-        let old = self.word_atomic(
+        let old = self.lmr.word_atomic(
             word,
             Atomic::CompareSwap {
                 expected: value,
@@ -144,8 +144,8 @@ impl Lite {
         participants: u32,
         timeout_ms: u32,
     ) -> Result {
-        let word = self.lmr_word(lmrs, lh, offset)?;
-        let old = self.word_atomic(&word, Atomic::FetchAdd(1))?;
+        let word = self.lmr.lmr_word(lmrs, lh, offset)?;
+        let old = self.lmr.word_atomic(&word, Atomic::FetchAdd(1))?;
         let (target, last) = lockword::barrier_arrival(old, participants).ok_or(EINVAL)?;
         let outcome = if last {
             self.owner_request(&word.word, BARRIER_OP_DONE, target, 0)?
@@ -166,7 +166,7 @@ impl Lite {
 
     fn lock_token(&self) -> u32 {
         loop {
-            let token = self.locks.next_token.fetch_add(1, Ordering::Relaxed);
+            let token = self.next_token.fetch_add(1, Ordering::Relaxed);
             if token != 0 {
                 return token;
             }
@@ -191,7 +191,7 @@ impl Lite {
             }),
             GFP_KERNEL,
         )?;
-        self.locks.waiters.lock().push(waiter.clone(), GFP_KERNEL)?;
+        self.waiters.lock().push(waiter.clone(), GFP_KERNEL)?;
         let answer = match self.owner_request(&word.word, op, value, token) {
             Ok(LOCK_QUEUED) => self.sleep_until_woken(&waiter, timeout_ms),
             other => other,
@@ -199,7 +199,7 @@ impl Lite {
         // Once off the list, a late wake finds nobody (ENOENT) and the owner
         // passes the lock on; an answer that came first stands.
         {
-            let mut waiters = self.locks.waiters.lock();
+            let mut waiters = self.waiters.lock();
             if let Some(i) = waiters.iter().position(|w| Arc::ptr_eq(w, &waiter)) {
                 swap_remove(&mut waiters, i);
             }
@@ -249,12 +249,13 @@ impl Lite {
             value,
             token,
         };
-        let me = self.me()?;
+        let me = self.net.me()?;
         if word.holder == me {
             return self.serve_lock(me, &req);
         }
         let mut answer = [0u8; 4];
         match self
+            .net
             .peer(word.holder)?
             .request(MsgKind::Lock, &req, &mut answer)?
         {
@@ -265,7 +266,7 @@ impl Lite {
 
     /// The owner's outcome for waiter `wake.token` of this node (from node `owner`).
     pub(crate) fn lock_woken(&self, owner: u32, wake: &LockWake) -> Result {
-        let waiters = self.locks.waiters.lock();
+        let waiters = self.waiters.lock();
         let waiter = waiters
             .iter()
             .find(|w| w.token == wake.token && w.owner == owner)
@@ -276,7 +277,10 @@ impl Lite {
     }
 
     pub(crate) fn node_alive(&self, node: u32) -> bool {
-        self.me().is_ok_and(|me| me == node)
-            || self.peer(node).is_ok_and(|p| p.ensure_connected().is_ok())
+        self.net.me().is_ok_and(|me| me == node)
+            || self
+                .net
+                .peer(node)
+                .is_ok_and(|p| p.ensure_connected().is_ok())
     }
 }

@@ -145,7 +145,7 @@ impl UserPages {
     }
 
     fn unmap(&mut self) {
-        let mapped = core::mem::replace(&mut self.dma, KVec::new());
+        let mapped = core::mem::take(&mut self.dma);
         for &dma in mapped.iter() {
             // SAFETY: mapped in `pin` with the same direction, and unmapped only once
             // (taken out of `self.dma`).

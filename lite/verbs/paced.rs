@@ -100,7 +100,7 @@ impl core::ops::Add for PacedStat {
 impl PacedPlace<'_> {
     /// The work request posted next through this device's QP takes the place over:
     /// its completion, or failure to post, gives it back.
-    pub(in crate::net::verbs) fn hand_over(self) {
+    pub(in crate::verbs) fn hand_over(self) {
         core::mem::forget(self);
     }
 }

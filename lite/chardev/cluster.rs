@@ -13,25 +13,25 @@ use kernel::prelude::*;
 const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 
 /// Serves the cluster ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
-pub(crate) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
+pub(super) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
     match cmd {
-        LITE_IOC_INFO => write_out(arg, &lite.info()),
+        LITE_IOC_INFO => write_out(arg, &lite.net.info()),
         LITE_IOC_JOIN => {
             require_admin()?;
             let join: LiteJoin = read_in(arg)?;
             reserved_zero(&[join.reserved])?;
-            lite.join(join.node_id, join.epoch)
+            lite.net.join(join.node_id, join.epoch)
         }
         LITE_IOC_LEAVE => {
             require_admin()?;
-            lite.leave();
+            lite.net.leave(lite);
             Ok(())
         }
         LITE_IOC_PEER_PREPARE => {
             require_admin()?;
             let mut prep: LitePeerPrepare = read_in(arg)?;
             reserved_zero(&[prep.reserved])?;
-            let (local, created) = lite.prepare_peer(prep.peer_id, prep.peer_epoch)?;
+            let (local, created) = lite.net.prepare_peer(lite, prep.peer_id, prep.peer_epoch)?;
             prep.local = local;
             prep.created = created as u32;
             write_out(arg, &prep)
@@ -40,17 +40,18 @@ pub(crate) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
             require_admin()?;
             let conn: LitePeerConnect = read_in(arg)?;
             reserved_zero(&[conn.reserved])?;
-            lite.connect_peer(conn.peer_id, conn.peer_epoch, &conn.remote)
+            lite.net
+                .connect_peer(conn.peer_id, conn.peer_epoch, &conn.remote)
         }
         LITE_IOC_PEER_DOWN => {
             require_admin()?;
             let down: LitePeerDown = read_in(arg)?;
             reserved_zero(&[down.reserved])?;
-            lite.peer_down(down.peer_id)
+            lite.net.peer_down(lite, down.peer_id)
         }
         LITE_IOC_PEERS => {
             let mut list: LitePeerList = read_in(arg)?;
-            let peers = lite.peers()?;
+            let peers = lite.net.peers()?;
             let shown = peers.len().min(list.capacity as usize);
             let mut out =
                 user_slice(list.entries as usize, shown * size_of::<LitePeerStatus>()).writer();
@@ -73,7 +74,7 @@ pub(crate) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
             }
             let out =
                 user_slice(ping.rtt_ns as usize, ping.count as usize * size_of::<u64>()).writer();
-            lite.ping(
+            lite.net.ping(
                 ping.node,
                 ping.count,
                 ping.timeout_ms,

@@ -4,32 +4,32 @@
 //! an LMR or a node that is gone.
 
 use super::lockword::{self, WaitStep, WAITERS};
+use super::LockNode;
 use super::{Queued, WordQueue, MAX_QUEUED, NODE_MAX_QUEUED, OWNER_RETRIES};
 use crate::errno::{EHOSTDOWN, EIDRM, ENOLCK};
 use crate::kvec::{remove_at, retain, swap_remove};
 use crate::lmr::{HeldWord, Word};
-use crate::net::verbs::Atomic;
 use crate::net::wire::{
     LockReq, LockWake, MsgKind, BARRIER_OP_DONE, BARRIER_OP_WAIT, BARRIER_PASSED, LOCK_DONE,
     LOCK_OP_RELEASE, LOCK_OP_WAIT, LOCK_QUEUED, LOCK_TAKEN, LOCK_TAKEN_HOLDER_DIED,
 };
-use crate::node::Lite;
+use crate::verbs::Atomic;
 use kernel::prelude::*;
 
-impl Lite {
+impl LockNode {
     /// Serves a lock or barrier request from node `from` for a word this node holds.
     pub(crate) fn serve_lock(&self, from: u32, req: &LockReq) -> Result<u32> {
         let word = Word {
-            holder: self.me()?,
+            holder: self.net.me()?,
             master: req.master,
             id: req.id,
             addr: req.addr,
         };
-        let mut queues = self.locks.queues.lock();
+        let mut queues = self.queues.lock();
         // Under `queues`: a free of the LMR takes its memory out of the registry
         // first, then its queues (waiting for `queues`), so no queue is made for a
         // word whose memory is gone, and `held` keeps it while this works on it.
-        let held = self.held_word(&word)?;
+        let held = self.lmr.held_word(&word)?;
         match req.op {
             LOCK_OP_WAIT | LOCK_OP_RELEASE if lockword::holder_node(req.value) != Some(from) => {
                 Err(EINVAL)
@@ -48,7 +48,7 @@ impl Lite {
                 Ok(LOCK_DONE)
             }
             BARRIER_OP_WAIT => {
-                let count = self.held_word_atomic(&held, Atomic::FetchAdd(0))?;
+                let count = self.lmr.held_word_atomic(&held, Atomic::FetchAdd(0))?;
                 if count >= req.value {
                     return Ok(BARRIER_PASSED);
                 }
@@ -68,7 +68,7 @@ impl Lite {
                 Ok(LOCK_QUEUED)
             }
             BARRIER_OP_DONE => {
-                let count = self.held_word_atomic(&held, Atomic::FetchAdd(0))?;
+                let count = self.lmr.held_word_atomic(&held, Atomic::FetchAdd(0))?;
                 let mut done = KVec::new();
                 if let Some(i) = queues.iter().position(|q| q.word == word) {
                     let queue = &mut queues[i];
@@ -103,9 +103,9 @@ impl Lite {
         let word = &held.word;
         for _ in 0..OWNER_RETRIES {
             let queued = queues.iter().any(|q| q.word == *word && !q.lock.is_empty());
-            let current = self.held_word_atomic(held, Atomic::FetchAdd(0))?;
+            let current = self.lmr.held_word_atomic(held, Atomic::FetchAdd(0))?;
             let swap = |new| {
-                self.held_word_atomic(
+                self.lmr.held_word_atomic(
                     held,
                     Atomic::CompareSwap {
                         expected: current,
@@ -153,7 +153,7 @@ impl Lite {
             };
             let more = index.is_some_and(|i| !queues[i].lock.is_empty());
             let new = lockword::passed_word(next.map(|n| n.value), more);
-            let old = self.held_word_atomic(
+            let old = self.lmr.held_word_atomic(
                 held,
                 Atomic::CompareSwap {
                     expected: current,
@@ -186,7 +186,7 @@ impl Lite {
     }
 
     fn wake(&self, waiter: &Queued, outcome: i32) -> Result {
-        let me = self.me()?;
+        let me = self.net.me()?;
         let wake = LockWake {
             token: waiter.token,
             outcome,
@@ -194,24 +194,25 @@ impl Lite {
         if waiter.node == me {
             self.lock_woken(me, &wake)
         } else {
-            self.peer(waiter.node)?
+            self.net
+                .peer(waiter.node)?
                 .request(MsgKind::LockWake, &wake, &mut [])
                 .map(drop)
         }
     }
 
     /// LMR (`master`, `id`) is freed here: its queued callers fail with EIDRM.
-    pub(crate) fn locks_forget_lmr(&self, master: u32, id: u64) {
+    pub(crate) fn forget_lmr(&self, master: u32, id: u64) {
         self.drop_queues(|w| w.master == master && w.id == id, EIDRM());
     }
 
     /// Node `node` is gone: its callers leave every queue, locks it held pass on,
     /// queues at words held for it go (EHOSTDOWN), and this node's callers waiting
     /// for it as an owner fail.
-    pub(crate) fn locks_forget_node(&self, node: u32) {
+    pub(crate) fn forget_node(&self, node: u32) {
         self.drop_queues(|w| w.master == node, EHOSTDOWN());
         {
-            let mut queues = self.locks.queues.lock();
+            let mut queues = self.queues.lock();
             let mut i = 0;
             while i < queues.len() {
                 retain(&mut queues[i].lock, |q| q.node != node);
@@ -223,10 +224,10 @@ impl Lite {
                 }
                 i += 1;
                 // A word whose LMR is being freed: its queue is about to go.
-                let Ok(held) = self.held_word(&word) else {
+                let Ok(held) = self.lmr.held_word(&word) else {
                     continue;
                 };
-                if let Ok(current) = self.held_word_atomic(&held, Atomic::FetchAdd(0)) {
+                if let Ok(current) = self.lmr.held_word_atomic(&held, Atomic::FetchAdd(0)) {
                     if lockword::holder_node(current) == Some(node) {
                         let _ = self.pass_on(&mut queues, &held, current, LOCK_TAKEN_HOLDER_DIED);
                         // The queues may have shrunk: look at everything again next time.
@@ -235,7 +236,7 @@ impl Lite {
                 }
             }
         }
-        let waiters = self.locks.waiters.lock();
+        let waiters = self.waiters.lock();
         for waiter in waiters.iter().filter(|w| w.owner == node) {
             *waiter.outcome.lock() = Some(EHOSTDOWN().to_errno());
             waiter.woken.notify_one();
@@ -243,7 +244,7 @@ impl Lite {
     }
 
     fn drop_queues(&self, gone: impl Fn(&Word) -> bool, err: Error) {
-        let mut queues = self.locks.queues.lock();
+        let mut queues = self.queues.lock();
         let mut i = 0;
         while i < queues.len() {
             if gone(&queues[i].word) {

@@ -2,18 +2,18 @@
 //! The LMR family of /dev/lite ioctls: allocating, mapping and freeing LMRs,
 //! one-sided operations through handles, and the node's memory.
 
-use super::{FileLmrs, MallocArgs};
-use crate::net::verbs::Atomic;
+use crate::lmr::{FileLmrs, MallocArgs};
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, require_admin, reserved_zero, write_out};
+use crate::verbs::Atomic;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
 /// Serves the LMR ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
 /// `locked(lh)`: whether the file holds a lock through handle `lh`, which must
 /// then stay mapped.
-pub(crate) fn ioctl(
+pub(super) fn ioctl(
     lite: &Lite,
     lmrs: &Mutex<FileLmrs>,
     locked: impl Fn(u64) -> bool,
@@ -32,9 +32,9 @@ pub(crate) fn ioctl(
                 name: req.name,
             };
             write_out(arg, &req)?;
-            req.lh = lite.lmr_malloc(lmrs, &args)?;
+            req.lh = lite.lmr.malloc(lmrs, &args)?;
             write_out(arg, &req).inspect_err(|_| {
-                let _ = lite.lmr_free(lmrs, req.lh);
+                let _ = lite.lmr.free(lmrs, req.lh);
             })
         }
         LITE_IOC_REGISTER => {
@@ -48,17 +48,17 @@ pub(crate) fn ioctl(
                 name: req.name,
             };
             write_out(arg, &req)?;
-            req.lh = lite.lmr_register(lmrs, buf, &args)?;
+            req.lh = lite.lmr.register(lmrs, buf, &args)?;
             write_out(arg, &req).inspect_err(|_| {
-                let _ = lite.lmr_free(lmrs, req.lh);
+                let _ = lite.lmr.free(lmrs, req.lh);
             })
         }
         LITE_IOC_MAP => {
             let mut req: LiteMap = read_in(arg)?;
             write_out(arg, &req)?;
-            (req.lh, req.size) = lite.lmr_map(lmrs, req.namespace, &req.name, req.perm)?;
+            (req.lh, req.size) = lite.lmr.map(lmrs, req.namespace, &req.name, req.perm)?;
             write_out(arg, &req).inspect_err(|_| {
-                let _ = lite.lmr_unmap(lmrs, req.lh);
+                let _ = lite.lmr.unmap(lmrs, req.lh);
             })
         }
         LITE_IOC_UNMAP => {
@@ -66,17 +66,17 @@ pub(crate) fn ioctl(
             if locked(lh) {
                 return Err(EBUSY);
             }
-            lite.lmr_unmap(lmrs, lh)
+            lite.lmr.unmap(lmrs, lh)
         }
-        LITE_IOC_FREE => lite.lmr_free(lmrs, read_in::<LiteHandle>(arg)?.lh),
+        LITE_IOC_FREE => lite.lmr.free(lmrs, read_in::<LiteHandle>(arg)?.lh),
         LITE_IOC_GRANT => {
             let req: LiteGrant = read_in(arg)?;
-            lite.lmr_grant(lmrs, req.lh, req.node, req.perm)
+            lite.lmr.grant(lmrs, req.lh, req.node, req.perm)
         }
         LITE_IOC_READ | LITE_IOC_WRITE => {
             let req: LiteRw = read_in(arg)?;
             let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-            lite.lmr_rw(
+            lite.lmr.rw(
                 lmrs,
                 req.lh,
                 req.offset,
@@ -88,11 +88,12 @@ pub(crate) fn ioctl(
         LITE_IOC_MEMSET => {
             let req: LiteMemset = read_in(arg)?;
             reserved_zero(&[req.reserved])?;
-            lite.lmr_memset(lmrs, req.lh, req.offset, req.len, req.value)
+            lite.lmr
+                .memset(lmrs, req.lh, req.offset, req.len, req.value)
         }
         LITE_IOC_MEMCPY => {
             let req: LiteMemcpy = read_in(arg)?;
-            lite.lmr_memcpy(
+            lite.lmr.memcpy(
                 lmrs,
                 req.dst_lh,
                 req.dst_offset,
@@ -101,10 +102,18 @@ pub(crate) fn ioctl(
                 req.len,
             )
         }
-        LITE_IOC_MEM_STAT => write_out(arg, &lite.mem_stat()),
+        LITE_IOC_MEM_STAT => {
+            let (lock_queued, barrier_queued) = lite.locks.queued();
+            let stat = LiteMemStat {
+                lock_queued,
+                barrier_queued,
+                ..lite.lmr.mem_stat()
+            };
+            write_out(arg, &stat)
+        }
         LITE_IOC_RESERVE => {
             require_admin()?;
-            lite.set_reserve(read_in::<LiteReserve>(arg)?.bytes)
+            lite.lmr.set_reserve(read_in::<LiteReserve>(arg)?.bytes)
         }
         LITE_IOC_ATOMIC => {
             let mut req: LiteAtomic = read_in(arg)?;
@@ -120,12 +129,12 @@ pub(crate) fn ioctl(
                 return Err(EINVAL);
             }
             write_out(arg, &req)?;
-            req.old = lite.lmr_atomic(lmrs, req.lh, req.offset, atomic)?;
+            req.old = lite.lmr.atomic(lmrs, req.lh, req.offset, atomic)?;
             write_out(arg, &req)
         }
         LITE_IOC_LMR_STAT => {
             let req: LiteLmrStat = read_in(arg)?;
-            write_out(arg, &lite.lmr_stat(lmrs, req.lh)?)
+            write_out(arg, &lite.lmr.stat(lmrs, req.lh)?)
         }
         _ => Err(ENOTTY),
     }

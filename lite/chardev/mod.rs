@@ -1,12 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 //! /dev/lite: per-open state, the shared page and ioctl dispatch. Each family of
-//! ioctls (cluster, lmr, sync, rpc, qos) is served by the `ioctl` function in its
-//! folder; `uarg` copies and checks their arguments.
+//! ioctls is served by the `ioctl` function of its file here (`cluster`, `lmr`,
+//! `locks`, `rpc`, `qos`, and `reach` in debug test builds); `uarg` copies and
+//! checks their arguments.
+
+mod cluster;
+mod lmr;
+mod locks;
+mod qos;
+#[cfg(lite_test_hooks)]
+mod reach;
+mod rpc;
 
 use crate::lmr::FileLmrs;
+use crate::locks::FileLocks;
 use crate::node::Lite;
 use crate::rpc::FileRpc;
-use crate::sync::FileLocks;
 use crate::uapi::*;
 use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
@@ -26,7 +35,7 @@ pub(crate) struct OpenFile {
     locks: Pin<KBox<Mutex<FileLocks>>>,
     /// Its canary page for `LITE_IOC_REACH` (debug test builds only).
     #[cfg(lite_test_hooks)]
-    reach: Pin<KBox<Mutex<crate::reach::FileReach>>>,
+    reach: Pin<KBox<Mutex<reach::FileReach>>>,
 }
 
 impl OpenFile {
@@ -43,7 +52,7 @@ impl OpenFile {
                 locks,
                 #[cfg(lite_test_hooks)]
                 reach: KBox::pin_init(
-                    new_mutex!(crate::reach::FileReach::new(), "lite:file.reach"),
+                    new_mutex!(reach::FileReach::new(), "lite:file.reach"),
                     GFP_KERNEL,
                 )?,
             },
@@ -56,9 +65,9 @@ impl OpenFile {
     /// it owed fail and the class its process chose for itself lapses.
     pub(crate) fn release(&self, lite: &Lite) {
         lite.qos.file_closed(self.id);
-        lite.locks_release_file(&self.locks);
-        lite.rpc_release(&self.rpc);
-        lite.file_release(&self.lmrs);
+        lite.locks.release_file(&self.locks);
+        lite.rpc.release(&self.rpc);
+        lite.lmr.file_release(&self.lmrs);
     }
 
     /// Kernel address of the shared page, for mmap.
@@ -80,16 +89,16 @@ impl OpenFile {
             | LITE_IOC_PEER_CONNECT
             | LITE_IOC_PEER_DOWN
             | LITE_IOC_PEERS
-            | LITE_IOC_PING => crate::net::ioctl(lite, cmd, arg),
+            | LITE_IOC_PING => cluster::ioctl(lite, cmd, arg),
             LITE_IOC_MALLOC | LITE_IOC_REGISTER | LITE_IOC_MAP | LITE_IOC_UNMAP | LITE_IOC_FREE
             | LITE_IOC_GRANT | LITE_IOC_READ | LITE_IOC_WRITE | LITE_IOC_MEMSET
             | LITE_IOC_MEMCPY | LITE_IOC_MEM_STAT | LITE_IOC_RESERVE | LITE_IOC_ATOMIC
             | LITE_IOC_LMR_STAT => {
-                let locked = |lh| lite.locks_held_through(&self.locks, lh);
-                crate::lmr::ioctl(lite, &self.lmrs, locked, cmd, arg)
+                let locked = |lh| lite.locks.held_through(&self.locks, lh);
+                lmr::ioctl(lite, &self.lmrs, locked, cmd, arg)
             }
             LITE_IOC_LOCK | LITE_IOC_BARRIER => {
-                crate::sync::ioctl(lite, &self.lmrs, &self.locks, cmd, arg)
+                locks::ioctl(lite, &self.lmrs, &self.locks, cmd, arg)
             }
             LITE_IOC_RPC_REGISTER
             | LITE_IOC_RPC_UNREGISTER
@@ -99,16 +108,16 @@ impl OpenFile {
             | LITE_IOC_RPC_REPLY
             | LITE_IOC_RPC_REPLY_RECV
             | LITE_IOC_RPC_BENCH
-            | LITE_IOC_RPC_STAT => crate::rpc::ioctl(lite, &self.rpc, cmd, arg),
+            | LITE_IOC_RPC_STAT => rpc::ioctl(lite, &self.rpc, cmd, arg),
             LITE_IOC_QOS_GET
             | LITE_IOC_QOS_SET
             | LITE_IOC_CLASS_RULE_ADD
             | LITE_IOC_CLASS_RULE_DEL
             | LITE_IOC_CLASS_RULES
             | LITE_IOC_CLASS_SELF
-            | LITE_IOC_QOS_STAT => crate::qos::ioctl(lite, self.id, cmd, arg),
+            | LITE_IOC_QOS_STAT => qos::ioctl(lite, self.id, cmd, arg),
             #[cfg(lite_test_hooks)]
-            LITE_IOC_REACH => crate::reach::ioctl(lite, &self.lmrs, &self.reach, arg),
+            LITE_IOC_REACH => reach::ioctl(lite, &self.lmrs, &self.reach, arg),
             _ => Err(ENOTTY),
         }
         .map(|()| 0)

@@ -2,11 +2,10 @@
 //! The RPC family of /dev/lite ioctls: serving ids, calls and messages, waiting
 //! for a call, receiving and replying, the in-kernel benchmark and statistics.
 
-use super::server::Received;
-use super::FileRpc;
 use crate::compat::user_slice;
 use crate::errno::ECONNRESET;
 use crate::node::Lite;
+use crate::rpc::{FileRpc, Received};
 use crate::uapi::*;
 use crate::uarg::{read_in, reserved_zero, write_out};
 use core::mem::size_of;
@@ -17,15 +16,15 @@ use kernel::sync::Arc;
 const RPC_MAX_TIMEOUT_MS: u32 = LITE_RPC_MAX_TIMEOUT_MS;
 
 /// Serves the RPC ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
-pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Result {
+pub(super) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Result {
     match cmd {
         LITE_IOC_RPC_REGISTER | LITE_IOC_RPC_UNREGISTER => {
             let req: LiteRpcId = read_in(arg)?;
             reserved_zero(&[req.reserved])?;
             if cmd == LITE_IOC_RPC_REGISTER {
-                lite.rpc_register(rpc, req.id)
+                lite.rpc.register(rpc, req.id)
             } else {
-                lite.rpc_unregister(rpc, req.id)
+                lite.rpc.unregister(rpc, req.id)
             }
         }
         LITE_IOC_RPC_CALL => {
@@ -33,7 +32,7 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
             // A call cannot be taken back once sent (its slot shows it until its deadline).
             write_out(arg, &req)?;
             let class = lite.qos.current_class();
-            req.seq = lite.rpc_call(rpc, &req, class)?;
+            req.seq = lite.rpc.call(rpc, &req, class)?;
             lite.qos.account(class, req.input_len, None);
             write_out(arg, &req)
         }
@@ -50,7 +49,7 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
         }
         LITE_IOC_RPC_REPLY => {
             let req: LiteRpcReply = read_in(arg)?;
-            lite.rpc_reply(
+            lite.rpc.reply(
                 rpc,
                 req.token,
                 usize::try_from(req.buf).map_err(|_| EFAULT)?,
@@ -61,7 +60,7 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
             let mut req: LiteRpcReplyRecv = read_in(arg)?;
             write_out(arg, &req)?;
             let reply = req.reply;
-            lite.rpc_reply(
+            lite.rpc.reply(
                 rpc,
                 reply.token,
                 usize::try_from(reply.buf).map_err(|_| EFAULT)?,
@@ -81,10 +80,10 @@ pub(crate) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
             }
             let out =
                 user_slice(req.rtt_ns as usize, req.count as usize * size_of::<u64>()).writer();
-            req.reply_len = lite.rpc_bench(&req, out)?;
+            req.reply_len = lite.rpc.bench(&req, out)?;
             write_out(arg, &req)
         }
-        LITE_IOC_RPC_STAT => write_out(arg, &lite.rpc_stat()?),
+        LITE_IOC_RPC_STAT => write_out(arg, &lite.rpc.stat()?),
         _ => Err(ENOTTY),
     }
 }
@@ -101,7 +100,7 @@ fn written_back(
     match result {
         Ok(()) => write().inspect_err(|_| {
             if token != 0 {
-                lite.rpc_abandon(rpc, token, ECONNRESET());
+                lite.rpc.abandon(rpc, token, ECONNRESET());
             }
         }),
         Err(e) if e == crate::errno::EOVERFLOW() => write().and(Err(e)),
@@ -117,7 +116,8 @@ fn recv(lite: &Lite, rpc: &FileRpc, req: &mut LiteRpcRecv) -> Result {
     }
     let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
     let (got, delivered): (Received, bool) =
-        lite.rpc_recv(rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
+        lite.rpc
+            .recv(rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
     req.len = got.len;
     req.token = got.token;
     req.node = got.node;

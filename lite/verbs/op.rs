@@ -13,7 +13,7 @@ pub(crate) const TIMED_OUT: i32 = -(kernel::bindings::ETIMEDOUT as i32);
 /// Completion of a one-sided operation made of several work requests. Dropping it
 /// waits for whatever is still posted.
 pub(crate) struct Op {
-    pub(in crate::net::verbs) raw: NonNull<ffi::lite_op>,
+    pub(in crate::verbs) raw: NonNull<ffi::lite_op>,
 }
 
 // SAFETY: the C op is a completion plus atomics, usable from any thread.

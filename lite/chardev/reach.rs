@@ -6,10 +6,10 @@
 
 use crate::lmr::FileLmrs;
 use crate::net::polling::Wait;
-use crate::net::verbs::{Atomic, DmaBuf, PAGE_SIZE};
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, reserved_zero, write_out};
+use crate::verbs::{Atomic, DmaBuf, PAGE_SIZE};
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
@@ -24,7 +24,7 @@ impl FileReach {
     }
 }
 
-pub(crate) fn ioctl(
+pub(super) fn ioctl(
     lite: &Lite,
     lmrs: &Mutex<FileLmrs>,
     reach: &Mutex<FileReach>,
@@ -49,7 +49,7 @@ pub(crate) fn ioctl(
         LITE_REACH_CANARY => {
             let mut file = reach.lock();
             if file.canary.is_none() {
-                let page = DmaBuf::new(&lite.device()?, PAGE_SIZE)?;
+                let page = DmaBuf::new(&lite.net.device()?, PAGE_SIZE)?;
                 page.fill(0, PAGE_SIZE, LITE_REACH_CANARY_BYTE)?;
                 file.canary = Some(page);
             }
@@ -57,19 +57,21 @@ pub(crate) fn ioctl(
             req.len = PAGE_SIZE as u32;
         }
         LITE_REACH_READ => {
-            let buf = DmaBuf::new(&lite.device()?, len)?;
-            lite.peer(req.node)?
+            let buf = DmaBuf::new(&lite.net.device()?, len)?;
+            lite.net
+                .peer(req.node)?
                 .rdma_kernel(false, &buf, 0, len, req.addr, req.rkey)?;
             buf.read(0, &mut req.data[..len])?;
         }
         LITE_REACH_WRITE => {
-            let buf = DmaBuf::new(&lite.device()?, len)?;
+            let buf = DmaBuf::new(&lite.net.device()?, len)?;
             buf.write_bytes(0, &req.data[..len])?;
-            lite.peer(req.node)?
+            lite.net
+                .peer(req.node)?
                 .rdma_write_kernel(&buf, 0, len, req.addr, req.rkey)?;
         }
         LITE_REACH_ATOMIC => {
-            let old = lite.peer(req.node)?.atomic(
+            let old = lite.net.peer(req.node)?.atomic(
                 Atomic::FetchAdd(1),
                 req.addr,
                 req.rkey,

@@ -11,7 +11,7 @@ use kernel::prelude::*;
 
 /// Serves the QoS ioctl `cmd` with its argument at `arg`; ENOTTY for any other.
 /// `file`: the open file's id, for the class its process chooses.
-pub(crate) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
+pub(super) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
     match cmd {
         LITE_IOC_QOS_GET => write_out(arg, &lite.qos.get()),
         LITE_IOC_QOS_SET => {
@@ -45,7 +45,7 @@ pub(crate) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
             write_out(arg, &req)?;
             write_out(arg, &lite.qos.choose(file, req.class)?)
         }
-        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.paced_stat())),
+        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.net.paced_stat())),
         _ => Err(ENOTTY),
     }
 }

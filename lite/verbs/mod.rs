@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Safe wrappers over the C verbs helpers: an RDMA device and its RC QPs.
+//! The bottom layer: the module's own RDMA binding. Safe wrappers over the C
+//! helpers beside them (`verbs.c`: devices, QPs, CQs, posting and completions;
+//! `dma.c`: DMA buffers and pinned user pages; `mr.c`: per-range MRs), which are
+//! all that sees inside the kernel's verbs objects.
 //!
 //! - `device`: an RDMA device (`Device`), which creates the QPs.
 //! - `qp`: an RC QP (`Qp`) and what is posted on it (`WriteImm`, `Atomic`).
