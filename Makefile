@@ -117,7 +117,7 @@ lint: deps
 test-host: lint
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
-	python3 -m unittest discover --quiet --start-directory tools --pattern 'test_*.py'
+	python3 -m pytest -q tools/tests
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,

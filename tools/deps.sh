@@ -3,6 +3,7 @@
 # Debian packages (skipped when present) and bindgen-cli into the cache dir.
 set -euo pipefail
 RUFF_VERSION=0.17.6
+PYTEST_VERSION=8.4.2
 case "${1:-}" in
   -h|--help) echo "usage: $0   install the Debian packages and bindgen-cli LITE-RS needs (idempotent)"; exit 0 ;;
 esac
@@ -14,7 +15,7 @@ packages=(
   bc flex bison libelf-dev libssl-dev cpio kmod
   linux-source-6.12 qemu-system-x86 busybox-static iproute2
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
-  vde2 socat python3 python3-matplotlib
+  vde2 socat python3 python3-matplotlib python3-pytest
 )
 
 missing=()
@@ -45,6 +46,11 @@ fi
 if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
   echo "deps: adding clippy and rustfmt to the Rust toolchain"
   rustup component add clippy rustfmt
+fi
+# The Python tools' tests (make test-host, tools/vmtest.py) run under pytest.
+if ! python3 -c 'import pytest' 2>/dev/null; then
+  echo "deps: installing pytest $PYTEST_VERSION for $(command -v python3)"
+  python3 -m pip install --quiet "pytest==$PYTEST_VERSION"
 fi
 # make lint's Python linter.
 if ! python3 -m ruff --version 2>/dev/null | grep -q "^ruff $RUFF_VERSION$"; then

@@ -1,0 +1,300 @@
+"""The benchmark's steps (tools/bench.py), per section: latency, bandwidth, malloc,
+LMR counts, RPC and atomics, each a list of (label, step) that fills in the results;
+`run_steps` runs those of the sections asked for."""
+
+import statistics
+
+from litebench.bench.output import parse_perftest_bw, parse_perftest_lat
+from litebench.bench.report import EVENTS, fmt_ns, fmt_size
+from litebench.bench.runner import CLIENT, SERVER
+
+MALLOC_HOLDERS = ["1", "0,1,2"]
+# The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
+# size and seed) and it answers with the size asked for.
+RPC_ID = 31
+# Server threads: enough that calls from several client threads are served in parallel.
+RPC_SERVER_THREADS = 4
+RPC_THREADS = [1, 2, 4, 8, 16]
+RPC_CALLER_ROUNDS = 4
+# Step groups, in the order they run (--only).
+SECTIONS = ["lat", "bw", "malloc", "lmrs", "rpc", "atomics"]
+RPC_IDLE_S = 5
+LOCK_THREADS = [1, 2, 4, 8]
+# The lock word (followed by the counter it guards) in the atomics' LMR.
+LOCK_OFFSET = 64
+USER_HZ = 100
+
+
+def add_round(into, r, keys):
+    """Adds one round's result `r` to a point measured in rounds, and sets each of
+    `keys` to the median over the rounds so far."""
+    point = into.setdefault("rounds", [])
+    point.append(r)
+    for k in keys:
+        into[k] = statistics.median(x[k] for x in point if x.get(k) is not None)
+
+
+def lat_native(b, native, iters, tool, size, flags=""):
+    """A step: one perftest latency round of `size` bytes, added to native[TOOL FLAGS]."""
+    def go():
+        r = parse_perftest_lat(b.perftest(tool, size, iters, flags), size)
+        if r is None:
+            raise ValueError(f"no {tool} result row for {size} B in the output")
+        key = f"{tool} {flags}" if flags else tool
+        add_round(native.setdefault(key, {}).setdefault(str(size), {}), r, ("t_typical_us", "p99_us"))
+        mult = 2 if tool == "ib_write_lat" else 1
+        return (f"median {fmt_ns(r['t_typical_us'] * 1000 * mult)}, p99 {fmt_ns(r.get('p99_us', 0) * 1000 * mult)}"
+                + (" (x 2: round trip)" if mult == 2 else ""))
+    return go
+
+
+def lat_round_iters(a):
+    # Each latency point is measured in rounds, native and LITE alternating, and
+    # reported as the median of the rounds' medians (and p99s): the emulated cluster
+    # drifts by tens of percent within a minute, which one long series per side
+    # would attribute to whichever ran in the slower moment.
+    return max(20, a.lat_iters // a.lat_rounds)
+
+
+def lat_steps(b, a, lite, native):
+    per_round = lat_round_iters(a)
+
+    def lat_lite(op, size):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench lat --op {op} --holder {SERVER} --sizes {size} --iters {per_round} "
+                                    f"--warmup {a.warmup}", a.step_timeout)
+            r = d["results"][0]
+            add_round(lite.setdefault(f"lat_{op}", {}).setdefault(str(size), {}), r, ("median_ns", "p99_ns"))
+            return f"median {fmt_ns(r['median_ns'])}, p99 {fmt_ns(r['p99_ns'])}"
+        return go
+
+    def settle():
+        # The first seconds after the join are slower for both sides (the guests finish
+        # booting, TCG translates the code paths for the first time): untimed traffic.
+        b.perftest("ib_read_lat", 8, 200)
+        b.tool_json(CLIENT, f"lite-bench lat --op read --holder {SERVER} --sizes 8 --iters 200", a.step_timeout)
+        return "done"
+
+    # Native and LITE alternate per size, so both see the same cluster conditions.
+    steps = [("warm-up: ib_read_lat and LT_read 8 B (untimed)", settle)]
+    for size in a.lat_sizes:
+        for r in range(1, a.lat_rounds + 1):
+            of = f" (round {r}/{a.lat_rounds})" if a.lat_rounds > 1 else ""
+            steps.append((f"ib_write_lat {fmt_size(size)}{of}", lat_native(b, native, per_round, "ib_write_lat", size)))
+            steps.append((f"lite-bench lat write {fmt_size(size)}{of}", lat_lite("write", size)))
+            steps.append((f"ib_read_lat {fmt_size(size)}{of}", lat_native(b, native, per_round, "ib_read_lat", size)))
+            steps.append((f"lite-bench lat read {fmt_size(size)}{of}", lat_lite("read", size)))
+            steps.append((f"ib_read_lat {EVENTS} {fmt_size(size)}{of}",
+                          lat_native(b, native, per_round, "ib_read_lat", size, EVENTS)))
+    return steps
+
+
+def bw_steps(b, a, lite, native):
+    def bw_iters(size):
+        return max(5, a.bw_mib * (1 << 20) // size)
+
+    def bw_native(size):
+        def go():
+            r = parse_perftest_bw(b.perftest("ib_write_bw", size, bw_iters(size)), size)
+            if r is None:
+                raise ValueError(f"no ib_write_bw result row for {size} B in the output")
+            native.setdefault("ib_write_bw", {})[str(size)] = r
+            return f"{r['avg_mib_s']:.1f} MiB/s"
+        return go
+
+    def bw_lite(size):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench bw --holder {SERVER} --sizes {size} --iters {bw_iters(size)} "
+                                    f"--seconds {a.bw_seconds} --threads {a.bw_threads}", a.step_timeout)
+            r = d["results"][0]
+            r["threads"] = d["threads"]
+            lite.setdefault("bw", {})[str(size)] = r
+            return f"{r['mib_s']:.1f} MiB/s ({r['writes']} writes in {r['seconds']:.1f} s)"
+        return go
+
+    steps = []
+    for size in a.bw_sizes:
+        steps.append((f"ib_write_bw {fmt_size(size)}, {bw_iters(size)} writes", bw_native(size)))
+        steps.append((f"lite-bench bw {fmt_size(size)}, {bw_iters(size)} writes", bw_lite(size)))
+    return steps
+
+
+def malloc_steps(b, a, lite, native):
+    def touch_guest_memory():
+        # QEMU backs guest RAM on its first touch (a host page fault per page), which
+        # costs the first 1 GiB allocation of a fresh guest several times what later
+        # ones cost: touch it once, untimed, with both ibv_reg_mr and LT_malloc.
+        b.tool_json(CLIENT, f"lite-regmr --size {a.malloc_size}", a.step_timeout)
+        for holders in MALLOC_HOLDERS:
+            b.tool_json(CLIENT, f"lite-bench malloc --size {a.malloc_size} --holders {holders}", a.step_timeout)
+        return "done"
+
+    def add_malloc_round(into, d, keys):
+        into["size"] = d.get("size")
+        add_round(into, d, keys)
+
+    def regmr():
+        d = b.tool_json(CLIENT, f"lite-regmr --size {a.malloc_size}", a.step_timeout)
+        add_malloc_round(native.setdefault("regmr", {}), d, ("reg_ns", "dereg_ns"))
+        return f"ibv_reg_mr {fmt_ns(d['reg_ns'])}, ibv_dereg_mr {fmt_ns(d['dereg_ns'])}"
+
+    def malloc(holders, reserved):
+        def go():
+            nodes = [int(n) for n in holders.split(",")]
+            filled = ""
+            if reserved:
+                # Each holder's share, zeroed ahead (the module refills it in the background).
+                share = -(-a.malloc_size // len(nodes))
+                waits = [b.tool_json(n, f"lite-admin reserve {share} --wait --json", a.step_timeout)["waited_s"]
+                         for n in nodes]
+                filled = f" (reserve filled in {max(waits):.1f} s)"
+            try:
+                d = b.tool_json(CLIENT, f"lite-bench malloc --size {a.malloc_size} --holders {holders}", a.step_timeout)
+            finally:
+                if reserved:
+                    for n in nodes:
+                        b.c.exec(n, "lite-admin reserve 0", check=False)
+            add_malloc_round(lite.setdefault("malloc_reserved" if reserved else "malloc", {}).setdefault(holders, {}),
+                             d, ("malloc_ns", "map_ns", "total_ns"))
+            return f"malloc {fmt_ns(d['malloc_ns'])} + map {fmt_ns(d['map_ns'])} = {fmt_ns(d['total_ns'])}{filled}"
+        return go
+
+    steps = [("first touch of the guests' memory (untimed)", touch_guest_memory)]
+    # Single calls of 0.1-1 s vary by tens of percent under TCG: rounds, medians.
+    for r in range(1, a.malloc_rounds + 1):
+        of = f" (round {r}/{a.malloc_rounds})" if a.malloc_rounds > 1 else ""
+        steps.append((f"lite-regmr (ibv_reg_mr) {fmt_size(a.malloc_size)}{of}", regmr))
+        for holders in MALLOC_HOLDERS:
+            steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders}{of}",
+                          malloc(holders, False)))
+            steps.append((f"lite-bench malloc {fmt_size(a.malloc_size)} on node(s) {holders} from the zeroed reserve{of}",
+                          malloc(holders, True)))
+    return steps
+
+
+def lmr_steps(b, a, lite, native):
+    def lmrs(count):
+        def go():
+            # Every named LT_malloc asks each node about the name and the holder for memory,
+            # and every LT_free asks the holder again: round trips of milliseconds under TCG,
+            # overlapped by lite-bench's threads; 100 000 of each take minutes.
+            timeout = max(a.step_timeout, int(600 + count * 0.03))
+            d = b.tool_json(CLIENT, f"lite-bench lmrs --count {count} --holder {SERVER} --iters {a.lmr_iters} "
+                                    f"--warmup {a.warmup}", timeout)
+            lite.setdefault("lmrs", {})[str(count)] = d
+            return (f"1 LMR: median {fmt_ns(d['alone']['median_ns'])}; random of {count:,}: "
+                    f"median {fmt_ns(d['median_ns'])}, p99 {fmt_ns(d['p99_ns'])}; "
+                    f"allocated in {d['setup_s']:.0f} s, freed in {d['free_s']:.0f} s")
+        return go
+
+    return [(f"lite-bench lmrs {count:,} LMR{'s' if count != 1 else ''}", lmrs(count)) for count in a.lmr_counts]
+
+
+def rpc_steps(b, a, lite, native):
+    def rpc_server():
+        c = b.c
+        c.exec(SERVER, f"rm -f /tmp/bench-rpc.in; mkfifo /tmp/bench-rpc.in; sleep 100000 > /tmp/bench-rpc.in & "
+                       f"echo $! > /tmp/bench-rpc.keep; lite-selftest rpc-serve {RPC_ID} --threads {RPC_SERVER_THREADS} "
+                       f"< /tmp/bench-rpc.in "
+                       f"> /run/lite/bench-rpc-server.log 2>&1 & echo $! > /tmp/bench-rpc.pid; sleep 1; "
+                       f"grep -q ready /run/lite/bench-rpc-server.log")
+        return f"lite-selftest rpc-serve {RPC_ID} --threads {RPC_SERVER_THREADS} on node {SERVER}"
+
+    def rpc_call(key, args_text):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {RPC_ID} {args_text}", a.step_timeout)
+            if d.get("failed"):
+                raise ValueError(f"{d['failed']} of {d['calls']} calls failed: {d.get('first_error')}")
+            key(d)
+            extra = f", {d['crossings_per_call']:.2f} crossings/call" if "crossings_per_call" in d else ""
+            return f"median {fmt_ns(d['p50_ns'])}, p99 {fmt_ns(d['p99_ns'])}{extra}"
+        return go
+
+    def rpc_idle():
+        out = b.c.exec(SERVER, f"p=$(cat /tmp/bench-rpc.pid); cut -d' ' -f14,15 /proc/$p/stat; sleep {RPC_IDLE_S}; "
+                               f"cut -d' ' -f14,15 /proc/$p/stat", timeout=RPC_IDLE_S + 60).out.split()
+        ticks = sum(int(x) for x in out[2:4]) - sum(int(x) for x in out[0:2])
+        lite["rpc_idle"] = {"seconds": RPC_IDLE_S, "cpu_s": ticks / USER_HZ}
+        return f"{ticks / USER_HZ:.2f} s of CPU in {RPC_IDLE_S} s idle"
+
+    # User and kernel caller alternate in rounds, so that both see the same moments of
+    # a noisy emulated cluster; each is summarized by the median of its round medians.
+    def add_caller_round(key):
+        def store(d):
+            caller = lite.setdefault(key, {"rounds": []})
+            caller["rounds"].append(d)
+            caller["p50_ns"] = statistics.median(r["p50_ns"] for r in caller["rounds"])
+            caller["p99_ns"] = statistics.median(r["p99_ns"] for r in caller["rounds"])
+        return store
+
+    steps = [("RPC server", rpc_server)]
+    for size in a.lat_sizes:
+        steps.append((f"lite-selftest rpc-call 16 B -> {fmt_size(size)}",
+                      rpc_call(lambda d, size=size: lite.setdefault("rpc_lat", {}).__setitem__(str(size), d),
+                               f"--count {a.lat_iters} --size 16 --reply {size}")))
+    per_round = max(10, a.lat_iters // RPC_CALLER_ROUNDS)
+    for r in range(1, RPC_CALLER_ROUNDS + 1):
+        steps.append((f"lite-selftest rpc-call 8 B, user caller (round {r}/{RPC_CALLER_ROUNDS})",
+                      rpc_call(add_caller_round("rpc_user"), f"--count {per_round} --size 8 --reply 4096")))
+        steps.append((f"lite-selftest rpc-call 8 B, kernel caller (round {r}/{RPC_CALLER_ROUNDS})",
+                      rpc_call(add_caller_round("rpc_kernel"),
+                               f"--count {per_round} --size 8 --reply 4096 --kernel-caller")))
+    for threads in RPC_THREADS:
+        steps.append((f"lite-selftest rpc-call, {threads} thread(s)",
+                      rpc_call(lambda d, t=threads: lite.setdefault("rpc_threads", {}).__setitem__(str(t), d),
+                               f"--count {max(4, a.lat_iters // threads)} --threads {threads} --size 16 --reply 64")))
+    steps.append((f"idle RPC server CPU over {RPC_IDLE_S} s", rpc_idle))
+    return steps
+
+
+def atomic_steps(b, a, lite, native):
+    def atomic_lmr():
+        # Allocated from CLIENT, held by SERVER; kept until the cluster goes down.
+        b.c.exec(CLIENT, f"rm -f /tmp/bench-atomic.in; mkfifo /tmp/bench-atomic.in; sleep 100000 > /tmp/bench-atomic.in & "
+                         f"lite-selftest lmr-serve bench-atomic --size 4K --holders {SERVER} --perm rw --zeroed "
+                         f"< /tmp/bench-atomic.in > /run/lite/bench-atomic.log 2>&1 & sleep 1; "
+                         f"for i in $(seq 60); do grep -q ready /run/lite/bench-atomic.log && exit 0; sleep 1; done; exit 1",
+                 timeout=120)
+        return f"LMR bench-atomic held by node {SERVER}"
+
+    def atomic_lite():
+        d = b.tool_json(CLIENT, f"lite-selftest atomic-count bench-atomic --count {a.lat_iters}", a.step_timeout)
+        lite["atomic"] = d
+        return f"median {fmt_ns(d['p50_ns'])}, p99 {fmt_ns(d['p99_ns'])}"
+
+    def lock_lite(threads):
+        def go():
+            count = max(4, a.lat_iters // threads)
+            d = b.tool_json(CLIENT, f"lite-selftest lock-count bench-atomic --offset {LOCK_OFFSET} "
+                                    f"--threads {threads} --count {count}", a.step_timeout)
+            if d.get("first_error"):
+                raise ValueError(d["first_error"])
+            lite.setdefault("lock", {})[str(threads)] = d
+            return (f"lock median {fmt_ns(d['lock_p50_ns'])}, unlock median {fmt_ns(d['unlock_p50_ns'])}, "
+                    f"{d['increments_per_s']:.0f} increments/s")
+        return go
+
+    per_round = lat_round_iters(a)
+    steps = [("ib_atomic_lat 8 B", lat_native(b, native, per_round, "ib_atomic_lat", 8)),
+             (f"ib_atomic_lat {EVENTS} 8 B", lat_native(b, native, per_round, "ib_atomic_lat", 8, EVENTS)),
+             ("LMR for the atomics", atomic_lmr),
+             ("lite-selftest atomic-count (fetch-and-add)", atomic_lite)]
+    for threads in LOCK_THREADS:
+        steps.append((f"lite-selftest lock-count, {threads} thread(s)", lock_lite(threads)))
+    return steps
+
+
+# The steps of each section of SECTIONS, in the order they run: (b, args, results'
+# `lite`, results' `native`) -> [(label, step)], where a step fills in the results
+# and returns a line for the progress output.
+SECTION_STEPS = {"lat": lat_steps, "bw": bw_steps, "malloc": malloc_steps, "lmrs": lmr_steps, "rpc": rpc_steps,
+                 "atomics": atomic_steps}
+
+
+def run_steps(b, results, args):
+    """Runs the steps of every section (of args.only's, if given) on `b`'s cluster."""
+    steps = [step for name in SECTIONS if not args.only or name in args.only
+             for step in SECTION_STEPS[name](b, args, results["lite"], results["native"])]
+    b.total = len(steps)
+    for label, fn in steps:
+        b.guarded(label, fn)
