@@ -7,7 +7,7 @@
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
 #   SEGMENT=bridge                cluster: tap ports on a Linux bridge, tc links, jumbo frames
 #   SMP=N                 cluster: vCPUs per guest (default 2; 1 keeps a bottleneck's wire the
-#                         bottleneck, see docs/measurements.md "Two regimes")
+#                         bottleneck, see docs/measurements/priority-classes.md "Two regimes")
 #   KDIR=/path            build the module against this kernel tree instead (real nodes),
 #                         with BINDGEN=bindgen and KMAKE='LLVM=1' as that kernel needs
 
@@ -25,8 +25,10 @@ KMAKE ?= LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=$(BINDGEN)
 KDIR ?=
 GUEST := build/$(KERNEL)/guest
 CARGO ?= cargo
+# Times a phase of make test (build/test-phases).
+PHASE := tools/phase.sh
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm lint fuzz soak clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm lint lint-module fuzz soak clean
 
 all: guest
 
@@ -114,10 +116,20 @@ lint: deps
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
 	python3 -m ruff check --quiet tools
 
+# The module through the kernel's own clippy (CLIPPY=1, Debian's clippy-driver for its
+# rustc), with the debug build's test hooks; any warning fails. It needs a built kernel
+# tree, so make test runs it once the debug kernel is there.
+lint-module: lite/helpers_ffi.rs
+	@kdir=$$(tools/kernel/build.sh debug)/build && touch lite/lite_main.rs && \
+	  out=$$($(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver \
+	    LITE_TEST_HOOKS=y modules 2>&1); rc=$$?; \
+	  if [ $$rc != 0 ] || echo "$$out" | grep -qE '^(warning|error)'; then echo "$$out"; exit 1; fi
+
 test-host: lint
 	$(CARGO) test --workspace --quiet 2>&1 | tee build/test-host.log | grep -E '^test result|FAILED|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0
 	python3 -m pytest -q tools/tests
+	python3 tools/bench_docs.py --check docs/measurements/*.json
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak), then the
 # data-heavy ones (1 GiB) on the release kernel, which moves RDMA data ~50x faster,
@@ -125,14 +137,15 @@ test-host: lint
 # (release kernel), then the functional
 # tests on Debian's stock 7.2 kernel, unmodified (prepared by tools/kernel/debian.sh).
 test-vm:
-	$(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
-	tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
-	$(MAKE) --no-print-directory guest KERNEL=release
-	tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
-	tools/vmtest.py --kernel release --suite link --run-dir build/vmtest-link
-	tools/vmtest.py --kernel release --suite bridge --run-dir build/vmtest-bridge
-	$(MAKE) --no-print-directory guest KERNEL=debian
-	tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
+	$(PHASE) guest-$(TEST_KERNEL) $(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
+	$(PHASE) lint-module $(MAKE) --no-print-directory lint-module
+	$(PHASE) suite-full-$(TEST_KERNEL) tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
+	$(PHASE) guest-release $(MAKE) --no-print-directory guest KERNEL=release
+	$(PHASE) suite-big tools/vmtest.py --kernel release --suite big --run-dir build/vmtest-big
+	$(PHASE) suite-link tools/vmtest.py --kernel release --suite link --run-dir build/vmtest-link
+	$(PHASE) suite-bridge tools/vmtest.py --kernel release --suite bridge --run-dir build/vmtest-bridge
+	$(PHASE) guest-debian $(MAKE) --no-print-directory guest KERNEL=debian
+	$(PHASE) suite-full-debian tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
 
 # CALLS unprivileged random ioctls on the debug kernel (KASAN, lockdep, kmemleak) from
 # PROCESSES processes on each of 2 nodes, with the membership checked between batches
@@ -154,11 +167,12 @@ soak:
 	$(MAKE) --no-print-directory guest KERNEL=debug
 	tools/soak.py --kernel debug --minutes $(MINUTES) --run-dir build/soak
 
-# The integration tests' `N passed, N failed` is the last line of the output.
+# Each phase's time (tools/phase.sh) is printed at the end, failed or not.
 test:
-	@mkdir -p build
-	@$(MAKE) --no-print-directory test-host
-	@$(MAKE) --no-print-directory test-vm
+	@mkdir -p build && : > build/test-phases
+	@$(PHASE) host $(MAKE) --no-print-directory test-host && \
+	  $(MAKE) --no-print-directory test-vm; rc=$$?; \
+	  echo "make test phases:"; $(PHASE) --report; exit $$rc
 
 # Module build products are removed by name: asking kbuild would need (and build) a kernel.
 clean:

@@ -11,7 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/env.sh"
 
 packages=(
-  rustc-web rust-web-src clang lld llvm libclang-dev
+  rustc-web rust-web-src rust-web-clippy clang lld llvm libclang-dev
   bc flex bison libelf-dev libssl-dev cpio kmod
   linux-source-6.12 qemu-system-x86 busybox-static iproute2
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
