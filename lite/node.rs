@@ -17,7 +17,7 @@ use kernel::sync::{Arc, ArcBorrow};
 
 /// The module's global state.
 pub(crate) struct Lite {
-    /// Devices, identity, peers.
+    /// Devices, identity, peers, and the priority classes (`net.qos`).
     pub(crate) net: Arc<Network>,
     /// LMRs: their registries and what serializes allocating their memory.
     pub(crate) lmr: Arc<LmrNode>,
@@ -25,14 +25,12 @@ pub(crate) struct Lite {
     pub(crate) locks: Arc<LockNode>,
     /// RPC servers of this node and the rings its clients write to.
     pub(crate) rpc: Arc<RpcNode>,
-    /// Priority classes, their rules and SW-Pri pacing (shared with net).
-    pub(crate) qos: Arc<Qos>,
 }
 
 impl Lite {
     pub(crate) fn new(qps_per_peer: u32) -> Result<Arc<Lite>> {
         let qos = Qos::new()?;
-        let net = Network::new(qps_per_peer, qos.clone())?;
+        let net = Network::new(qps_per_peer, qos)?;
         let lmr = LmrNode::new(net.clone())?;
         let locks = LockNode::new(net.clone(), lmr.clone())?;
         let rpc = RpcNode::new(net.clone())?;
@@ -44,7 +42,6 @@ impl Lite {
                 lmr,
                 locks,
                 rpc,
-                qos,
             },
             GFP_KERNEL,
         )?)

@@ -64,7 +64,7 @@ impl OpenFile {
     /// file mastered are freed, the ids it served are unregistered, the replies
     /// it owed fail and the class its process chose for itself lapses.
     pub(crate) fn release(&self, lite: &Lite) {
-        lite.qos.file_closed(self.id);
+        lite.net.qos.file_closed(self.id);
         lite.locks.release_file(&self.locks);
         lite.rpc.release(&self.rpc);
         lite.lmr.file_release(&self.lmrs);

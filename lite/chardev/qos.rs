@@ -13,23 +13,23 @@ use kernel::prelude::*;
 /// `file`: the open file's id, for the class its process chooses.
 pub(super) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
     match cmd {
-        LITE_IOC_QOS_GET => write_out(arg, &lite.qos.get()),
+        LITE_IOC_QOS_GET => write_out(arg, &lite.net.qos.get()),
         LITE_IOC_QOS_SET => {
             require_admin()?;
-            lite.qos.set(&read_in(arg)?)
+            lite.net.qos.set(&read_in(arg)?)
         }
         LITE_IOC_CLASS_RULE_ADD | LITE_IOC_CLASS_RULE_DEL => {
             require_admin()?;
             let rule: LiteClassRule = read_in(arg)?;
             if cmd == LITE_IOC_CLASS_RULE_ADD {
-                lite.qos.rule_add(&rule)
+                lite.net.qos.rule_add(&rule)
             } else {
-                lite.qos.rule_del(&rule)
+                lite.net.qos.rule_del(&rule)
             }
         }
         LITE_IOC_CLASS_RULES => {
             let mut list: LiteClassRules = read_in(arg)?;
-            let rules = lite.qos.rules()?;
+            let rules = lite.net.qos.rules()?;
             let shown = rules.len().min(list.capacity as usize);
             let mut out =
                 user_slice(list.entries as usize, shown * size_of::<LiteClassRule>()).writer();
@@ -43,9 +43,9 @@ pub(super) fn ioctl(lite: &Lite, file: u64, cmd: u32, arg: usize) -> Result {
             let req: LiteClassSelf = read_in(arg)?;
             reserved_zero(&[req.source])?;
             write_out(arg, &req)?;
-            write_out(arg, &lite.qos.choose(file, req.class)?)
+            write_out(arg, &lite.net.qos.choose(file, req.class)?)
         }
-        LITE_IOC_QOS_STAT => write_out(arg, &lite.qos.stat(lite.net.paced_stat())),
+        LITE_IOC_QOS_STAT => write_out(arg, &lite.net.qos.stat(lite.net.paced_stat())),
         _ => Err(ENOTTY),
     }
 }

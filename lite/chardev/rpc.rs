@@ -31,9 +31,9 @@ pub(super) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
             let mut req: LiteRpcCall = read_in(arg)?;
             // A call cannot be taken back once sent (its slot shows it until its deadline).
             write_out(arg, &req)?;
-            let class = lite.qos.current_class();
+            let class = lite.net.qos.current_class();
             req.seq = lite.rpc.call(rpc, &req, class)?;
-            lite.qos.account(class, req.input_len, None);
+            lite.net.qos.account(class, req.input_len, None);
             write_out(arg, &req)
         }
         LITE_IOC_WAIT => {
