@@ -82,8 +82,10 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(cluster, ["up ['mem', 'nodes', 'segment', 'variant', 'wires']", "down"], "booted once")
         self.assertRegex(lines[0], r"^PASS module_loads_and_unloads_10_times \(\d+\.\d s\)$")
         self.assertRegex(lines[1], r"^PASS ping_between_all_pairs \(\d+\.\d s\)$")
-        self.assertEqual(lines[-4:-2], ["PASS no kernel bug reports in any guest console",
+        self.assertEqual(lines[-5:-3], ["PASS no kernel bug reports in any guest console",
                                         "PASS no qemu or switch process left behind"])
+        self.assertRegex(lines[-3], r"^slowest: (module_loads_and_unloads_10_times|ping_between_all_pairs) \d+ s, "
+                                    r"(module_loads_and_unloads_10_times|ping_between_all_pairs) \d+ s$")
         self.assertRegex(lines[-2], r"^logs: /nonexistent/vmtest \(\d+ s\)$")
         self.assertEqual(lines[-1], "4 passed, 0 failed")
 

@@ -27,9 +27,11 @@ HERE = Path(__file__).resolve().parent
 def pytest_args(args):
     """pytest's command line for vmtest.py's: the test modules in the order they run,
     the suite's markers, the options conftest.py takes; no output of pytest's own
-    (the report prints) and none captured (the tests print as they go)."""
+    (the report prints) and none captured (the tests print as they go), each test's
+    time in the run directory's junit.xml."""
     argv = [str(HERE / f"{module}.py") for module in MODULES]
     argv += ["-p", "no:terminal", "--capture=no", "-m", marker_expression(args.suite, args.kernel),
+             "--junitxml", str(Path(args.run_dir) / "junit.xml"),
              "--kernel", args.kernel, "--suite", args.suite, "--run-dir", args.run_dir,
              "--calls", str(args.calls), "--processes", str(args.processes)]
     if args.only:
@@ -52,9 +54,9 @@ def main():
     ap.add_argument("--run-dir", default=str(RUN_DIR))
     ap.add_argument("--suite", default="full", choices=list(SUITES),
                     help="full: every test but the big, link, bridge and fuzz ones; big: the data-heavy ones "
-                         "(release kernel); link: node 1 behind a rate-limited wire, faults on node 2's (release "
-                         "kernel); bridge: node 1 behind a tc-shaped link on the bridge segment (jumbo frames, "
-                         "release kernel); fuzz: --calls unprivileged random ioctls (debug kernel)")
+                         "(a kernel without sanitizers); link: node 1 behind a rate-limited wire, faults on node "
+                         "2's; bridge: node 1 behind a tc-shaped link on the bridge segment (jumbo frames); fuzz: "
+                         "--calls unprivileged random ioctls (debug kernel)")
     ap.add_argument("--calls", type=int, default=FUZZ_CALLS,
                     help="fuzz suite: calls in all (default %(default)s)")
     ap.add_argument("--processes", type=int, default=FUZZ_PROCESSES,

@@ -1,7 +1,7 @@
 """What tools/vmtest.py prints of its pytest run, a pytest plugin: a line per test
 (`PASS name (seconds)`, or `FAIL name (seconds): why` and the guests' console
 tails), then the checks of the whole run (no kernel bug report in any guest
-console, no process of the cluster left behind), where the logs are, and last
+console, no process of the cluster left behind), the slowest tests, where the logs are, and last
 `N passed, N failed`. With `listing`, only the names of the tests it would run."""
 
 import time
@@ -89,6 +89,9 @@ class Report:
         else:
             self.passed += 1
             print("PASS no qemu or switch process left behind", flush=True)
+        slowest = sorted(self.took.items(), key=lambda kv: kv[1], reverse=True)[:5]
+        if slowest:
+            print("slowest: " + ", ".join(f"{name(self.items[nodeid])} {took:.0f} s" for nodeid, took in slowest))
         print(f"logs: {cluster.run} ({time.time() - self.started:.0f} s)")
         print(f"{self.passed} passed, {self.failed} failed")
 

@@ -8,9 +8,10 @@ one is in `full`); `fails_nodes`, a test in which a node may fence another off;
 Debian's stock kernel. Later tests build on the state earlier ones leave, so they
 run in the order of MODULES, each module's tests in the order they are defined.
 
-The big suite needs the release kernel's speed: Soft-RoCE moves ~0.2 MB/s on the
-emulated debug kernel (KASAN), ~10 MB/s on the release kernel, and 1 GiB round
-trips only fit the latter. The link suite's node 2 is behind a wire without a rate,
+The big suite needs a kernel without sanitizers: Soft-RoCE moves ~0.2 MB/s on the
+emulated debug kernel (KASAN), ~10 MB/s on the release or Debian's stock kernel, and
+1 GiB round trips only fit the latter (make test runs big, link and bridge on Debian's,
+so that it builds one kernel). The link suite's node 2 is behind a wire without a rate,
 for faults: a rate-limited wire takes no management command (Cluster.wire_mgmt).
 """
 
