@@ -16,6 +16,8 @@ packages=(
   linux-source-6.12 qemu-system-x86 busybox-static iproute2
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
   vde2 socat python3 python3-matplotlib python3-pytest
+  # systemd-analyze: make test-host verifies the units in dist/systemd/
+  systemd
 )
 
 missing=()

@@ -3,11 +3,13 @@
 //! data path never goes through here: if the manager dies, RDMA traffic continues
 //! and the agent reconnects (so a restarted manager can rebuild its state). It
 //! connects from a reserved port, which proves to the manager that it runs as root
-//! (see reserved_port.rs).
+//! (see reserved_port.rs). Under systemd (lite-agent.service, Type=notify) it says
+//! READY=1 once the node has joined, and what it is doing in STATUS= lines.
 
 use crate::membership::{Conn, Known, Member, ToAgent, ToManager};
 use crate::reserved_port::{self, RESERVED_BELOW};
-use lite::{Error, Lite, PeerState};
+use lite::{Error, Lite, Peer, PeerState};
+use sd_notify::NotifyState;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::net::TcpStream;
@@ -32,7 +34,37 @@ extern "C" fn on_stop_signal(_: std::ffi::c_int) {
 pub struct Options {
     pub manager: String,
     pub want_id: Option<u32>,
-    pub pidfile: Option<std::path::PathBuf>,
+    pub pidfile: std::path::PathBuf,
+}
+
+/// Tells systemd how this service (agent or manager) is: READY=1 ends its start,
+/// `systemctl status` shows the STATUS= line. Without NOTIFY_SOCKET, outside a
+/// Type=notify unit, this does nothing.
+pub(crate) fn tell_systemd(who: &str, state: &[NotifyState]) {
+    if let Err(e) = sd_notify::notify(state) {
+        eprintln!("{who}: cannot notify systemd: {e}");
+    }
+}
+
+/// The unit's STATUS= line, sent when it changes (heartbeats would repeat it).
+#[derive(Default)]
+struct Status {
+    said: String,
+}
+
+impl Status {
+    fn set(&mut self, text: String) {
+        if text != self.said {
+            tell_systemd("agent", &[NotifyState::Status(&text)]);
+            self.said = text;
+        }
+    }
+
+    /// Start-up is over: systemd orders units after lite-agent.service behind this.
+    fn ready(&mut self, text: String) {
+        tell_systemd("agent", &[NotifyState::Ready, NotifyState::Status(&text)]);
+        self.said = text;
+    }
 }
 
 fn install_signal_handlers() -> Result<(), String> {
@@ -49,10 +81,8 @@ fn install_signal_handlers() -> Result<(), String> {
 pub fn run(opts: Options) -> Result<(), String> {
     let lite = Lite::open().map_err(|e| e.to_string())?;
     install_signal_handlers()?;
-    if let Some(path) = &opts.pidfile {
-        std::fs::write(path, format!("{}\n", std::process::id()))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
+    std::fs::write(&opts.pidfile, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("cannot write {}: {e}", opts.pidfile.display()))?;
     if let Some(start) = reserved_port::unprivileged_port_start().filter(|&p| p < RESERVED_BELOW) {
         eprintln!(
             "agent: warning: net.ipv4.ip_unprivileged_port_start is {start} here, so users of this node \
@@ -60,17 +90,21 @@ pub fn run(opts: Options) -> Result<(), String> {
         );
     }
     let mut waiting_said = false;
+    let mut status = Status::default();
     while !STOP.load(Ordering::Relaxed) {
         match reserved_port::connect_to(&opts.manager) {
             Ok(stream) => {
                 waiting_said = false;
-                match session(&lite, &opts, stream) {
+                match session(&lite, &opts, stream, &mut status) {
                     Ok(Outcome::Stopped) => break,
                     Ok(Outcome::Refused(reason)) => {
                         let _ = lite.leave();
                         return Err(format!("the manager refused this node: {reason}"));
                     }
-                    Err(e) => eprintln!("agent: {e}; reconnecting"),
+                    Err(e) => {
+                        eprintln!("agent: {e}; reconnecting");
+                        status.set(format!("{e}; reconnecting (RDMA traffic goes on)"));
+                    }
                 }
             }
             Err(reserved_port::Error::NotPermitted(e)) => {
@@ -80,18 +114,18 @@ pub fn run(opts: Options) -> Result<(), String> {
             Err(reserved_port::Error::Connect(e)) => {
                 if !waiting_said && !STOP.load(Ordering::Relaxed) {
                     eprintln!("agent: waiting for manager {}: {e}", opts.manager);
+                    status.set(format!("waiting for manager {}: {e}", opts.manager));
                     waiting_said = true;
                 }
             }
         }
         std::thread::sleep(Duration::from_millis(500));
     }
+    tell_systemd("agent", &[NotifyState::Stopping, NotifyState::Status("leaving the cluster")]);
     if let Err(e) = lite.leave() {
         eprintln!("agent: leave: {e}");
     }
-    if let Some(path) = &opts.pidfile {
-        let _ = std::fs::remove_file(path);
-    }
+    let _ = std::fs::remove_file(&opts.pidfile);
     eprintln!("agent: left the cluster");
     Ok(())
 }
@@ -151,8 +185,7 @@ impl Session<'_> {
     /// Reports each peer our kernel marked failed (its RC retries ran out) to the
     /// manager, once: it still counts the peer up, and only it can make the two
     /// reconnect (link_failures.rs).
-    fn report_failed_links(&mut self) -> Result<(), String> {
-        let peers = self.lite.peers().map_err(|e| e.to_string())?;
+    fn report_failed_links(&mut self, peers: &[Peer]) -> Result<(), String> {
         let failed: Vec<_> = peers.iter().filter(|p| p.state == PeerState::Failed).collect();
         self.reported.retain(|k| failed.iter().any(|p| p.id == k.id && p.epoch == k.epoch));
         for p in failed {
@@ -205,7 +238,7 @@ enum Outcome {
 }
 
 /// One connection to the manager, until a stop signal, a refusal or an error.
-fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, String> {
+fn session(lite: &Lite, opts: &Options, stream: TcpStream, status: &mut Status) -> Result<Outcome, String> {
     let _ = stream.set_nodelay(true);
     stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
     let out = stream.try_clone().map_err(|e| e.to_string())?;
@@ -260,6 +293,7 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
                 lite.join(id, epoch).map_err(|e| e.to_string())?;
                 s.me = Known { id, epoch };
                 eprintln!("agent: joined as node {id} (epoch {epoch})");
+                status.ready(format!("joined as node {id} (epoch {epoch}) through manager {}", opts.manager));
             }
             ToAgent::Refused { reason } => return Ok(Outcome::Refused(reason)),
             ToAgent::Members { members } => s.on_members(&members)?,
@@ -267,11 +301,17 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream) -> Result<Outcome, St
             ToAgent::Heartbeat => {
                 s.send(&ToManager::Heartbeat)?;
                 let listing = Instant::now();
-                s.report_failed_links()?;
+                let peers = lite.peers().map_err(|e| e.to_string())?;
                 let took = listing.elapsed();
                 if took > STALL_REPORT {
                     eprintln!("agent: listing the kernel's peers took {:.1} s", took.as_secs_f64());
                 }
+                s.report_failed_links(&peers)?;
+                let connected = peers.iter().filter(|p| p.state == PeerState::Connected).count();
+                status.set(format!(
+                    "node {} (epoch {}), {connected} peer(s) connected, manager {}",
+                    s.me.id, s.me.epoch, opts.manager
+                ));
             }
         }
     }

@@ -1,6 +1,7 @@
 //! lite-admin: operate LITE-RS nodes.
 
 mod agent;
+mod config;
 mod link_failures;
 mod manager;
 mod membership;
@@ -8,17 +9,23 @@ mod qos;
 mod reserved_port;
 mod stats;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use lite::{gid_to_string, qp_state_name, Lite, PeerState};
 use lite_stats::Summary;
 use serde::Serialize;
 use std::io::IsTerminal;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 const DEFAULT_PIDFILE: &str = "/run/lite-agent.pid";
 const DEFAULT_MANAGER_PIDFILE: &str = "/run/lite-manager.pid";
+const DEFAULT_HEARTBEAT_MS: u64 = 1000;
+const DEFAULT_DEAD_AFTER_MS: u64 = 6000;
+/// Exit status for a configuration that cannot work (EX_CONFIG of sysexits.h): the
+/// units' RestartPreventExitStatus= names it, as restarting cannot mend a file.
+const EXIT_CONFIG: u8 = 78;
 
 #[derive(Parser)]
 #[command(
@@ -70,42 +77,22 @@ enum Command {
         timeout_s: u64,
     },
     /// Run the cluster manager (one per cluster, usually on node 0).
-    Manager {
-        /// Address to listen on.
-        #[arg(long, default_value_t = format!("0.0.0.0:{}", membership::DEFAULT_PORT))]
-        listen: String,
-        /// Heartbeat interval in milliseconds.
-        #[arg(long, default_value_t = 1000)]
-        heartbeat_ms: u64,
-        /// Declare a node down after this many milliseconds without a heartbeat.
-        #[arg(long, default_value_t = 6000)]
-        dead_after_ms: u64,
-        /// Where to record the manager's pid.
-        #[arg(long, default_value = DEFAULT_MANAGER_PIDFILE)]
-        pidfile: PathBuf,
-        /// Accept agents from any source port (for testing outside the cluster). By
-        /// default only connections from a reserved port (below 1024, which only root
-        /// can bind) are accepted: agents run as root, other users must not act as one.
-        #[arg(long)]
-        allow_any_port: bool,
-    },
+    ///
+    /// Under systemd: lite-manager.service, which this tells when it listens.
+    Manager(ManagerArgs),
     /// Join this node to the cluster run by MANAGER and keep it connected (runs until
     /// stopped with `lite-admin leave`, SIGTERM or Ctrl-C).
-    Join {
-        /// Manager address, HOST[:PORT].
-        manager: String,
-        /// Ask for this node id (the manager assigns the lowest free one otherwise).
-        #[arg(long)]
-        id: Option<u32>,
-        /// Where to record the agent's pid for `lite-admin leave`.
-        #[arg(long, default_value = DEFAULT_PIDFILE)]
-        pidfile: PathBuf,
-    },
+    ///
+    /// Stopped, it leaves the cluster: every peer is torn down. Under systemd:
+    /// lite-agent.service, which this tells when the node has joined.
+    Join(JoinArgs),
     /// Leave the cluster: stop this node's agent, which tears down every peer.
     Leave {
-        /// The agent's pid file.
-        #[arg(long, default_value = DEFAULT_PIDFILE)]
-        pidfile: PathBuf,
+        /// The agent's pid file [config: LITE_AGENT_PIDFILE; default: /run/lite-agent.pid].
+        #[arg(long, value_name = "PATH")]
+        pidfile: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigFile,
     },
     /// Show or set how this node enforces priority classes: none (account only),
     /// hw-sep (QPs reserved per class) or sw-pri (pace the other classes while
@@ -184,6 +171,64 @@ enum Command {
     },
 }
 
+/// Where join, leave and manager find the settings their command line does not give.
+#[derive(Args)]
+struct ConfigFile {
+    /// Settings file, KEY=value lines that the shipped /etc/lite/lite.conf explains;
+    /// the command line wins over it [default: /etc/lite/lite.conf, if it exists].
+    #[arg(long = "config", env = "LITE_CONFIG", value_name = "PATH")]
+    path: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    fn load(&self) -> Result<config::Config, Failure> {
+        config::load(self.path.as_deref()).map_err(|e| Failure::Config(e.to_string()))
+    }
+}
+
+#[derive(Args)]
+struct ManagerArgs {
+    /// Address to listen on [config: LITE_LISTEN; default: 0.0.0.0:18500].
+    #[arg(long, value_name = "ADDRESS:PORT", value_parser = config::parse_listen)]
+    listen: Option<SocketAddr>,
+    /// Heartbeat interval in milliseconds [config: LITE_HEARTBEAT_MS; default: 1000].
+    #[arg(long)]
+    heartbeat_ms: Option<u64>,
+    /// Declare a node down after this many milliseconds without a heartbeat
+    /// [config: LITE_DEAD_AFTER_MS; default: 6000].
+    #[arg(long)]
+    dead_after_ms: Option<u64>,
+    /// Where to record the manager's pid [config: LITE_MANAGER_PIDFILE; default:
+    /// /run/lite-manager.pid].
+    #[arg(long, value_name = "PATH")]
+    pidfile: Option<PathBuf>,
+    /// Accept agents from any source port (for testing outside the cluster). By
+    /// default only connections from a reserved port (below 1024, which only root
+    /// can bind) are accepted: agents run as root, other users must not act as one.
+    #[arg(long)]
+    allow_any_port: bool,
+    #[command(flatten)]
+    config: ConfigFile,
+}
+
+#[derive(Args)]
+struct JoinArgs {
+    /// Manager address, HOST[:PORT] or [IPV6]:PORT, port 18500 by default [config:
+    /// LITE_MANAGER].
+    #[arg(value_parser = config::parse_manager)]
+    manager: Option<String>,
+    /// Ask for this node id (the manager assigns the lowest free one otherwise)
+    /// [config: LITE_NODE_ID].
+    #[arg(long, value_parser = config::parse_node_id)]
+    id: Option<u32>,
+    /// Where to record the agent's pid for `lite-admin leave` [config:
+    /// LITE_AGENT_PIDFILE; default: /run/lite-agent.pid].
+    #[arg(long, value_name = "PATH")]
+    pidfile: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigFile,
+}
+
 #[derive(Subcommand)]
 enum ClassCommand {
     /// Put a process (and its future children), a user or a cgroup in CLASS.
@@ -214,31 +259,45 @@ enum ClassCommand {
     },
 }
 
+/// Why lite-admin failed: the configuration (so no retry can help) or the work.
+#[derive(Debug)]
+enum Failure {
+    Config(String),
+    Run(String),
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Config(e)) => {
+            eprintln!("lite-admin: {e}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("lite-admin: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), Failure> {
     let result = match cli.command {
         Command::Status { json } => status(json),
         Command::Ping { node, count, size, timeout_ms, json } => {
             ping(node, count, size, Duration::from_millis(timeout_ms), json)
         }
         Command::Wait { connected, down, timeout_s } => wait(&connected, &down, Duration::from_secs(timeout_s)),
-        Command::Manager { listen, heartbeat_ms, dead_after_ms, pidfile, allow_any_port } => {
-            listen.parse().map_err(|e| format!("bad --listen address {listen}: {e}")).and_then(|listen| {
-                manager::run(manager::Options {
-                    listen,
-                    heartbeat: Duration::from_millis(heartbeat_ms.max(10)),
-                    dead_after: Duration::from_millis(dead_after_ms.max(heartbeat_ms * 2)),
-                    pidfile,
-                    allow_any_port,
-                })
-            })
+        Command::Manager(args) => {
+            let config = args.config.load()?;
+            manager::run(manager_options(args, &config))
         }
-        Command::Join { manager, id, pidfile } => {
-            let manager =
-                if manager.contains(':') { manager } else { format!("{manager}:{}", membership::DEFAULT_PORT) };
-            agent::run(agent::Options { manager, want_id: id, pidfile: Some(pidfile) })
+        Command::Join(args) => {
+            let config = args.config.load()?;
+            agent::run(join_options(args, &config)?)
         }
-        Command::Leave { pidfile } => leave(&pidfile),
+        Command::Leave { pidfile, config } => {
+            leave(&pidfile.or(config.load()?.agent_pidfile).unwrap_or(DEFAULT_PIDFILE.into()))
+        }
         Command::Mode { mode } => qos::mode(mode),
         Command::Class { command } => match command {
             ClassCommand::Set { target, class } => qos::class_set(&target, class),
@@ -260,13 +319,38 @@ fn main() -> ExitCode {
         Command::Stats { interval_ms, json } => qos::stats(Duration::from_millis(interval_ms.max(10)), json),
         Command::Top { interval_ms, count, json } => qos::top(Duration::from_millis(interval_ms.max(100)), count, json),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("lite-admin: {e}");
-            ExitCode::FAILURE
-        }
+    result.map_err(Failure::Run)
+}
+
+/// The manager's options: the command line's, else the file's, else the defaults.
+fn manager_options(args: ManagerArgs, config: &config::Config) -> manager::Options {
+    let heartbeat_ms = args.heartbeat_ms.or(config.heartbeat_ms).unwrap_or(DEFAULT_HEARTBEAT_MS).max(10);
+    let dead_after_ms = args.dead_after_ms.or(config.dead_after_ms).unwrap_or(DEFAULT_DEAD_AFTER_MS);
+    manager::Options {
+        listen: args
+            .listen
+            .or(config.listen)
+            .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, membership::DEFAULT_PORT))),
+        heartbeat: Duration::from_millis(heartbeat_ms),
+        dead_after: Duration::from_millis(dead_after_ms.max(heartbeat_ms.saturating_mul(2))),
+        pidfile: args.pidfile.or(config.manager_pidfile.clone()).unwrap_or(DEFAULT_MANAGER_PIDFILE.into()),
+        allow_any_port: args.allow_any_port,
     }
+}
+
+/// The agent's options, likewise; the manager has no default.
+fn join_options(args: JoinArgs, config: &config::Config) -> Result<agent::Options, Failure> {
+    let manager = args.manager.or(config.manager.clone()).ok_or_else(|| {
+        Failure::Config(format!(
+            "no manager to join: give it (`lite-admin join HOST`) or set LITE_MANAGER in {}",
+            config.path.display()
+        ))
+    })?;
+    Ok(agent::Options {
+        manager,
+        want_id: args.id.or(config.node_id),
+        pidfile: args.pidfile.or(config.agent_pidfile.clone()).unwrap_or(DEFAULT_PIDFILE.into()),
+    })
 }
 
 fn open() -> Result<Lite, String> {
@@ -599,4 +683,107 @@ fn leave(pidfile: &PathBuf) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(100));
     }
     Err(format!("the agent (pid {pid}) did not exit within 30 s"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const FILE: &str = "LITE_MANAGER=node0\n\
+                        LITE_NODE_ID=5\n\
+                        LITE_AGENT_PIDFILE=/run/lite/agent.pid\n\
+                        LITE_LISTEN=10.0.0.1:7000\n\
+                        LITE_HEARTBEAT_MS=200\n\
+                        LITE_DEAD_AFTER_MS=3000\n\
+                        LITE_MANAGER_PIDFILE=/run/lite/manager.pid\n";
+
+    fn file(text: &str) -> config::Config {
+        config::parse(text, Path::new("/etc/lite/lite.conf")).expect("valid settings")
+    }
+
+    fn command(argv: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("lite-admin").chain(argv.iter().copied()))
+            .expect("valid command line")
+            .command
+    }
+
+    fn join(argv: &[&str], text: &str) -> Result<agent::Options, Failure> {
+        match command(&[&["join"], argv].concat()) {
+            Command::Join(args) => join_options(args, &file(text)),
+            _ => Err(Failure::Run("not a join".into())),
+        }
+    }
+
+    fn manager(argv: &[&str], text: &str) -> Option<manager::Options> {
+        match command(&[&["manager"], argv].concat()) {
+            Command::Manager(args) => Some(manager_options(args, &file(text))),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_command_line_wins_over_the_file() {
+        let opts = join(&["node1:7000", "--id", "2", "--pidfile", "/tmp/agent.pid"], FILE).expect("join options");
+        assert_eq!((opts.manager.as_str(), opts.want_id), ("node1:7000", Some(2)));
+        assert_eq!(opts.pidfile, Path::new("/tmp/agent.pid"));
+
+        let opts = manager(&["--listen", "127.0.0.1:9000", "--heartbeat-ms", "100", "--pidfile", "/tmp/m.pid"], FILE)
+            .expect("manager options");
+        assert_eq!(opts.listen, "127.0.0.1:9000".parse().expect("address"));
+        assert_eq!(opts.heartbeat, Duration::from_millis(100));
+        assert_eq!(opts.dead_after, Duration::from_millis(3000), "from the file");
+        assert_eq!(opts.pidfile, Path::new("/tmp/m.pid"));
+    }
+
+    #[test]
+    fn the_file_fills_in_what_the_command_line_leaves_out() {
+        let opts = join(&[], FILE).expect("join options");
+        assert_eq!((opts.manager.as_str(), opts.want_id), ("node0:18500", Some(5)));
+        assert_eq!(opts.pidfile, Path::new("/run/lite/agent.pid"));
+
+        let opts = manager(&[], FILE).expect("manager options");
+        assert_eq!(opts.listen, "10.0.0.1:7000".parse().expect("address"));
+        assert_eq!((opts.heartbeat, opts.dead_after), (Duration::from_millis(200), Duration::from_millis(3000)));
+        assert_eq!(opts.pidfile, Path::new("/run/lite/manager.pid"));
+    }
+
+    #[test]
+    fn without_either_the_defaults_apply() {
+        let opts = join(&["node2"], "").expect("join options");
+        assert_eq!((opts.manager.as_str(), opts.want_id), ("node2:18500", None));
+        assert_eq!(opts.pidfile, Path::new(DEFAULT_PIDFILE));
+
+        let opts = manager(&[], "").expect("manager options");
+        assert_eq!(opts.listen, "0.0.0.0:18500".parse().expect("address"));
+        assert_eq!((opts.heartbeat, opts.dead_after), (Duration::from_millis(1000), Duration::from_millis(6000)));
+        assert_eq!(opts.pidfile, Path::new(DEFAULT_MANAGER_PIDFILE));
+        assert!(!opts.allow_any_port);
+        // A node is given at least two heartbeats, however the two are set.
+        let opts = manager(&["--heartbeat-ms", "4000"], "LITE_DEAD_AFTER_MS=1000\n").expect("manager options");
+        assert_eq!(opts.dead_after, Duration::from_millis(8000));
+    }
+
+    #[test]
+    fn no_manager_anywhere_is_a_configuration_error_naming_the_file() {
+        match join(&[], "LITE_NODE_ID=1\n") {
+            Err(Failure::Config(e)) => assert!(e.contains("set LITE_MANAGER in /etc/lite/lite.conf"), "{e}"),
+            Err(Failure::Run(e)) => panic!("expected a configuration error, got {e}"),
+            Ok(opts) => panic!("joined {} without a manager", opts.manager),
+        }
+    }
+
+    #[test]
+    fn bad_command_line_values_are_refused_as_the_file_refuses_them() {
+        for argv in [&["join", "node0:0"][..], &["join", "node0", "--id", "16"], &["manager", "--listen", "18500"]] {
+            assert!(
+                Cli::try_parse_from(std::iter::once("lite-admin").chain(argv.iter().copied())).is_err(),
+                "{argv:?}"
+            );
+        }
+        match command(&["leave", "--config", "/tmp/other.conf"]) {
+            Command::Leave { config, .. } => assert_eq!(config.path.as_deref(), Some(Path::new("/tmp/other.conf"))),
+            _ => panic!("not a leave"),
+        }
+    }
 }

@@ -3,7 +3,7 @@
 //! agents may talk to it: connections not from a reserved port (so not from root
 //! on a cluster node, see reserved_port.rs) are refused before they are read.
 
-use crate::agent::STALL_REPORT;
+use crate::agent::{tell_systemd, STALL_REPORT};
 use crate::link_failures::LinkFailures;
 use crate::membership::{Known, Registry, ToAgent, ToManager};
 use crate::reserved_port::from_reserved_port;
@@ -84,7 +84,15 @@ pub fn run(opts: Options) -> Result<(), String> {
     let listener = TcpListener::bind(opts.listen).map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
     std::fs::write(&opts.pidfile, format!("{}\n", std::process::id()))
         .map_err(|e| format!("cannot write {}: {e}", opts.pidfile.display()))?;
-    eprintln!("manager: listening on {}", opts.listen);
+    // The bound address: port 0 in --listen means the kernel chose one.
+    let listening = listener.local_addr().unwrap_or(opts.listen);
+    eprintln!("manager: listening on {listening}");
+    // Agents can connect from here on: lite-agent.service, ordered after
+    // lite-manager.service, starts behind this on the manager's own node.
+    tell_systemd(
+        "manager",
+        &[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status(&format!("listening on {listening}"))],
+    );
     if opts.allow_any_port {
         eprintln!("manager: warning: --allow-any-port: accepting agents that do not run as root");
     }
