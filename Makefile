@@ -50,15 +50,21 @@ lite/helpers_ffi.rs: lite/helpers.h $(BINDGEN)
 # against the tree debian.sh prepares from Debian's source package.
 STOCK := $(if $(KDIR),,$(filter debian,$(KERNEL)))
 
+# The kernel API's sample module (apps/kmod-echo) is built beside lite.ko, against
+# its Module.symvers, as another module author's would be.
+SAMPLE := M=$(CURDIR)/apps/kmod-echo KBUILD_EXTRA_SYMBOLS=$(CURDIR)/Module.symvers modules
+
 module: lite/helpers_ffi.rs $(if $(KDIR)$(STOCK),,kernel)
 ifeq ($(STOCK),debian)
 	@tools/kernel/debian.sh prepare >/dev/null
 	@tools/kernel/debian.sh make -s M=$(CURDIR) modules && \
-	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
+	  tools/kernel/debian.sh make -s $(SAMPLE) && \
+	  mkdir -p $(GUEST) && cp lite.ko apps/kmod-echo/lite_echo.ko $(GUEST)/
 else
 	@kdir="$(KDIR)"; [ -n "$$kdir" ] || kdir=$$(tools/kernel/build.sh $(KERNEL))/build; \
 	  $(MAKE) -s -C $$kdir M=$(CURDIR) $(KMAKE) $(if $(filter debug,$(KERNEL)),LITE_TEST_HOOKS=y) modules && \
-	  mkdir -p $(GUEST) && cp lite.ko $(GUEST)/lite.ko
+	  $(MAKE) -s -C $$kdir $(KMAKE) $(SAMPLE) && \
+	  mkdir -p $(GUEST) && cp lite.ko apps/kmod-echo/lite_echo.ko $(GUEST)/
 endif
 
 userspace: deps
@@ -179,6 +185,8 @@ clean:
 	rm -rf build target lite/helpers_ffi.rs lite.ko lite.mod lite.mod.c lite.mod.o lite.o \
 	  Module.symvers modules.order .module-common.o lite/*.o
 	rm -f .*.cmd lite/.*.cmd
+	cd apps/kmod-echo && rm -f lite_echo.ko lite_echo.mod lite_echo.mod.c *.o Module.symvers \
+	  modules.order .*.cmd
 
 # Debian's stock kernel (sid, 7.x, Rust on), as shipped: resolve the current packages,
 # a sid root with the exact rustc and gcc it was built with, the Rust metadata its

@@ -10,9 +10,10 @@
 //! Layers, each naming only those below it (checked by `lite/host/tests/layers.rs`):
 //! `verbs` (the RDMA binding), `qos` (classes and SW-Pri), `net` (peers, mailbox,
 //! membership, transfers), the services `lmr`, then `locks` and `rpc`, `node` (the
-//! global state, which dispatches peers' requests to the services), and `chardev`
-//! (/dev/lite). Below them all: `errno`, `ffi`, `uapi`, `compat`, `kvec`, `uarg`,
-//! `workqueue`.
+//! global state, which dispatches peers' requests to the services), `client` (what
+//! one user holds of them), and its two front ends, `chardev` (/dev/lite) and `kapi`
+//! (other modules). Below them all: `errno`, `ffi`, `uapi`, `compat`, `iobuf`,
+//! `kvec`, `uarg`, `workqueue`.
 
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;
@@ -22,9 +23,12 @@ use kernel::sync::{Arc, ArcBorrow};
 use kernel::types::ForeignOwnable;
 
 mod chardev;
+mod client;
 mod compat;
 mod errno;
 mod ffi;
+mod iobuf;
+mod kapi;
 mod kvec;
 mod lmr;
 mod locks;

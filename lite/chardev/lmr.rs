@@ -2,7 +2,8 @@
 //! The LMR family of /dev/lite ioctls: allocating, mapping and freeing LMRs,
 //! one-sided operations through handles, and the node's memory.
 
-use crate::lmr::{FileLmrs, MallocArgs};
+use crate::iobuf::{Sink, Source, Transfer};
+use crate::lmr::{erange, FileLmrs, MallocArgs};
 use crate::node::Lite;
 use crate::uapi::*;
 use crate::uarg::{read_in, require_admin, reserved_zero, write_out};
@@ -75,15 +76,14 @@ pub(super) fn ioctl(
         }
         LITE_IOC_READ | LITE_IOC_WRITE => {
             let req: LiteRw = read_in(arg)?;
-            let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-            lite.lmr.rw(
-                lmrs,
-                req.lh,
-                req.offset,
-                buf,
-                req.len,
-                cmd == LITE_IOC_WRITE,
-            )
+            let addr = usize::try_from(req.buf).map_err(|_| EFAULT)?;
+            let len = usize::try_from(req.len).map_err(|_| erange())?;
+            let io = if cmd == LITE_IOC_WRITE {
+                Transfer::Write(Source::User { addr, len })
+            } else {
+                Transfer::Read(Sink::User { addr, len })
+            };
+            lite.lmr.rw(lmrs, req.lh, req.offset, io)
         }
         LITE_IOC_MEMSET => {
             let req: LiteMemset = read_in(arg)?;

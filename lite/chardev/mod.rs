@@ -12,27 +12,16 @@ mod qos;
 mod reach;
 mod rpc;
 
-use crate::lmr::FileLmrs;
-use crate::locks::FileLocks;
+use crate::client::Client;
 use crate::node::Lite;
-use crate::rpc::FileRpc;
 use crate::uapi::*;
-use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, Arc, Mutex};
-
-/// Identifies open files for the class choices made through them.
-static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+#[cfg(lite_test_hooks)]
+use kernel::sync::{new_mutex, Mutex};
 
 /// State of one open file of /dev/lite.
 pub(crate) struct OpenFile {
-    id: u64,
-    /// Handles of this open file and the LMRs it masters.
-    lmrs: Pin<KBox<Mutex<FileLmrs>>>,
-    /// The shared page, calls in flight, servers and owed replies.
-    rpc: Arc<FileRpc>,
-    /// Locks this file holds.
-    locks: Pin<KBox<Mutex<FileLocks>>>,
+    client: Client,
     /// Its canary page for `LITE_IOC_REACH` (debug test builds only).
     #[cfg(lite_test_hooks)]
     reach: Pin<KBox<Mutex<reach::FileReach>>>,
@@ -40,16 +29,9 @@ pub(crate) struct OpenFile {
 
 impl OpenFile {
     pub(crate) fn new() -> Result<KBox<OpenFile>> {
-        let lmrs = KBox::pin_init(new_mutex!(FileLmrs::new(), "lite:file.lmrs"), GFP_KERNEL)?;
-        let rpc = FileRpc::new()?;
-        let locks = KBox::pin_init(new_mutex!(FileLocks::new(), "lite:file.locks"), GFP_KERNEL)?;
-        let id = NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed);
         Ok(KBox::new(
             OpenFile {
-                id,
-                lmrs,
-                rpc,
-                locks,
+                client: Client::new()?,
                 #[cfg(lite_test_hooks)]
                 reach: KBox::pin_init(
                     new_mutex!(reach::FileReach::new(), "lite:file.reach"),
@@ -60,19 +42,14 @@ impl OpenFile {
         )?)
     }
 
-    /// Last close: the locks it holds pass on, every handle goes, the LMRs this
-    /// file mastered are freed, the ids it served are unregistered, the replies
-    /// it owed fail and the class its process chose for itself lapses.
+    /// Last close: the client's end (`Client::release`).
     pub(crate) fn release(&self, lite: &Lite) {
-        lite.net.qos.file_closed(self.id);
-        lite.locks.release_file(&self.locks);
-        lite.rpc.release(&self.rpc);
-        lite.lmr.file_release(&self.lmrs);
+        self.client.release(lite);
     }
 
     /// Kernel address of the shared page, for mmap.
     pub(crate) fn shared_page(&self) -> *mut core::ffi::c_void {
-        self.rpc.shared_page()
+        self.client.rpc.shared_page()
     }
 
     /// Every command that acts and then writes its result back first writes the
@@ -80,7 +57,13 @@ impl OpenFile {
     /// before acting. Where the final write can still fail (another thread unmapped
     /// the memory meanwhile), what was made is undone.
     pub(crate) fn ioctl(&self, lite: &Lite, cmd: u32, arg: usize) -> Result<isize> {
-        self.rpc.count_crossing();
+        let Client {
+            id,
+            lmrs,
+            rpc,
+            locks,
+        } = &self.client;
+        rpc.count_crossing();
         match cmd {
             LITE_IOC_INFO
             | LITE_IOC_JOIN
@@ -94,12 +77,10 @@ impl OpenFile {
             | LITE_IOC_GRANT | LITE_IOC_READ | LITE_IOC_WRITE | LITE_IOC_MEMSET
             | LITE_IOC_MEMCPY | LITE_IOC_MEM_STAT | LITE_IOC_RESERVE | LITE_IOC_ATOMIC
             | LITE_IOC_LMR_STAT => {
-                let locked = |lh| lite.locks.held_through(&self.locks, lh);
-                lmr::ioctl(lite, &self.lmrs, locked, cmd, arg)
+                let locked = |lh| lite.locks.held_through(locks, lh);
+                lmr::ioctl(lite, lmrs, locked, cmd, arg)
             }
-            LITE_IOC_LOCK | LITE_IOC_BARRIER => {
-                locks::ioctl(lite, &self.lmrs, &self.locks, cmd, arg)
-            }
+            LITE_IOC_LOCK | LITE_IOC_BARRIER => locks::ioctl(lite, lmrs, locks, cmd, arg),
             LITE_IOC_RPC_REGISTER
             | LITE_IOC_RPC_UNREGISTER
             | LITE_IOC_RPC_CALL
@@ -108,16 +89,16 @@ impl OpenFile {
             | LITE_IOC_RPC_REPLY
             | LITE_IOC_RPC_REPLY_RECV
             | LITE_IOC_RPC_BENCH
-            | LITE_IOC_RPC_STAT => rpc::ioctl(lite, &self.rpc, cmd, arg),
+            | LITE_IOC_RPC_STAT => rpc::ioctl(lite, rpc, cmd, arg),
             LITE_IOC_QOS_GET
             | LITE_IOC_QOS_SET
             | LITE_IOC_CLASS_RULE_ADD
             | LITE_IOC_CLASS_RULE_DEL
             | LITE_IOC_CLASS_RULES
             | LITE_IOC_CLASS_SELF
-            | LITE_IOC_QOS_STAT => qos::ioctl(lite, self.id, cmd, arg),
+            | LITE_IOC_QOS_STAT => qos::ioctl(lite, *id, cmd, arg),
             #[cfg(lite_test_hooks)]
-            LITE_IOC_REACH => reach::ioctl(lite, &self.lmrs, &self.reach, arg),
+            LITE_IOC_REACH => reach::ioctl(lite, lmrs, &self.reach, arg),
             _ => Err(ENOTTY),
         }
         .map(|()| 0)

@@ -3,7 +3,8 @@
 //! for a call, receiving and replying, the in-kernel benchmark and statistics.
 
 use crate::compat::user_slice;
-use crate::errno::ECONNRESET;
+use crate::errno::{ECONNRESET, EMSGSIZE};
+use crate::iobuf::{Sink, Source};
 use crate::node::Lite;
 use crate::rpc::{FileRpc, Received};
 use crate::uapi::*;
@@ -49,23 +50,15 @@ pub(super) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
         }
         LITE_IOC_RPC_REPLY => {
             let req: LiteRpcReply = read_in(arg)?;
-            lite.rpc.reply(
-                rpc,
-                req.token,
-                usize::try_from(req.buf).map_err(|_| EFAULT)?,
-                req.len,
-            )
+            lite.rpc
+                .reply(rpc, req.token, user_source(req.buf, req.len)?)
         }
         LITE_IOC_RPC_REPLY_RECV => {
             let mut req: LiteRpcReplyRecv = read_in(arg)?;
             write_out(arg, &req)?;
             let reply = req.reply;
-            lite.rpc.reply(
-                rpc,
-                reply.token,
-                usize::try_from(reply.buf).map_err(|_| EFAULT)?,
-                reply.len,
-            )?;
+            lite.rpc
+                .reply(rpc, reply.token, user_source(reply.buf, reply.len)?)?;
             let received = recv(lite, rpc, &mut req.recv);
             written_back(lite, rpc, received, req.recv.token, || write_out(arg, &req))
         }
@@ -114,10 +107,11 @@ fn recv(lite: &Lite, rpc: &FileRpc, req: &mut LiteRpcRecv) -> Result {
     if req.timeout_ms == 0 || req.timeout_ms > RPC_MAX_TIMEOUT_MS {
         return Err(EINVAL);
     }
-    let buf = usize::try_from(req.buf).map_err(|_| EFAULT)?;
-    let (got, delivered): (Received, bool) =
-        lite.rpc
-            .recv(rpc, req.id, buf, req.buf_len, req.timeout_ms)?;
+    let into = Sink::User {
+        addr: usize::try_from(req.buf).map_err(|_| EFAULT)?,
+        len: usize::try_from(req.buf_len).map_err(|_| EINVAL)?,
+    };
+    let (got, delivered): (Received, bool) = lite.rpc.recv(rpc, req.id, into, req.timeout_ms)?;
     req.len = got.len;
     req.token = got.token;
     req.node = got.node;
@@ -128,4 +122,12 @@ fn recv(lite: &Lite, rpc: &FileRpc, req: &mut LiteRpcRecv) -> Result {
     } else {
         Err(crate::errno::EOVERFLOW())
     }
+}
+
+/// A reply of `len` bytes at user address `buf`.
+fn user_source(buf: u64, len: u64) -> Result<Source<'static>> {
+    Ok(Source::User {
+        addr: usize::try_from(buf).map_err(|_| EFAULT)?,
+        len: usize::try_from(len).map_err(|_| EMSGSIZE())?,
+    })
 }

@@ -4,10 +4,13 @@
 
 use crate::compat::user_slice;
 use crate::errno::EIDRM;
+use crate::iobuf::{Sink, Source, Transfer};
 use crate::net::polling::Wait;
 use crate::net::wire::{self, MsgKind};
+use crate::net::Peer;
 use crate::uapi::*;
-use crate::verbs::Atomic;
+use crate::verbs::{Atomic, DmaBuf};
+use core::ops::Range;
 use kernel::prelude::*;
 use kernel::sync::Mutex;
 
@@ -19,42 +22,69 @@ use super::LmrNode;
 use super::{erange, range_error};
 
 impl LmrNode {
-    /// LT_read (`write` false) or LT_write of `len` bytes at `offset` of the LMR,
-    /// from or to user memory at `buf`.
+    /// LT_read into `io`'s sink, or LT_write from its source, of its length at
+    /// `offset` of the LMR.
     pub(crate) fn rw(
         &self,
         file: &Mutex<FileLmrs>,
         lh: u64,
         offset: u64,
-        buf: usize,
-        len: u64,
-        write: bool,
+        mut io: Transfer<'_>,
     ) -> Result {
+        let write = io.is_write();
         let (mapping, perm) = file.lock().get(lh)?;
         if !layout::perm_allows(perm, if write { PERM_WRITE } else { PERM_READ }) {
             return Err(EACCES);
         }
-        layout::check_range(mapping.size, offset, len).map_err(range_error)?;
-        let len = usize::try_from(len).map_err(|_| erange())?;
-        buf.checked_add(len).ok_or(EFAULT)?;
+        let len = io.len();
+        layout::check_range(mapping.size, offset, len as u64).map_err(range_error)?;
+        if let Transfer::Read(Sink::User { addr, .. })
+        | Transfer::Write(Source::User { addr, .. }) = io
+        {
+            addr.checked_add(len).ok_or(EFAULT)?;
+        }
         let using = mapping.begin()?;
         let me = self.net.me()?;
         for piece in layout::pieces(&mapping.extents, offset, len as u64) {
             using.check()?;
             let node = mapping.extents[piece.extent].node;
-            let at = buf + piece.pos as usize;
-            let size = piece.len as usize;
+            let (pos, size) = (piece.pos as usize, piece.len as usize);
+            let span = pos..pos + size;
             if node == me {
                 let (chunk, off) = using.local()?.find(piece.addr, piece.len)?;
-                if write {
-                    chunk.copy_from_user(off, &mut user_slice(at, size).reader(), size)?;
-                } else {
-                    chunk.copy_to_user(off, &mut user_slice(at, size).writer(), size)?;
+                match &mut io {
+                    Transfer::Write(Source::User { addr, .. }) => chunk.copy_from_user(
+                        off,
+                        &mut user_slice(*addr + pos, size).reader(),
+                        size,
+                    )?,
+                    Transfer::Read(Sink::User { addr, .. }) => chunk.copy_to_user(
+                        off,
+                        &mut user_slice(*addr + pos, size).writer(),
+                        size,
+                    )?,
+                    Transfer::Write(Source::Kernel(data)) => {
+                        chunk.write_bytes(off, data.get(span).ok_or(EINVAL)?)?
+                    }
+                    Transfer::Read(Sink::Kernel(out)) => {
+                        chunk.read(off, out.get_mut(span).ok_or(EINVAL)?)?
+                    }
                 }
-            } else {
-                self.net
-                    .peer(node)?
-                    .rdma_user(write, at, size, piece.addr, piece.rkey, &|| using.check())?;
+                continue;
+            }
+            let peer = self.net.peer(node)?;
+            let still_valid = || using.check();
+            match &mut io {
+                Transfer::Write(Source::User { addr, .. })
+                | Transfer::Read(Sink::User { addr, .. }) => peer.rdma_user(
+                    write,
+                    *addr + pos,
+                    size,
+                    piece.addr,
+                    piece.rkey,
+                    &still_valid,
+                )?,
+                _ => rdma_bounced(&peer, &mut io, span, piece.addr, piece.rkey, &still_valid)?,
             }
         }
         Ok(())
@@ -279,4 +309,38 @@ impl LmrNode {
             reserve_used: mem.reserve_used * CHUNK_MAX,
         }
     }
+}
+
+/// Kernel memory of a calling module is not the device's to reach: its bytes at
+/// `span` of the transfer go to or come from the peer's `remote` (under `rkey`)
+/// through a bounce buffer, a window at a time.
+fn rdma_bounced(
+    peer: &Peer,
+    io: &mut Transfer<'_>,
+    span: Range<usize>,
+    remote: u64,
+    rkey: u32,
+    still_valid: &dyn Fn() -> Result,
+) -> Result {
+    const BOUNCE_BYTES: usize = 64 << 10;
+    let bounce = DmaBuf::new(&peer.dev, span.len().min(BOUNCE_BYTES))?;
+    let mut at = span.start;
+    while at < span.end {
+        still_valid()?;
+        let n = (span.end - at).min(bounce.size());
+        let remote_at = remote + (at - span.start) as u64;
+        match io {
+            Transfer::Write(Source::Kernel(data)) => {
+                bounce.write_bytes(0, data.get(at..at + n).ok_or(EINVAL)?)?;
+                peer.rdma_kernel(true, &bounce, 0, n, remote_at, rkey)?;
+            }
+            Transfer::Read(Sink::Kernel(out)) => {
+                peer.rdma_kernel(false, &bounce, 0, n, remote_at, rkey)?;
+                bounce.read(0, out.get_mut(at..at + n).ok_or(EINVAL)?)?;
+            }
+            _ => return Err(EINVAL),
+        }
+        at += n;
+    }
+    Ok(())
 }

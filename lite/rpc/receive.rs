@@ -12,10 +12,11 @@ use super::RpcNode;
 use super::{jiffies_until, now_ns, status_of, wait_result, IDS_PER_FILE, IDS_PER_NODE};
 use crate::compat::user_slice;
 use crate::errno::{ECONNRESET, EMSGSIZE, EOVERFLOW, ETIMEDOUT};
+use crate::iobuf::{copy_exact, Sink, Source};
 use crate::kvec::Fifo;
 use crate::net::wire::{self, MsgKind, RpcUnbind};
 use crate::uapi::*;
-use crate::verbs::UserPages;
+use crate::verbs::{DmaBuf, UserPages};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTreeNode, RBTreeNodeReservation};
@@ -140,16 +141,16 @@ impl RpcNode {
         }
     }
 
-    /// LT_recvRPC: the next request or message for `id`, payload copied to `buf`.
-    /// `Err(EOVERFLOW)` leaves it queued; `Ok` with `len` tells its size then.
+    /// LT_recvRPC: the next request or message for `id`, payload copied to `into`.
+    /// A request larger than `into` stays queued; `Ok(_, false)` tells its size then.
     pub(crate) fn recv(
         &self,
         file: &FileRpc,
         id: u32,
-        buf: usize,
-        buf_len: u64,
+        mut into: Sink<'_>,
         timeout_ms: u32,
     ) -> Result<(Received, bool)> {
+        let buf_len = into.len() as u64;
         let server = self
             .server(id)
             .filter(|s| s.owner == file as *const FileRpc as usize)
@@ -179,7 +180,7 @@ impl RpcNode {
                     wait_result(server.arrived.wait_interruptible_timeout(&mut q, left))?;
                 }
             };
-            match self.deliver(file, req, buf) {
+            match self.deliver(file, req, &mut into) {
                 Ok(Some(received)) => return Ok((received, true)),
                 // A malformed record was answered with an error; take the next one.
                 Ok(None) => continue,
@@ -191,7 +192,7 @@ impl RpcNode {
         }
     }
 
-    /// Hands a dequeued request to the server process: payload to `buf`, what the
+    /// Hands a dequeued request to the server: payload to `into`, what the
     /// reply needs kept under a new token, ring room consumed. `Ok(None)`: the
     /// request was malformed and its caller told so. On `Err` the request is
     /// handed back untouched.
@@ -202,11 +203,13 @@ impl RpcNode {
         &self,
         file: &FileRpc,
         req: Request,
-        buf: usize,
+        into: &mut Sink<'_>,
     ) -> core::result::Result<Option<Received>, (Error, Request)> {
         let len = req.len() as usize;
-        if buf.checked_add(len).is_none() {
-            return Err((EFAULT, req));
+        if let Sink::User { addr, .. } = into {
+            if addr.checked_add(len).is_none() {
+                return Err((EFAULT, req));
+            }
         }
         // Taken before the request is consumed: remembering it cannot fail later.
         let reservation = match RBTreeNodeReservation::new(GFP_KERNEL) {
@@ -222,8 +225,15 @@ impl RpcNode {
             } => {
                 let offset = ring::ring_offset(header.start, binding.size());
                 if len > 0 {
-                    if let Err(e) = binding.copy_to_user(offset + header.payload_offset(), buf, len)
-                    {
+                    let at = offset + header.payload_offset();
+                    let copied = match into {
+                        Sink::User { addr, .. } => binding.copy_to_user(at, *addr, len),
+                        Sink::Kernel(out) => out
+                            .get_mut(..len)
+                            .ok_or(EINVAL)
+                            .and_then(|out| binding.read(at, out)),
+                    };
+                    if let Err(e) = copied {
                         return Err((
                             e,
                             Request::Remote {
@@ -262,7 +272,16 @@ impl RpcNode {
                 caller,
                 charge,
             } => {
-                if let Err(e) = user_slice(buf, len).writer().write_slice(&payload) {
+                let copied = match into {
+                    Sink::User { addr, .. } => {
+                        user_slice(*addr, len).writer().write_slice(&payload)
+                    }
+                    Sink::Kernel(out) => out
+                        .get_mut(..len)
+                        .ok_or(EINVAL)
+                        .and_then(|out| copy_exact(out, &payload)),
+                };
+                if let Err(e) = copied {
                     return Err((
                         e,
                         Request::Local {
@@ -318,16 +337,17 @@ impl RpcNode {
         Ok(runs)
     }
 
-    /// LT_replyRPC: writes `len` bytes at `buf` into the caller's output buffer,
-    /// then completes its call. A reply larger than that buffer completes the call
-    /// with EOVERFLOW and the reply's size.
-    pub(crate) fn reply(&self, file: &FileRpc, token: u64, buf: usize, len: u64) -> Result {
+    /// LT_replyRPC: writes `from` into the caller's output buffer, then completes
+    /// its call. A reply larger than that buffer completes the call with EOVERFLOW
+    /// and the reply's size.
+    pub(crate) fn reply(&self, file: &FileRpc, token: u64, from: Source<'_>) -> Result {
+        let len = from.len() as u64;
         if len > MAX_MSG {
             return Err(EMSGSIZE());
         }
         let owed = file.owed.lock().remove(&token).ok_or(EBADF)?;
         let capacity = match owed {
-            Owed::Local(caller) => return self.reply_local(file, token, caller, buf, len),
+            Owed::Local(caller) => return self.reply_local(file, token, caller, from),
             Owed::Remote { capacity, .. } => capacity,
         };
         // The server's buffer is read or pinned while the reply is still owed.
@@ -336,13 +356,23 @@ impl RpcNode {
             Ok(Reply::Overflow)
         } else if len as usize <= wire::REPLY_INLINE_MAX {
             let bytes = &mut staged[..len as usize];
-            user_slice(buf, bytes.len())
-                .reader()
-                .read_slice(bytes)
-                .map(|()| Reply::Inline(bytes))
+            match from {
+                Source::User { addr, .. } => {
+                    user_slice(addr, bytes.len()).reader().read_slice(bytes)
+                }
+                Source::Kernel(data) => copy_exact(bytes, data),
+            }
+            .map(|()| Reply::Inline(bytes))
         } else {
             match self.net.device() {
-                Ok(dev) => UserPages::pin(&dev, buf, len as usize, false).map(Reply::Pages),
+                Ok(dev) => match from {
+                    Source::User { addr, .. } => {
+                        UserPages::pin(&dev, addr, len as usize, false).map(Reply::Pages)
+                    }
+                    Source::Kernel(data) => DmaBuf::new(&dev, data.len())
+                        .and_then(|staged| staged.write_bytes(0, data).map(|()| staged))
+                        .map(Reply::Staged),
+                },
                 Err(e) => {
                     owed.fail(e);
                     return Err(e);
@@ -369,20 +399,23 @@ impl RpcNode {
             return Err(EINVAL);
         };
         let qp = peer.message_qp(None, slot as usize);
-        let pages = match reply {
+        let mut local = KVec::new();
+        let gathered = match &reply {
             Reply::Overflow => {
                 let overflow = status_of(EOVERFLOW());
                 return post_answer(&peer, &binding, slot, qp, seq, overflow, len, &[]);
             }
             Reply::Inline(bytes) => return answer_inline(&peer, &binding, slot, qp, seq, bytes),
-            Reply::Pages(pages) => pages,
+            Reply::Pages(pages) => pages
+                .runs()
+                .try_for_each(|run| local.push(run, GFP_KERNEL))
+                .map_err(Error::from),
+            Reply::Staged(staged) => staged
+                .range(0, len as usize)
+                .and_then(|(dma, n)| Ok(local.push((dma, n as usize), GFP_KERNEL)?)),
         };
-        let mut local = KVec::new();
-        let written = pages
-            .runs()
-            .try_for_each(|run| local.push(run, GFP_KERNEL))
-            .map_err(Error::from)
-            .and_then(|()| peer.write_pieces(ring::zip_runs(&local, &runs, len as usize)));
+        let written =
+            gathered.and_then(|()| peer.write_pieces(ring::zip_runs(&local, &runs, len as usize)));
         if let Err(e) = written {
             // The caller must not wait for a reply that will not come.
             let _ = answer(&peer, &binding, slot, seq, Err(e));
@@ -405,21 +438,26 @@ impl RpcNode {
         &self,
         file: &FileRpc,
         token: u64,
-        caller: LocalCaller,
-        buf: usize,
-        len: u64,
+        mut caller: LocalCaller,
+        from: Source<'_>,
     ) -> Result {
+        let len = from.len() as u64;
         if len > caller.capacity {
             caller
                 .waiter
                 .complete_overflow(caller.user_slot, caller.seq, len);
             return Ok(());
         }
-        let mut reader = user_slice(buf, len as usize).reader();
-        let copied = match &caller.output {
-            Output::None => Ok(()),
-            Output::User(pages) => pages.copy_from_user(&mut reader, len as usize),
-            Output::Kernel(out) => out.copy_from_user(0, &mut reader, len as usize),
+        let copied = match (&mut caller.output, from) {
+            (Output::None, _) => Ok(()),
+            (Output::User(pages), Source::User { addr, len }) => {
+                pages.copy_from_user(&mut user_slice(addr, len).reader(), len)
+            }
+            (Output::Kernel(out), Source::User { addr, len }) => {
+                out.copy_from_user(0, &mut user_slice(addr, len).reader(), len)
+            }
+            (Output::User(pages), Source::Kernel(data)) => pages.fill(data),
+            (Output::Kernel(out), Source::Kernel(data)) => out.write_bytes(0, data),
         };
         match copied {
             Ok(()) => {
@@ -449,4 +487,6 @@ enum Reply<'a> {
     Inline(&'a [u8]),
     /// Written from the server's pinned buffer first.
     Pages(UserPages),
+    /// Written from a copy of a kernel server's reply first.
+    Staged(DmaBuf),
 }

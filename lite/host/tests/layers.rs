@@ -9,14 +9,15 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["errno", "ffi", "uapi"],
     &["compat"],
-    &["kvec", "uarg", "workqueue"],
+    &["iobuf", "kvec", "uarg", "workqueue"],
     &["verbs"],
     &["qos"],
     &["net"],
     &["lmr"],
     &["locks", "rpc"],
     &["node"],
-    &["chardev", "lite_main"],
+    &["client"],
+    &["chardev", "kapi", "lite_main"],
 ];
 
 fn layer_of(unit: &str) -> Option<usize> {

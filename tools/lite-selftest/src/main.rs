@@ -197,6 +197,9 @@ enum Command {
         /// Issue the calls from the kernel (LITE_IOC_RPC_BENCH; --count calls, one thread).
         #[arg(long)]
         kernel_caller: bool,
+        /// The server echoes (apps/kmod-echo): every reply must be its request.
+        #[arg(long, conflicts_with_all = ["oneway", "kernel_caller"])]
+        echo: bool,
     },
     /// One request to every node of NODES (comma-separated); prints each outcome.
     RpcMulticast {
@@ -562,7 +565,19 @@ fn main() -> ExitCode {
         Command::RpcServe { id, threads, delay_ms, limit } => {
             return rpc::serve(&lite, id, threads, std::time::Duration::from_millis(delay_ms), limit)
         }
-        Command::RpcCall { node, id, count, threads, size, reply, oneway, expect_error, timeout_ms, kernel_caller } => {
+        Command::RpcCall {
+            node,
+            id,
+            count,
+            threads,
+            size,
+            reply,
+            oneway,
+            expect_error,
+            timeout_ms,
+            kernel_caller,
+            echo,
+        } => {
             let args = rpc::CallArgs {
                 node,
                 id,
@@ -574,6 +589,7 @@ fn main() -> ExitCode {
                 expect_error,
                 timeout: std::time::Duration::from_millis(timeout_ms),
                 kernel_caller,
+                echo,
             };
             return rpc::call(&lite, &args);
         }

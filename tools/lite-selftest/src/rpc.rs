@@ -160,6 +160,8 @@ pub(crate) struct CallArgs {
     pub(crate) timeout: Duration,
     /// Issue the calls from the kernel (LITE_IOC_RPC_BENCH) instead.
     pub(crate) kernel_caller: bool,
+    /// The server echoes: every reply is its request (`reply` is the buffer's size).
+    pub(crate) echo: bool,
 }
 
 /// Calls (or sends to) `id` at `node` from `threads` threads, `count` times each,
@@ -190,7 +192,12 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
                     };
                     mine.push(began.elapsed().as_nanos() as u64);
                     let problem = match (result, a.expect_error) {
-                        (Ok(len), None) if a.oneway || (len == a.reply && pattern_ok(&out[..len], seed + 1)) => None,
+                        (Ok(len), None) if a.echo && out.get(..len) == Some(&req[..]) => None,
+                        (Ok(len), None)
+                            if !a.echo && (a.oneway || (len == a.reply && pattern_ok(&out[..len], seed + 1))) =>
+                        {
+                            None
+                        }
                         (Ok(len), None) => Some(format!("reply of {len} bytes (want {}) or corrupt", a.reply)),
                         (Ok(_), Some(want)) => Some(format!("succeeded, want {want}")),
                         (Err(e), Some(want)) if e.errno() == want => None,
