@@ -114,6 +114,12 @@ bench-qos: guest
 	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
 	tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 
+# What the module's own pure code costs per operation on this host (criterion, no VMs),
+# and the share of a core the pacer needs at 25 and 100 Gbit/s (docs/measurements/host-cost.md).
+.PHONY: bench-host
+bench-host:
+	tools/host_bench.py $(ARGS)
+
 # The one lint gate: every crate rustfmt-clean and clippy-clean (the module's pure
 # files through the host crate), the Python tools ruff-clean (ruff.toml).
 lint: deps

@@ -4,7 +4,8 @@ directory), and tools/tests/ holds its host tests.
 
     cluster     the virtual cluster: Cluster, guests, wires, the bridge segment (tools/vcluster.py)
     plots       the benchmarks' plots, drawn with matplotlib, as SVG and PNG
-    bench       LITE against native verbs (tools/bench.py), per-range keys (tools/access_bench.py)
+    bench       LITE against native verbs (tools/bench.py), per-range keys (tools/access_bench.py),
+                the module's own code per operation on the host (tools/host_bench.py)
     qos         the priority-class benchmark and its hostile tenant (tools/qos_bench.py)
     demo        the showcase (tools/demo.py)
     vmtests     the integration tests on the virtual cluster, run by pytest (tools/vmtest.py)
