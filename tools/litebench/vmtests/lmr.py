@@ -58,12 +58,19 @@ def test_lmr_registered_user_buffer_is_shared(c):
     serve.send("check")
     out = serve.wait_for("pattern ")
     check("pattern ok" in out, f"remote writes did not land in the registered buffer:\n{out}")
-    res = c.exec(1, "lite-selftest lmr-serve too-big --size 64M --register </dev/null; "
-                    "lite-selftest lmr-serve too-big --size 65M --register </dev/null", check=False)
-    check(res.rc != 0 and res.out.count("ready") == 1, f"register limit: {res.out}")
     serve.send("free")
     serve.wait_for("freed")
     serve.close()
+    check_no_lmr_state(c)
+
+
+@pytest.mark.big
+def test_lmr_register_limit_is_64_mib(c):
+    # Pinning 64 MiB is data-heavy on an emulated guest (a minute with KASAN): on the
+    # kernels of the big suite.
+    res = c.exec(1, "lite-selftest lmr-serve too-big --size 64M --register </dev/null; "
+                    "lite-selftest lmr-serve too-big --size 65M --register </dev/null", check=False)
+    check(res.rc != 0 and res.out.count("ready") == 1, f"register limit: {res.out}")
     check_no_lmr_state(c)
 
 
@@ -158,11 +165,13 @@ def test_locks_and_barriers_from_every_node(c):
     # use-after-free that KASAN reports here.
     master = Background(c, 1, "locks", "lite-selftest lmr-serve locks --size 4K --holders 2 --perm rw --zeroed")
     master.wait_for("ready")
-    runs = [(0, "--threads 4 --count 25"), (1, "--threads 4 --count 25"), (2, "--threads 4 --count 25")]
-    jobs = [(n, c.exec_async(n, f"lite-selftest lock-count locks {args}", timeout=900)) for n, args in runs]
+    # Twelve threads contend throughout; ten increments each (120 in all) keep the
+    # emulated debug guests' time in bounds.
+    jobs = [(n, c.exec_async(n, "lite-selftest lock-count locks --threads 4 --count 10", timeout=900))
+            for n in (0, 1, 2)]
     total = sum(json_summary(n, job.wait(), "lock-count")["increments"] for n, job in jobs)
     counter = int(c.exec(0, "lite-selftest atomic-read locks --offset 8").out.split()[-1])
-    check(total == 300 and counter == 300, f"{total} increments reported, counter at {counter}, want 300")
+    check(total == 120 and counter == 120, f"{total} increments reported, counter at {counter}, want 120")
     check(c.exec(0, "lite-selftest atomic-read locks").out.split()[-1] == "0", "lock word not free at the end")
 
     holder = Background(c, 0, "holder", "lite-selftest lock-hold locks --offset 16")
