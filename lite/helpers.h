@@ -106,7 +106,18 @@ void lite_mr_deregister(struct ib_mr *mr);
 
 /* SGEs per RDMA read/write work request the module uses (capped by the device). */
 #define LITE_MAX_SGE 16
-unsigned int lite_dev_max_sge(const struct lite_dev *dev);
+
+/* What the device can do, read once at attach (ib_device_attr and the port's protocol). */
+struct lite_dev_caps {
+	unsigned int transport;		/* LITE_TRANSPORT_* of the ABI */
+	unsigned int write_imm;		/* RDMA WRITE with immediate: not on iWARP */
+	unsigned int cm_connect;	/* QPs reach RTS only through the iWARP CM */
+	unsigned int max_send_sge;
+	unsigned int max_sge_rd;
+	unsigned int atomic_cap;	/* enum ib_atomic_cap */
+	unsigned int max_qp_rd_atom;
+};
+void lite_dev_caps(const struct lite_dev *dev, struct lite_dev_caps *caps);
 
 /* One scatter/gather element (local: under the global MR's lkey; a run of
  * lite_mr_register()). */

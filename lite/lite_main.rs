@@ -115,16 +115,8 @@ pub unsafe extern "C" fn lite_rust_dev_added(
     if unsafe { lite(ctx) }.net.device_added(dev.clone()).is_err() {
         return core::ptr::null_mut();
     }
-    pr_info!(
-        "using RDMA device {}\n",
-        kernel::str::BStr::from_bytes(trim_nul(dev.name()))
-    );
+    pr_info!("using RDMA device {}\n", dev.display_name());
     dev.into_foreign() as *mut c_void
-}
-
-fn trim_nul(name: &[u8]) -> &[u8] {
-    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    &name[..len]
 }
 
 /// Called by the C glue before it frees a device's CQs.

@@ -20,6 +20,7 @@ macro_rules! plain_abi_types {
 }
 plain_abi_types!(
     LiteInfo,
+    LiteDevCaps,
     LiteJoin,
     LiteConnInfo,
     LitePeerPrepare,

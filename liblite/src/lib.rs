@@ -147,6 +147,26 @@ pub struct NodeInfo {
     pub remote_chunks: bool,
 }
 
+/// What the node's RDMA device can do, as the module read it at attach.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceCaps {
+    /// "infiniband", "roce" or "iwarp".
+    pub transport: &'static str,
+    /// RDMA WRITE with immediate, which LITE-RS's messages and RPC ride on.
+    pub write_imm: bool,
+    /// Remote atomics done by the NIC.
+    pub atomics: bool,
+    /// QPs connect only through the connection manager (iWARP).
+    pub cm_connect: bool,
+    /// Scatter-gather entries per send or RDMA WRITE, and per RDMA READ.
+    pub max_send_sge: u32,
+    pub max_sge_rd: u32,
+    /// The NIC's atomic scope: "none", "hca" or "global".
+    pub atomic_cap: &'static str,
+    /// RDMA READs and atomics one QP may have outstanding as a target.
+    pub max_qp_rd_atom: u32,
+}
+
 /// Side of a QP connection, as exchanged through the cluster manager.
 pub type ConnInfo = LiteConnInfo;
 
@@ -242,6 +262,31 @@ impl Lite {
             qps_per_peer: info.qps_per_peer,
             active_mtu: info.active_mtu,
             remote_chunks: info.remote_access == LITE_REMOTE_ACCESS_CHUNKS,
+        })
+    }
+
+    /// What the node's RDMA device can do; `ENODEV` without one.
+    pub fn device_caps(&self) -> Result<DeviceCaps> {
+        let mut caps = LiteDevCaps::default();
+        self.ioctl("device capabilities", None, LITE_IOC_DEV_CAPS, &mut caps)?;
+        Ok(DeviceCaps {
+            transport: match caps.transport {
+                LITE_TRANSPORT_IB => "infiniband",
+                LITE_TRANSPORT_ROCE => "roce",
+                LITE_TRANSPORT_IWARP => "iwarp",
+                _ => "unknown",
+            },
+            write_imm: caps.flags & LITE_CAP_WRITE_IMM != 0,
+            atomics: caps.flags & LITE_CAP_ATOMICS != 0,
+            cm_connect: caps.flags & LITE_CAP_CM_CONNECT != 0,
+            max_send_sge: caps.max_send_sge,
+            max_sge_rd: caps.max_sge_rd,
+            atomic_cap: match caps.atomic_cap {
+                0 => "none",
+                1 => "hca",
+                _ => "global",
+            },
+            max_qp_rd_atom: caps.max_qp_rd_atom,
         })
     }
 

@@ -16,6 +16,7 @@ const PING_MAX_TIMEOUT_MS: u32 = 60_000;
 pub(super) fn ioctl(lite: &Lite, cmd: u32, arg: usize) -> Result {
     match cmd {
         LITE_IOC_INFO => write_out(arg, &lite.net.info()),
+        LITE_IOC_DEV_CAPS => write_out(arg, lite.net.device()?.caps()),
         LITE_IOC_JOIN => {
             require_admin()?;
             let join: LiteJoin = read_in(arg)?;

@@ -66,6 +66,7 @@ impl OpenFile {
         rpc.count_crossing();
         match cmd {
             LITE_IOC_INFO
+            | LITE_IOC_DEV_CAPS
             | LITE_IOC_JOIN
             | LITE_IOC_LEAVE
             | LITE_IOC_PEER_PREPARE

@@ -51,7 +51,16 @@ impl Network {
 
     // ---- devices (ib_client callbacks) ----
 
+    /// A device to use, if LITE-RS can drive it: its kernel messages and RPC ride
+    /// on RDMA WRITE with immediate, which iWARP devices lack (EOPNOTSUPP).
     pub(crate) fn device_added(&self, dev: Arc<Device>) -> Result {
+        if dev.caps().flags & LITE_CAP_WRITE_IMM == 0 {
+            pr_warn!(
+                "{}: no RDMA WRITE with immediate (iWARP), which LITE-RS's messages need: not used\n",
+                dev.display_name()
+            );
+            return Err(crate::errno::EOPNOTSUPP());
+        }
         self.state.lock().devices.push(dev, GFP_KERNEL)?;
         Ok(())
     }

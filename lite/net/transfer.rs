@@ -84,7 +84,7 @@ impl Peer {
         pieces: impl Iterator<Item = (u64, usize, u64, u32)>,
         deadline: &mut Deadline,
     ) -> Result {
-        let max_sge = self.dev.max_sge().clamp(1, ffi::LITE_MAX_SGE as usize);
+        let max_sge = self.dev.max_sge(!write);
         let nr_qps = self.link.lock().qps.len().max(1);
         let mut ticket = self.qos.begin(
             &self.dev,

@@ -4,6 +4,7 @@
 
 use super::{Qp, RemoteAccess};
 use crate::ffi;
+use crate::uapi::{LiteDevCaps, LITE_CAP_ATOMICS, LITE_CAP_CM_CONNECT, LITE_CAP_WRITE_IMM};
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -29,6 +30,7 @@ pub(crate) struct PortAttr {
 pub(crate) struct Device {
     pub(in crate::verbs) raw: NonNull<ffi::lite_dev>,
     name: [u8; 64],
+    caps: LiteDevCaps,
 }
 
 // SAFETY: the C device object is immutable after creation and the verbs it is passed to
@@ -50,12 +52,49 @@ impl Device {
         let bytes = cname.to_bytes();
         let len = bytes.len().min(name.len() - 1);
         name[..len].copy_from_slice(&bytes[..len]);
-        Device { raw, name }
+        let mut raw_caps = ffi::lite_dev_caps {
+            transport: 0,
+            write_imm: 0,
+            cm_connect: 0,
+            max_send_sge: 0,
+            max_sge_rd: 0,
+            atomic_cap: 0,
+            max_qp_rd_atom: 0,
+        };
+        // SAFETY: `raw` is valid (caller); `raw_caps` is a local the call fills.
+        unsafe { ffi::lite_dev_caps(raw.as_ptr(), &mut raw_caps) };
+        let flag = |on: u32, bit: u32| if on != 0 { bit } else { 0 };
+        let caps = LiteDevCaps {
+            transport: raw_caps.transport,
+            flags: flag(raw_caps.write_imm, LITE_CAP_WRITE_IMM)
+                | flag(raw_caps.atomic_cap, LITE_CAP_ATOMICS)
+                | flag(raw_caps.cm_connect, LITE_CAP_CM_CONNECT),
+            max_send_sge: raw_caps.max_send_sge,
+            max_sge_rd: raw_caps.max_sge_rd,
+            atomic_cap: raw_caps.atomic_cap,
+            max_qp_rd_atom: raw_caps.max_qp_rd_atom,
+        };
+        Device { raw, name, caps }
+    }
+
+    /// What the device can do, as read at attach.
+    pub(crate) fn caps(&self) -> &LiteDevCaps {
+        &self.caps
     }
 
     /// NUL-padded device name ("rxe0").
     pub(crate) fn name(&self) -> &[u8; 64] {
         &self.name
+    }
+
+    /// The device's name without its padding, to print.
+    pub(crate) fn display_name(&self) -> &kernel::str::BStr {
+        let len = self
+            .name
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.name.len());
+        kernel::str::BStr::from_bytes(self.name.get(..len).unwrap_or(&[]))
     }
 
     /// Bytes of RDMA reads and writes this device completed without error, summed
@@ -110,10 +149,15 @@ impl Device {
         unsafe { ffi::lite_dev_global_rkey(self.raw.as_ptr()) }
     }
 
-    /// SGEs per RDMA read/write work request.
-    pub(crate) fn max_sge(&self) -> usize {
-        // SAFETY: `self.raw` is valid for the life of `self`.
-        unsafe { ffi::lite_dev_max_sge(self.raw.as_ptr()) as usize }
+    /// SGEs per RDMA work request: a READ's by the device's `max_sge_rd` (one on
+    /// many iWARP NICs), a WRITE's by `max_send_sge`; 1 to `LITE_MAX_SGE`.
+    pub(crate) fn max_sge(&self, read: bool) -> usize {
+        let device = if read {
+            self.caps.max_sge_rd
+        } else {
+            self.caps.max_send_sge
+        };
+        (device as usize).clamp(1, ffi::LITE_MAX_SGE as usize)
     }
 
     /// Creates an RC QP in INIT with `recv_depth` receives posted. Completions call

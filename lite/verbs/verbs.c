@@ -542,9 +542,19 @@ unsigned int lite_dev_global_rkey(const struct lite_dev *dev)
 	return dev->global_mr->rkey;
 }
 
-unsigned int lite_dev_max_sge(const struct lite_dev *dev)
+void lite_dev_caps(const struct lite_dev *dev, struct lite_dev_caps *caps)
 {
-	return min(dev->ibdev->attrs.max_send_sge, LITE_MAX_SGE);
+	const struct ib_device_attr *attrs = &dev->ibdev->attrs;
+	bool iwarp = rdma_protocol_iwarp(dev->ibdev, dev->port);
+
+	/* The ABI's LITE_TRANSPORT_IB, _ROCE, _IWARP. */
+	caps->transport = iwarp ? 3 : rdma_protocol_roce(dev->ibdev, dev->port) ? 2 : 1;
+	caps->write_imm = !iwarp;
+	caps->cm_connect = iwarp;
+	caps->max_send_sge = attrs->max_send_sge;
+	caps->max_sge_rd = attrs->max_sge_rd;
+	caps->atomic_cap = attrs->atomic_cap;
+	caps->max_qp_rd_atom = attrs->max_qp_rd_atom;
 }
 
 /*

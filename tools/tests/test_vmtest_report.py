@@ -39,7 +39,15 @@ class FakeCluster:
         if trouble == "raise" and "/proc/modules" in script:
             raise KeyError("no such node")
         # What lite-admin status says in the tests run here (bringup.py's first two).
-        return Result(0, "no RDMA device, reserve 0 of 0 MiB; device rxe0")
+        return Result(0, "no RDMA device, reserve 0 of 0 MiB; device rxe0; "
+                         "device can: roce, write with immediate, atomics (hca)")
+
+    def status(self, n):
+        """lite-admin status --json: without a device, then with rxe's, as
+        device_removed_and_readded_while_loaded asks."""
+        self.status_calls = getattr(self, "status_calls", 0) + 1
+        caps = {"transport": "roce", "write_imm": True, "cm_connect": False, "max_sge_rd": 32, "max_send_sge": 32}
+        return {"device_caps": None if self.status_calls == 1 else caps}
 
     def load_module(self, n):
         pass

@@ -547,4 +547,40 @@
  */
 #define LITE_IOC_REACH 3228060713
 
+/*
+ The port speaks InfiniBand.
+ */
+#define LITE_TRANSPORT_IB 1
+
+/*
+ RoCE (Soft-RoCE, `rdma_rxe`, among others).
+ */
+#define LITE_TRANSPORT_ROCE 2
+
+/*
+ iWARP (Soft-iWARP, `siw`, among others).
+ */
+#define LITE_TRANSPORT_IWARP 3
+
+/*
+ RDMA WRITE with immediate (InfiniBand and RoCE; not iWARP), which LITE-RS's
+ kernel messages and RPC ride on.
+ */
+#define LITE_CAP_WRITE_IMM (1 << 0)
+
+/*
+ The NIC performs remote atomics (`atomic_cap` other than `IB_ATOMIC_NONE`).
+ */
+#define LITE_CAP_ATOMICS (1 << 1)
+
+/*
+ QPs reach RTS only through the connection manager (iWARP), not by hand.
+ */
+#define LITE_CAP_CM_CONNECT (1 << 2)
+
+/*
+ `_IOR('L', 42, LiteDevCaps)`: ENODEV when no device is attached.
+ */
+#define LITE_IOC_DEV_CAPS 2149076010
+
 #endif  /* LITE_UAPI_H */

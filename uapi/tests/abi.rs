@@ -17,6 +17,7 @@ fn ioc(dir: u32, nr: u32, size: usize) -> u32 {
 #[test]
 fn ioctl_numbers_match_their_ioc_encoding() {
     assert_eq!(LITE_IOC_INFO, ioc(IOC_READ, 1, size_of::<LiteInfo>()));
+    assert_eq!(LITE_IOC_DEV_CAPS, ioc(IOC_READ, 42, size_of::<LiteDevCaps>()));
     assert_eq!(LITE_IOC_JOIN, ioc(IOC_WRITE, 2, size_of::<LiteJoin>()));
     assert_eq!(LITE_IOC_LEAVE, ioc(IOC_NONE, 3, 0));
     assert_eq!(LITE_IOC_PEER_PREPARE, ioc(IOC_READ | IOC_WRITE, 4, size_of::<LitePeerPrepare>()));
@@ -64,6 +65,7 @@ fn ioctl_numbers_match_their_ioc_encoding() {
 #[test]
 fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteInfo>(), 4 + 4 + 8 + 64 + 4 + 4 + 16 + 4 + 4 + 4 + 4);
+    assert_eq!(size_of::<LiteDevCaps>(), 6 * 4);
     assert_eq!(size_of::<LiteJoin>(), 4 + 4 + 8);
     assert_eq!(size_of::<LiteConnInfo>(), 16 + 4 + 4 + 32 + 32 + 8 + 4 + 4);
     assert_eq!(size_of::<LitePeerPrepare>(), 4 + 4 + 8 + size_of::<LiteConnInfo>() + 4 + 4);

@@ -386,9 +386,25 @@ struct StatusJson {
     /// What peers' keys reach: "chunks" (each LMR chunk, mailbox and ring alone,
     /// revoked at free) or "global" (all of the node's memory).
     remote_access: &'static str,
+    /// What the device can do (none without a device).
+    device_caps: Option<DeviceCapsJson>,
     peers: Vec<PeerJson>,
     memory: MemoryJson,
     rpc: RpcJson,
+}
+
+#[derive(Serialize)]
+struct DeviceCapsJson {
+    /// "infiniband", "roce" or "iwarp".
+    transport: &'static str,
+    write_imm: bool,
+    atomics: bool,
+    cm_connect: bool,
+    max_send_sge: u32,
+    max_sge_rd: u32,
+    /// "none", "hca" or "global".
+    atomic_cap: &'static str,
+    max_qp_rd_atom: u32,
 }
 
 #[derive(Serialize)]
@@ -491,6 +507,11 @@ fn status(json: bool) -> Result<(), String> {
     let peers = lite.peers().map_err(|e| e.to_string())?;
     let mem = lite.mem_stat().map_err(|e| e.to_string())?;
     let rpc = lite.rpc_stat().map_err(|e| e.to_string())?;
+    let caps = match lite.device_caps() {
+        Ok(caps) => Some(caps),
+        Err(e) if e.errno() == nix::errno::Errno::ENODEV => None,
+        Err(e) => return Err(e.to_string()),
+    };
     let report = StatusJson {
         node_id: info.node_id,
         epoch: info.epoch,
@@ -500,6 +521,16 @@ fn status(json: bool) -> Result<(), String> {
         gid: info.gid.as_ref().map(gid_to_string),
         qps_per_peer: info.qps_per_peer,
         remote_access: if info.remote_chunks { "chunks" } else { "global" },
+        device_caps: caps.map(|c| DeviceCapsJson {
+            transport: c.transport,
+            write_imm: c.write_imm,
+            atomics: c.atomics,
+            cm_connect: c.cm_connect,
+            max_send_sge: c.max_send_sge,
+            max_sge_rd: c.max_sge_rd,
+            atomic_cap: c.atomic_cap,
+            max_qp_rd_atom: c.max_qp_rd_atom,
+        }),
         peers: peers
             .iter()
             .map(|p| PeerJson {
@@ -552,6 +583,17 @@ fn status(json: bool) -> Result<(), String> {
             if report.remote_access == "chunks" { "only what they were given" } else { "all memory (global rkey)" }
         ),
         None => println!("no RDMA device (create one: rdma link add rxe0 type rxe netdev eth0)"),
+    }
+    if let Some(c) = &report.device_caps {
+        println!(
+            "device can: {}, {}, {}, {} SGE(s) per send and {} per READ, {} READ(s) in flight per QP",
+            c.transport,
+            if c.write_imm { "write with immediate" } else { "no write with immediate" },
+            if c.atomics { format!("atomics ({})", c.atomic_cap) } else { "no atomics".into() },
+            c.max_send_sge,
+            c.max_sge_rd,
+            c.max_qp_rd_atom
+        );
     }
     println!(
         "memory: master of {} LMR(s), {} handle(s), {:.1} MiB held of {:.0} MiB, reserve {:.0} of {:.0} MiB zeroed",

@@ -26,9 +26,15 @@ def test_device_removed_and_readded_while_loaded(c):
     c.exec(0, "rdma link delete rxe0")
     out = c.exec(0, "lite-admin status").out
     check("no RDMA device" in out and "reserve 0 of 0 MiB" in out, f"status after rdma link delete:\n{out}")
+    check(c.status(0)["device_caps"] is None, "device capabilities without a device")
     c.exec(0, "rdma link add rxe0 type rxe netdev eth0")
     out = c.exec(0, "lite-admin status").out
-    check("device rxe0" in out, f"status after rdma link add:\n{out}")
+    check("device rxe0" in out and "device can: roce, write with immediate, atomics" in out,
+          f"status after rdma link add:\n{out}")
+    # Read at attach, by capability: Soft-RoCE has write with immediate and atomics.
+    caps = c.status(0)["device_caps"]
+    check(caps["transport"] == "roce" and caps["write_imm"] and not caps["cm_connect"]
+          and caps["max_sge_rd"] >= 1 and caps["max_send_sge"] >= 1, f"rxe's capabilities: {caps}")
     c.exec(0, "lite-admin reserve 8M --wait", timeout=300)
     c.exec(0, "rmmod lite")
 

@@ -9,7 +9,8 @@
 //!
 //! This file holds the node's limits, peers and membership, the shared page, the
 //! membership ioctls and the list of the errors ioctls return; `lmr`, `rpc`, `sync` and
-//! `qos` hold each service's constants, argument structs and ioctls. All of it is
+//! `qos` hold each service's constants, argument structs and ioctls, `device` the
+//! device's capabilities. All of it is
 //! re-exported here, so every item keeps its path `abi::X`.
 
 // In ioctl-number order (this file has 1 to 8): cbindgen writes their constants to
@@ -24,7 +25,10 @@ mod sync;
 mod qos;
 // What the NIC lets a peer reach (tests only): 41.
 mod reach;
+// What the device can do: 42.
+mod device;
 
+pub use device::*;
 pub use lmr::*;
 pub use qos::*;
 pub use reach::*;
