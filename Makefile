@@ -142,6 +142,7 @@ test-host: lint
 	  test $${PIPESTATUS[0]} -eq 0
 	python3 -m pytest -q tools/tests
 	python3 tools/bench_docs.py --check docs/measurements/*.json
+	$(MAKE) --no-print-directory test-packages
 
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak); then, on
 # Debian's stock 7.2 kernel, unmodified (tools/kernel/debian.sh), which moves RDMA data
@@ -202,3 +203,30 @@ clean:
 debian-kernel:
 	@tools/kernel/debian.sh prepare >/dev/null
 	@tools/kernel/debian.sh guest >/dev/null
+
+# Installing on nodes (docs/install.md). `make deb`: the Debian packages lite-rs-dkms,
+# lite-rs-tools, liblite0 and liblite-dev in build/deb/ (lintian must report no error);
+# `make test-packages` also checks what their users rely on (soname, pkg-config, a C
+# program on the shared library, the DKMS source, the system files). `make test-dkms`:
+# lite-rs-dkms installed into an overlay of the sid root, where dkms builds lite.ko for
+# Debian's stock kernel (two module builds: several minutes of CPU).
+# Without packages: `make install [PREFIX=/usr/local] [DESTDIR=]` (user space, liblite,
+# the system files) and `make install-dkms` (the module's source for dkms, which builds
+# and installs it when DESTDIR is empty).
+PREFIX ?= /usr/local
+.PHONY: deb test-packages test-dkms install install-dkms
+deb: deps lite/helpers_ffi.rs
+	@tools/deb.sh build
+
+test-packages: deb
+	@tools/deb.sh check
+
+test-dkms: deb
+	@tools/kernel/dkms-test.sh
+
+install:
+	tools/install.sh build
+	tools/install.sh install --prefix $(PREFIX) $(if $(DESTDIR),--destdir $(DESTDIR))
+
+install-dkms: lite/helpers_ffi.rs
+	tools/install.sh dkms $(if $(DESTDIR),--destdir $(DESTDIR))

@@ -8,6 +8,7 @@ case "${1:-}" in
   -h|--help) echo "usage: $0   install the Debian packages and bindgen-cli LITE-RS needs (idempotent)"; exit 0 ;;
 esac
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/env.sh
 . "$here/env.sh"
 
 packages=(
@@ -18,6 +19,8 @@ packages=(
   vde2 socat python3 python3-matplotlib python3-pytest
   # systemd-analyze: make test-host verifies the units in dist/systemd/
   systemd
+  # make deb: the Debian packages (debian/), their lintian check, man pages, pkg-config
+  debhelper dh-dkms dkms lintian help2man pkgconf
 )
 
 missing=()

@@ -16,9 +16,13 @@
 #   tools/kernel/debian.sh make ARGS...  make -C <prepared dir> <its kmake-flags> ARGS in
 #                                        the sid root, e.g. `make M=$PWD modules`
 # Environment: DEBIAN_KERNEL_LINE (7), DEBIAN_SUITE (sid), DEBIAN_MIRROR (the mirror the
-# host's apt uses), DEBIAN_LISTS_MAX_AGE (seconds between list refreshes, 21600).
+# host's apt uses), DEBIAN_LISTS_MAX_AGE (seconds between list refreshes, 21600),
+# DEBIAN_OVERLAY (run/make: a directory whose upper/ takes every change the command
+# makes to the sid root, which stays as it was, e.g. to install packages into a copy).
+# The checks and the preparation that DKMS does on a node too are tools/kernel/rust-kbuild.sh.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=tools/env.sh
 . "$here/../env.sh"
 
 line=${DEBIAN_KERNEL_LINE:-7}
@@ -116,7 +120,7 @@ resolve() {
     [ "$v" = "$kver" ] || die "$p is at '${v:-missing}', not $kver: $suite is mid-upload, retry later"
   done
   rustc_v=$(candidate rustc); rustsrc_v=$(candidate rust-src); bindgen_v=$(candidate bindgen)
-  [ -n "$rustc_v" ] && [ -n "$rustsrc_v" ] && [ -n "$bindgen_v" ] || die "rustc/rust-src/bindgen missing in $suite"
+  if [ -z "$rustc_v" ] || [ -z "$rustsrc_v" ] || [ -z "$bindgen_v" ]; then die "rustc/rust-src/bindgen missing in $suite"; fi
   stock=$work/stock-$release-$kver
   kbuild=$work/kbuild-$release-$kver
   src=$work/linux-$kver
@@ -134,7 +138,7 @@ download() {
   mkdir -p "$deb/debs"
   local want=() p f
   for p in "${pkgs[@]}"; do
-    f=$(ls "$deb/debs/${p}_${kver//:/%3a}_"*.deb 2>/dev/null | head -1 || true)
+    f=$(find "$deb/debs" -maxdepth 1 -name "${p}_${kver//:/%3a}_*.deb" | head -1)
     [ -n "$f" ] || want+=("$p=$kver")
   done
   if ((${#want[@]})); then
@@ -158,7 +162,7 @@ unpack_stock() {
   local p
   for p in "${pkgs[@]}"; do
     case "$p" in linux-source-*) continue ;; esac
-    dpkg-deb -x "$deb"/debs/"${p}_${kver//:/%3a}"_*.deb "$stock"
+    dpkg-deb -x "$deb/debs/${p}_${kver//:/%3a}_"*.deb "$stock"
   done
   ln -s usr/lib "$stock/lib"
   local mods=$stock/usr/lib/modules/$release
@@ -177,18 +181,24 @@ cfg() { sed -n "s/^$1=\"\{0,1\}\([^\"]*\)\"\{0,1\}$/\1/p" "$(headers)/.config"; 
 # ---- 2. the sid root with the kernel's exact toolchain ----
 # Runs "$@" chrooted in the sid root, in a private mount namespace (nothing outlives
 # it) where the work dir, $DEBIAN_BIND and $cwd (default /) have their host paths.
+# With DEBIAN_OVERLAY, the root is an overlay of it whose changes go to that directory.
 in_root() {
-  local binds=("$work") d here=${cwd:-/}
-  for d in ${DEBIAN_BIND:-} "$here"; do
+  local binds=("$work" "$here") d dir=${cwd:-/} top=$root ov=${DEBIAN_OVERLAY:-}
+  for d in ${DEBIAN_BIND:-} "$dir"; do
     case "$d" in /|"$root"|"$root"/*|"$work"|"$work"/*) ;; *) binds+=("$(realpath "$d")") ;; esac
   done
+  if [ -n "$ov" ]; then
+    ov=$(realpath -m "$ov") && mkdir -p "$ov"/{upper,work,merged} && top=$ov/merged
+  fi
+  # shellcheck disable=SC2016  # expanded by the inner bash
   unshare --mount --propagation private -- bash -c '
-    set -e; root=$1; n=$2; shift 2
+    set -e; root=$1; n=$2; lower=$3; ov=$4; shift 4
+    [ -z "$ov" ] || mount -t overlay overlay -o "lowerdir=$lower,upperdir=$ov/upper,workdir=$ov/work" "$root"
     for ((i = 0; i < n; i++)); do mkdir -p "$root$1"; mount --bind "$1" "$root$1"; shift; done
     mount -t proc proc "$root/proc"; mount --bind /dev "$root/dev"
     cwd=$1; shift
     exec chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-      TERM=dumb bash -c "cd \"\$0\" && exec \"\$@\"" "$cwd" "$@"' _ "$root" "${#binds[@]}" "${binds[@]}" "$here" "$@"
+      TERM=dumb bash -c "cd \"\$0\" && exec \"\$@\"" "$cwd" "$@"' _ "$top" "${#binds[@]}" "$root" "$ov" "${binds[@]}" "$dir" "$@"
 }
 
 make_root() {
@@ -206,8 +216,8 @@ make_root() {
   [ -n "$gccver" ] || die "CONFIG_CC_VERSION_TEXT='$(cfg CONFIG_CC_VERSION_TEXT)': not a Debian gcc-NN"
   toolchain=(rustc rust-src bindgen "$gccver" gcc make flex bison bc python3 libelf-dev libssl-dev
              dwarves cpio kmod xz-utils openssl)
-  local want="${toolchain[*]} $rustc_v $rustsrc_v $bindgen_v $kver"
-  if [ "$(cat "$root/.toolchain" 2>/dev/null)" != "$want" ]; then
+  local stamp="${toolchain[*]} $rustc_v $rustsrc_v $bindgen_v $kver"
+  if [ "$(cat "$root/.toolchain" 2>/dev/null)" != "$stamp" ]; then
     log "installing the toolchain into the sid root: ${toolchain[*]}"
     local t0=$SECONDS
     cp -L /etc/resolv.conf "$root/etc/resolv.conf"
@@ -222,91 +232,32 @@ make_root() {
       "${toolchain[@]}" >"$deb/toolchain.log" 2>&1 || { tail -20 "$deb/toolchain.log" >&2; die "toolchain install failed"; }
     in_root apt-get clean
     log "toolchain installed in $((SECONDS - t0)) s"
-    echo "$want" > "$root/.toolchain"
+    echo "$stamp" > "$root/.toolchain"
   fi
 }
 
 # The kernel's config names the compilers it was built with; the root must have them.
 check_toolchain() {
-  local want got cc
-  want=$(cfg CONFIG_RUSTC_VERSION_TEXT)
-  got=$(in_root rustc --version)
-  [ "$want" = "$got" ] || die "the kernel was built with $want; the sid root has $got.
-  A Rust module must be built by the kernel's exact rustc. Wait until $suite has a kernel
-  built with $got (or a rustc that matches the kernel), or set DEBIAN_MIRROR to a
-  snapshot of the archive (snapshot.debian.org) that has both."
-  want=$(cfg CONFIG_CC_VERSION_TEXT); cc=${want%% *}
-  got=$(in_root "$cc" --version 2>/dev/null | head -1 || true)
-  [ "$want" = "$got" ] || die "the kernel was built with '$want'; the sid root's $cc says '${got:-nothing}'.
-  Wait until $suite's kernel and $gccver agree again, or set DEBIAN_MIRROR to a snapshot."
-  # The kernel builds core from rust-src: it must be that rustc's own library source.
-  got=$(in_root dpkg-query -W -f '${Version} ${source:Version}\n' rustc rust-src | sort -u | wc -l)
-  [ "$got" = 1 ] || die "rustc and rust-src differ in the sid root: $(in_root dpkg-query -W rustc rust-src | tr '\n' ' ')"
-  want=$(cfg CONFIG_BINDGEN_VERSION_TEXT); got=$(in_root bindgen --version 2>/dev/null | head -1 || true)
-  [ "$want" = "$got" ] || log "warning: the kernel's bindings were made by '$want', the root has '$got'"
+  in_root "$here/rust-kbuild.sh" check "$(headers)" >/dev/null || die "the sid root's toolchain is not the kernel's (above).
+  Wait until $suite's kernel, rustc and $gccver agree again, or set DEBIAN_MIRROR to a
+  snapshot of the archive (snapshot.debian.org) that has all three."
   log "toolchain matches the kernel: $(cfg CONFIG_RUSTC_VERSION_TEXT); $(cfg CONFIG_CC_VERSION_TEXT)"
-}
-
-# make flags that reproduce the stock build (Debian's headers package sets the same in
-# its .kernelvariables): gcc-NN by its triplet name, the stock release string.
-kmake_flags() {
-  local cc
-  cc=$(cfg CONFIG_CC_VERSION_TEXT); cc=${cc%% *}
-  echo "ARCH=x86 CROSS_COMPILE=${cc%gcc-*} CC=$cc HOSTCC=$cc KERNELRELEASE=$release"
 }
 
 # ---- 3. the Rust metadata: a prepared build dir from Debian's own source ----
 prepare_kbuild() {
   [ -f "$kbuild/.done" ] && return
-  if [ ! -f "$src/.extracted" ]; then
-    log "unpacking linux-source-$majmin ($kver)"
-    rm -rf "$src" "$deb/srcdeb" && mkdir -p "$src" "$deb/srcdeb"
-    dpkg-deb -x "$deb"/debs/linux-source-"${majmin}_${kver//:/%3a}"_*.deb "$deb/srcdeb"
-    nice -n 19 tar -xf "$deb"/srcdeb/usr/src/linux-source-"$majmin".tar.* -C "$src" --strip-components=1
-    rm -rf "$deb/srcdeb"
-    touch "$src/.extracted"
-  fi
-  local h flags t0=$SECONDS
-  h=$(headers); flags=$(kmake_flags)
-  rm -rf "$kbuild" && mkdir -p "$kbuild"
-  cp "$h/.config" "$kbuild/.config"
-  log "preparing $kbuild (modules_prepare: scripts, headers and the rust/ crates; several minutes)"
-  # shellcheck disable=SC2086
-  in_root nice -n 19 make -s -C "$src" O="$kbuild" $flags olddefconfig >&2
-  if ! diff -q "$h/.config" "$kbuild/.config" >/dev/null; then
-    diff "$h/.config" "$kbuild/.config" | grep '^[<>] CONFIG' >&2 || true
-    die "olddefconfig changed the stock config (above): the toolchain differs from the kernel's"
-  fi
-  # shellcheck disable=SC2086
-  in_root nice -n 19 make -s -C "$src" O="$kbuild" $flags -j"$(nproc)" modules_prepare \
-    >"$kbuild.log" 2>&1 || { tail -30 "$kbuild.log" >&2; die "modules_prepare failed (log: $kbuild.log)"; }
-  [ "$(cat "$kbuild/include/config/kernel.release")" = "$release" ] || die "kernel.release is not $release"
-  # The stock kernel's symbol table (CRCs, exporters) and its BTF base for module BTF.
-  cp "$h/Module.symvers" "$kbuild/Module.symvers"
-  [ -f "$h/vmlinux" ] && cp "$h/vmlinux" "$kbuild/vmlinux"
-  # A module build needs the same flags on make's command line (the top Makefile
-  # re-invokes itself with -f, so a wrapper Makefile's settings would be lost).
-  echo "$flags" > "$kbuild/kmake-flags"
-  check_rust_exports
+  local t0=$SECONDS tarball
+  rm -rf "$work/srcdeb" && mkdir -p "$work/srcdeb"
+  dpkg-deb -x "$deb/debs/linux-source-${majmin}_${kver//:/%3a}_all.deb" "$work/srcdeb"
+  tarball=$(find "$work/srcdeb/usr/src" -name "linux-source-$majmin.tar.*")
+  in_root "$here/rust-kbuild.sh" prepare "$(headers)" "$tarball" "$src" "$kbuild" >&2
+  rm -rf "$work/srcdeb"
   for old in "$work"/kbuild-* "$work"/linux-*; do
     case "$old" in "$kbuild"|"$kbuild.log"|"$src") ;; *) rm -rf "$old" ;; esac
   done
   log "prepared in $((SECONDS - t0)) s: $kbuild"
   touch "$kbuild/.done"
-}
-
-# The Rust symbols our rust/ objects define must be exactly those the stock kernel
-# exports (same crate hashes, hence same rustc and flags): else modules would not link
-# against it at load time.
-check_rust_exports() {
-  local ours stock_syms missing
-  ours=$(in_root nm --defined-only -g "$kbuild"/rust/{kernel,core,pin_init,ffi,bindings,uapi}.o 2>/dev/null \
-         | awk '$3 ~ /^_R/ {print $3}' | sort -u)
-  stock_syms=$(awk '$2 ~ /^_R/ {print $2}' "$kbuild/Module.symvers" | sort -u)
-  [ -n "$stock_syms" ] || die "the stock Module.symvers exports no Rust symbol"
-  missing=$(comm -13 <(echo "$ours") <(echo "$stock_syms") | wc -l)
-  log "Rust exports: $(echo "$stock_syms" | wc -l) in the stock kernel, $missing of them not defined by our rust/ build"
-  [ "$missing" = 0 ] || die "our rust/ crates differ from the stock kernel's (symbol hashes): $(comm -13 <(echo "$ours") <(echo "$stock_syms") | head -3 | tr '\n' ' ')"
 }
 
 # ---- 3b. proof: a scratch Rust module built against it ----
@@ -343,6 +294,7 @@ impl Drop for LiteHello {
 EOF
   echo 'obj-m := lite_hello.o' > "$d/Kbuild"
   local t0=$SECONDS
+  # shellcheck disable=SC2046  # kmake-flags is a list of make arguments
   cwd=$d in_root nice -n 19 make -s -C "$kbuild" $(cat "$kbuild/kmake-flags") M="$d" modules >&2 || die "the hello module did not build"
   local ours theirs ref
   ref=$(find "$stock/usr/lib/modules/$release/kernel" -name 'rdma_rxe.ko*' | head -1)
@@ -365,13 +317,13 @@ guest_dir() {
     mkdir -p "$to"
     cp "$from"/modules.{order,builtin,builtin.modinfo} "$to"/
     # modules.dep lists each module's dependencies, deepest last: load those first.
-    local order=() m path deps
+    local order=() m path
     declare -A seen=()
     add() {
       local rel=$1 dep
       [ -n "${seen[$rel]:-}" ] && return
       seen[$rel]=1
-      for dep in $(awk -v m="$rel:" '$1 == m {for (i = NF; i > 1; i--) print $i}' "$from/modules.dep"); do add "$dep"; done
+      while read -r dep; do add "$dep"; done < <(awk -v m="$rel:" '$1 == m {for (i = NF; i > 1; i--) print $i}' "$from/modules.dep")
       order+=("$rel")
     }
     for m in "${GUEST_MODULES[@]}"; do
