@@ -28,7 +28,7 @@ CARGO ?= cargo
 # Times a phase of make test (build/test-phases).
 PHASE := tools/phase.sh
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm lint lint-module fuzz soak clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm test-scale lint lint-module fuzz soak clean
 
 all: guest
 
@@ -120,6 +120,13 @@ bench-qos: guest
 bench-host:
 	tools/host_bench.py $(ARGS)
 
+# SW-Pri at 25 and 100 Gbit/s in simulation, driving the module's own pacer code, and
+# the model calibrated on the virtual cluster (docs/measurements/simulation.md); about
+# a minute on 2 cores, no VMs. ARGS='--json' for JSON, ARGS='mixed --help' for more.
+.PHONY: sim
+sim:
+	$(CARGO) run --release --quiet -p lite-sim -- $(or $(ARGS),standard)
+
 # The one lint gate: every crate rustfmt-clean and clippy-clean (the module's pure
 # files through the host crate), the Python tools ruff-clean (ruff.toml).
 lint: deps
@@ -158,6 +165,14 @@ test-vm:
 	$(PHASE) suite-link tools/vmtest.py --kernel debian --suite link --run-dir build/vmtest-link
 	$(PHASE) suite-bridge tools/vmtest.py --kernel debian --suite bridge --run-dir build/vmtest-bridge
 	$(PHASE) suite-full-debian tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
+
+# Eight nodes on one cluster (release kernel; tools/litebench/vmtests/scale.py): all join
+# with K x 7 QPs and every pair pings, an LMR striped over all eight, a multicast RPC to
+# seven, a barrier of eight processes, a killed node rejoining. Not in make test.
+test-scale:
+	@mkdir -p build
+	$(MAKE) --no-print-directory guest KERNEL=release
+	tools/vmtest.py --kernel release --suite scale --run-dir build/vmtest-scale
 
 # CALLS unprivileged random ioctls on the debug kernel (KASAN, lockdep, kmemleak) from
 # PROCESSES processes on each of 2 nodes, with the membership checked between batches
