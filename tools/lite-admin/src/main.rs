@@ -12,6 +12,7 @@ mod stats;
 use clap::{Args, Parser, Subcommand};
 use lite::{gid_to_string, qp_state_name, Lite, PeerState};
 use lite_stats::Summary;
+use nix::sys::signal::SigHandler;
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -267,7 +268,11 @@ enum Failure {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    if !matches!(cli.command, Command::Manager(_) | Command::Join(_)) {
+        stop_quietly_on_closed_stdout();
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Config(e)) => {
             eprintln!("lite-admin: {e}");
@@ -277,6 +282,17 @@ fn main() -> ExitCode {
             eprintln!("lite-admin: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `lite-admin status | head -1`: a reader that goes away ends a report the way it
+/// ends any Unix tool, by SIGPIPE, instead of a panic in `println!` (Rust ignores
+/// SIGPIPE). Not for the manager and the agent, whose sockets must see EPIPE.
+fn stop_quietly_on_closed_stdout() {
+    // SAFETY: SIG_DFL installs no handler, so nothing runs in signal context; this
+    // runs before any thread is started.
+    if let Err(e) = unsafe { nix::sys::signal::signal(nix::sys::signal::Signal::SIGPIPE, SigHandler::SigDfl) } {
+        eprintln!("lite-admin: cannot restore SIGPIPE: {e}");
     }
 }
 
