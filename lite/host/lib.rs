@@ -20,8 +20,10 @@ mod lockword;
 mod pacer;
 // The benches' way in: the files above keep their items to the crate.
 pub mod per_op;
+// The simulator's way in: SW-Pri's node state and admission over the pacer files.
 #[path = "../net/polling.rs"]
 mod polling;
+pub mod sw_pri;
 // rpc/ring reaches wire's constants as `crate::net::wire`, as in the module.
 #[path = "../net"]
 mod net {
