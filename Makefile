@@ -129,11 +129,13 @@ sim:
 	$(CARGO) run --release --quiet -p lite-sim -- $(or $(ARGS),standard)
 
 # The one lint gate: every crate rustfmt-clean and clippy-clean (the module's pure
-# files through the host crate), the Python tools ruff-clean (ruff.toml).
+# files through the host crate), liblite's documentation without a warning (its
+# examples run as doctests in make test-host), the Python tools ruff-clean (ruff.toml).
 lint: deps
 	$(CARGO) fmt --all --check
 	rustfmt --check --edition 2021 --config-path lite/.rustfmt.toml lite/lite_main.rs lite/host/lib.rs
 	$(CARGO) clippy --workspace --all-targets --quiet -- -D warnings
+	RUSTDOCFLAGS='-D warnings' $(CARGO) doc --quiet --no-deps -p liblite
 	python3 -m ruff check --quiet tools
 
 # The module through the kernel's own clippy (CLIPPY=1, Debian's clippy-driver for its

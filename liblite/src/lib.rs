@@ -4,6 +4,33 @@
 //! with typed arguments and a typed [`Error`]. LITE memory regions are [`Lmr`]s
 //! from [`Lite::malloc`] and [`Lite::map`]. The C ABI in [`capi`] exposes the same
 //! calls to C programs (header: `liblite/include/liblite.h`).
+//!
+//! ```
+//! use lite::{Lite, MallocOptions, Perm};
+//! use std::time::Duration;
+//!
+//! fn store_and_ask(lite: &Lite) -> lite::Result<usize> {
+//!     // 1 MiB held by nodes 1 and 2, readable and writable by any node that maps it.
+//!     let opts = MallocOptions { holders: vec![1, 2], ..Default::default() };
+//!     let table = lite.malloc(1 << 20, "doc-table", &opts)?;
+//!     table.write(4096, b"hello")?;
+//!     let view = lite.map("doc-table", Perm::READ, 0)?;
+//!     let mut word = [0u8; 5];
+//!     view.read(4096, &mut word)?;
+//!     assert_eq!(&word, b"hello");
+//!     // An RPC to id 7 served on node 1: the reply's length.
+//!     let mut reply = [0u8; 64];
+//!     let len = lite.rpc(1, 7, b"key", &mut reply, Duration::from_secs(1))?;
+//!     table.free()?;
+//!     Ok(len)
+//! }
+//!
+//! // Without the module (as where these docs are tested) opening says what to do.
+//! match Lite::open() {
+//!     Ok(lite) => println!("reply of {:?} bytes", store_and_ask(&lite)),
+//!     Err(e) => println!("{e}"),
+//! }
+//! ```
 
 pub mod capi;
 mod error;
