@@ -28,14 +28,6 @@ pub(crate) struct KernelClient {
 }
 
 /// # Safety
-/// `ctx` is the module's `Lite` (`lite_ctx` of the C glue): a module that calls
-/// the API holds `lite.ko` loaded, so it outlives every call.
-unsafe fn lite<'a>(ctx: *mut c_void) -> &'a Lite {
-    // SAFETY: guaranteed by the caller.
-    unsafe { &*(ctx as *const Lite) }
-}
-
-/// # Safety
 /// `client` came from `lite_rust_kapi_open` and was not closed.
 unsafe fn client<'a>(client: *mut c_void) -> &'a KernelClient {
     // SAFETY: guaranteed by the caller; `close` is the only release.
@@ -133,20 +125,20 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_open(out: *mut *mut c_void) -> c_
 /// close of a file.
 ///
 /// # Safety
-/// `ctx` as in [`lite`]; `kc` came from `lite_rust_kapi_open` and is not used again.
+/// `ctx` as in [`Lite::from_ctx`]; `kc` came from `lite_rust_kapi_open` and is not used again.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_close(ctx: *mut c_void, kc: *mut c_void) {
     // SAFETY: guaranteed by the caller: this is its one release.
     let kc = unsafe { <KBox<KernelClient> as ForeignOwnable>::from_foreign(kc) };
-    // SAFETY: see `lite`.
-    kc.client.release(unsafe { lite(ctx) });
+    // SAFETY: see `Lite::from_ctx`.
+    kc.client.release(unsafe { Lite::from_ctx(ctx) });
 }
 
 /// `lite_node_info`: this node's id, the peers it has and its epoch; -ENOTCONN
 /// before it joined.
 ///
 /// # Safety
-/// `ctx` as in [`lite`]; each out pointer is NULL or valid for a write.
+/// `ctx` as in [`Lite::from_ctx`]; each out pointer is NULL or valid for a write.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_node_info(
     ctx: *mut c_void,
@@ -154,8 +146,8 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_node_info(
     nr_peers: *mut u32,
     epoch: *mut u64,
 ) -> c_int {
-    // SAFETY: see `lite`.
-    let info = unsafe { lite(ctx) }.net.info();
+    // SAFETY: see `Lite::from_ctx`.
+    let info = unsafe { Lite::from_ctx(ctx) }.net.info();
     if info.node_id == LITE_NODE_NONE {
         return crate::errno::ENOTCONN().to_errno();
     }
@@ -171,7 +163,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_node_info(
 /// `lite_lmr_malloc`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`]; `name` as in [`lmr_name`]; `lh` is
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`]; `name` as in [`lmr_name`]; `lh` is
 /// valid for a write.
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_malloc(
@@ -185,7 +177,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_malloc(
     lh: *mut u64,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     // SAFETY: guaranteed by the caller.
     errno(unsafe { lmr_name(name) }.and_then(|name| {
         let args = MallocArgs {
@@ -217,7 +209,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_map(
     size: *mut u64,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     // SAFETY: guaranteed by the caller.
     errno(unsafe { lmr_name(name) }.and_then(|name| {
         let (handle, bytes) = lite.lmr.map(&kc.client.lmrs, namespace, &name, perm)?;
@@ -233,7 +225,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_map(
 /// `lite_lmr_unmap` (`free` false) and `lite_lmr_free`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`].
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_release(
     ctx: *mut c_void,
@@ -242,7 +234,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_release(
     free: c_int,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     let client = &kc.client;
     errno(if free != 0 {
         lite.lmr.free(&client.lmrs, lh)
@@ -256,7 +248,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_release(
 /// `lite_lmr_read` (`write` 0) and `lite_lmr_write`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`]; `buf` as in [`output`] (and only
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`]; `buf` as in [`output`] (and only
 /// read when `write`).
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_rw(
@@ -269,7 +261,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rw(
     write: c_int,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     let io = if write != 0 {
         // SAFETY: guaranteed by the caller.
         unsafe { input(buf, len) }.map(|data| Transfer::Write(Source::Kernel(data)))
@@ -284,7 +276,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rw(
 /// by the calling thread.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`].
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_lock(
     ctx: *mut c_void,
@@ -294,7 +286,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_lock(
     acquire: c_int,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     let client = &kc.client;
     errno(if acquire != 0 {
         lite.locks
@@ -307,7 +299,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_lock(
 /// `lite_barrier`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`].
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_barrier(
     ctx: *mut c_void,
@@ -323,7 +315,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_barrier(
         return EINVAL.to_errno();
     }
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     errno(
         lite.locks
             .barrier(&kc.client.lmrs, lh, offset, participants, timeout_ms),
@@ -333,7 +325,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_barrier(
 /// `lite_rpc_register` (`register` 1) and `lite_rpc_unregister`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`].
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_register(
     ctx: *mut c_void,
@@ -342,7 +334,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_register(
     register: c_int,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     errno(if register != 0 {
         lite.rpc.register(&kc.client.rpc, id)
     } else {
@@ -361,7 +353,7 @@ fn timeout_ok(timeout_ms: u32) -> Result {
 /// `lite_rpc_call`: the reply's length, or a negative errno.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`]; `input` as in [`input`] for
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`]; `input` as in [`input`] for
 /// `in_len` bytes, `out` as in [`output`] for `out_cap` bytes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -377,7 +369,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_call(
     timeout_ms: u32,
 ) -> c_long {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     let call = || -> Result<u64> {
         timeout_ok(timeout_ms)?;
         if in_len as u64 > MAX_MSG || out_cap as u64 > MAX_MSG {
@@ -417,7 +409,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_call(
 /// its length stored, leaves a request that does not fit queued.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`]; `buf` as in [`output`]; the out
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`]; `buf` as in [`output`]; the out
 /// pointers are NULL or valid for a write.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
@@ -433,7 +425,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_recv(
     capacity: *mut u64,
 ) -> c_long {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     let recv = || -> Result<u64> {
         timeout_ok(timeout_ms)?;
         // SAFETY: guaranteed by the caller.
@@ -460,7 +452,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_recv(
 /// `lite_rpc_reply`.
 ///
 /// # Safety
-/// `ctx`, `kc` as in [`lite`] and [`client`]; `buf` as in [`input`].
+/// `ctx`, `kc` as in [`Lite::from_ctx`] and [`client`]; `buf` as in [`input`].
 #[no_mangle]
 pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_reply(
     ctx: *mut c_void,
@@ -470,7 +462,7 @@ pub(crate) unsafe extern "C" fn lite_rust_kapi_rpc_reply(
     len: usize,
 ) -> c_int {
     // SAFETY: guaranteed by the caller.
-    let (lite, kc) = unsafe { (lite(ctx), client(kc)) };
+    let (lite, kc) = unsafe { (Lite::from_ctx(ctx), client(kc)) };
     // SAFETY: guaranteed by the caller.
     errno(
         unsafe { input(buf, len) }

@@ -85,13 +85,6 @@ impl Drop for LiteModule {
     }
 }
 
-/// # Safety
-/// `ctx` is the pointer passed to `lite_glue_init`, valid until `lite_glue_exit` returns.
-unsafe fn lite<'a>(ctx: *mut c_void) -> &'a Lite {
-    // SAFETY: guaranteed by the caller.
-    unsafe { &*(ctx as *const Lite) }
-}
-
 /// Called by the C glue when an RDMA device appears.
 ///
 /// # Safety
@@ -112,7 +105,11 @@ pub unsafe extern "C" fn lite_rust_dev_added(
         Err(_) => return core::ptr::null_mut(),
     };
     // SAFETY: callbacks only run between `lite_glue_init` and `lite_glue_exit`.
-    if unsafe { lite(ctx) }.net.device_added(dev.clone()).is_err() {
+    if unsafe { Lite::from_ctx(ctx) }
+        .net
+        .device_added(dev.clone())
+        .is_err()
+    {
         return core::ptr::null_mut();
     }
     pr_info!("using RDMA device {}\n", dev.display_name());
@@ -129,8 +126,8 @@ pub unsafe extern "C" fn lite_rust_dev_added(
 pub unsafe extern "C" fn lite_rust_dev_removing(ctx: *mut c_void, rust_dev: *mut c_void) {
     // SAFETY: `rust_dev` came from `into_foreign` in `lite_rust_dev_added` and is not yet released.
     let dev = unsafe { <Arc<Device> as ForeignOwnable>::borrow(rust_dev) };
-    // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.device_removing(&dev.into());
+    // SAFETY: see `Lite::from_ctx`.
+    unsafe { Lite::from_ctx(ctx) }.device_removing(&dev.into());
 }
 
 /// Called by the C glue once no callback can refer to the device any more.
@@ -161,7 +158,7 @@ pub unsafe extern "C" fn lite_rust_recv(
     // SAFETY: QP completions run only while the QP exists, and the peer, created as an
     // `Arc`, outlives its QPs.
     let peer = unsafe { ArcBorrow::from_raw(rust_peer as *const Peer) };
-    // SAFETY: `ctx` is the `Arc<Lite>` of the module, alive until `lite_glue_exit` (see `lite`).
+    // SAFETY: `ctx` is the `Arc<Lite>` of the module, alive until `lite_glue_exit` (see `Lite::from_ctx`).
     let lite = unsafe { ArcBorrow::from_raw(ctx as *const Lite) };
     Lite::on_recv(lite, peer, index, imm);
 }
@@ -181,8 +178,10 @@ pub unsafe extern "C" fn lite_rust_send_error(
 ) {
     // SAFETY: as in `lite_rust_recv`.
     let peer = unsafe { &*(rust_peer as *const Peer) };
-    // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.net.on_send_error(peer, status);
+    // SAFETY: see `Lite::from_ctx`.
+    unsafe { Lite::from_ctx(ctx) }
+        .net
+        .on_send_error(peer, status);
 }
 
 /// A QP to the peer went to error behind the module's back (module workqueue).
@@ -199,8 +198,8 @@ pub unsafe extern "C" fn lite_rust_peer_violation(
 ) {
     // SAFETY: as in `lite_rust_recv`: the C side cancels this work before the QP goes.
     let peer = unsafe { &*(rust_peer as *const Peer) };
-    // SAFETY: see `lite`.
-    unsafe { lite(ctx) }.net.on_peer_violation(peer);
+    // SAFETY: see `Lite::from_ctx`.
+    unsafe { Lite::from_ctx(ctx) }.net.on_peer_violation(peer);
 }
 
 /// open(2) of /dev/lite.
@@ -231,8 +230,8 @@ pub unsafe extern "C" fn lite_rust_open(_ctx: *mut c_void, file_priv: *mut *mut 
 pub unsafe extern "C" fn lite_rust_release(ctx: *mut c_void, file_priv: *mut c_void) {
     // SAFETY: set by `lite_rust_open`; release is the last use of it.
     let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::from_foreign(file_priv) };
-    // SAFETY: see `lite`.
-    file.release(unsafe { lite(ctx) });
+    // SAFETY: see `Lite::from_ctx`.
+    file.release(unsafe { Lite::from_ctx(ctx) });
 }
 
 /// ioctl(2) on /dev/lite.
@@ -250,8 +249,8 @@ pub unsafe extern "C" fn lite_rust_ioctl(
 ) -> c_long {
     // SAFETY: set by `lite_rust_open`, valid until release, which cannot run during an ioctl.
     let file = unsafe { <KBox<OpenFile> as ForeignOwnable>::borrow(file_priv) };
-    // SAFETY: see `lite`.
-    match file.ioctl(unsafe { lite(ctx) }, cmd, arg as usize) {
+    // SAFETY: see `Lite::from_ctx`.
+    match file.ioctl(unsafe { Lite::from_ctx(ctx) }, cmd, arg as usize) {
         Ok(v) => v as c_long,
         Err(e) => e.to_errno() as c_long,
     }

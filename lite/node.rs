@@ -28,6 +28,18 @@ pub(crate) struct Lite {
 }
 
 impl Lite {
+    /// The module's `Lite` from the C glue's context pointer (`lite_ctx`), for the
+    /// callbacks of `lite_main.rs` and the kernel API's entry points (`kapi.rs`).
+    ///
+    /// # Safety
+    /// `ctx` is the pointer passed to `lite_glue_init`, and the call runs before
+    /// `lite_glue_exit` returns (a module calling the kernel API holds `lite.ko`
+    /// loaded, so this holds for all of its calls).
+    pub(crate) unsafe fn from_ctx<'a>(ctx: *mut core::ffi::c_void) -> &'a Lite {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &*(ctx as *const Lite) }
+    }
+
     pub(crate) fn new(qps_per_peer: u32) -> Result<Arc<Lite>> {
         let qos = Qos::new()?;
         let net = Network::new(qps_per_peer, qos)?;
