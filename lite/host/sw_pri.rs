@@ -20,24 +20,13 @@ use crate::inflight::InFlight;
 use crate::pacer::{
     bulk_floor, chunk_len, headroom, link_chunk, paced_places, paced_window, transfer_share, Aimd,
     AloneP99, ChunkScale, Flow, LatencyWindow, PlaceHold, TokenBucket, UnpacedDrain, Wf2q,
-    CHUNK_MAX, WINDOW,
+    ACTIVE_NS, CHUNK_MAX, DEFAULT_TARGET_NS, DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS,
+    MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS, UPDATE_NS, WINDOW,
 };
 use crate::uapi::{
     LITE_CLASS_BULK, LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY, LITE_NR_CLASSES, LITE_QOS_NONE,
     LITE_QOS_SW_PRI,
 };
-
-// qos/mod.rs's constants, which that file keeps to the module (the test below
-// checks that they still read the same there).
-const ACTIVE_NS: u64 = 200_000_000;
-const STEP_SAMPLES: usize = 128;
-const MIN_STEP_SAMPLES: usize = 32;
-const UPDATE_NS: u64 = 500_000_000;
-const DEFAULT_TARGET_NS: u64 = 2_000_000;
-const DEFAULT_TARGET_RATIO_PCT: u32 = 150;
-const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
-const UNPACED_WINDOW_NS: u64 = 60_000_000;
-const MIN_INFLIGHT: u64 = 4 << 10;
 
 // net/transfer.rs's: a work request's bytes at most, and a transfer's in flight.
 pub const WR_BYTES: u64 = 32 << 10;
@@ -563,23 +552,9 @@ impl NodeQos {
 mod tests {
     use super::*;
 
-    /// The constants copied from qos/mod.rs still read the same there.
+    /// The constants copied from net/transfer.rs still read the same there.
     #[test]
     fn the_copied_constants_match_the_module() {
-        let module = include_str!("../qos/mod.rs");
-        for line in [
-            "const ACTIVE_NS: u64 = 200_000_000;",
-            "const STEP_SAMPLES: usize = 128;",
-            "const MIN_STEP_SAMPLES: usize = 32;",
-            "const UPDATE_NS: u64 = 500_000_000;",
-            "const DEFAULT_TARGET_NS: u64 = 2_000_000;",
-            "const DEFAULT_TARGET_RATIO_PCT: u32 = 150;",
-            "const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];",
-            "const UNPACED_WINDOW_NS: u64 = 60_000_000;",
-            "const MIN_INFLIGHT: u64 = 4 << 10;",
-        ] {
-            assert!(module.contains(line), "qos/mod.rs no longer has `{line}`");
-        }
         let transfer = include_str!("../net/transfer.rs");
         for line in [
             "const WR_BYTES: usize = 32 << 10;",

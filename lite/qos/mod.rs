@@ -51,42 +51,19 @@ use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, UnpacedDrain, Wf2q};
+use pacer::{
+    ACTIVE_NS, DEFAULT_TARGET_NS, DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS, MIN_INFLIGHT,
+    MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS, UPDATE_NS,
+};
 use state::{ClassCounters, QosState, Who, Windows};
 
-/// Latency traffic counts as active for this long after its last operation.
-const ACTIVE_NS: u64 = 200_000_000;
-/// An AIMD step takes the p99 of this many latency samples, or of at least
-/// `MIN_STEP_SAMPLES` once `UPDATE_NS` passed: the p99 of fewer is their maximum,
-/// and at emulated millisecond latencies that is noise, not queueing.
-const STEP_SAMPLES: usize = 128;
-const MIN_STEP_SAMPLES: usize = 32;
-const UPDATE_NS: u64 = 500_000_000;
 /// Reference probe interval while paced traffic and latency traffic coexist, and
 /// the samples of an AIMD interval below which probes are sent.
 const PROBE_NS: u64 = 10_000_000;
 const PROBE_BELOW_SAMPLES: usize = 4;
-/// Target99 until the operator sets one and the latency class's p99 alone is known ...
-const DEFAULT_TARGET_NS: u64 = 2_000_000;
-/// ... and then, by default, 1.5 x the latency class's p99 alone: an absolute
-/// default means nothing across hardware (RNICs' p99s are microseconds, emulated
-/// ones milliseconds).
-const DEFAULT_TARGET_RATIO_PCT: u32 = 150;
-/// Default weights: latency, default, bulk.
-const DEFAULT_WEIGHTS: [u32; 3] = [8, 4, 1];
 /// Until a link rate was found, SafeUtil is bounded by the port's rate, or by
 /// this one (bytes/s) while no port's rate is known.
 const INITIAL_LINK_RATE: u64 = 100 << 20;
-/// In SW-Pri mode, bytes in flight per node while nothing is paced: what the link
-/// carries in this time. Work conserving (several emulated round trips; 30 ms cost
-/// bulk a quarter of a 4 MiB/s wire), yet the queue bulk leaves at the bottleneck
-/// when latency traffic starts drains in this long: unbounded (128 KiB per
-/// transfer) it held 250 ms of a 1 MiB/s wire, and the latency class's first
-/// operations waited for all of it (p99 ratio 9.3 instead of 2.5).
-const UNPACED_WINDOW_NS: u64 = 60_000_000;
-/// Bytes in flight per unpaced transfer at the least (its work requests are no
-/// larger): a page. 32 KiB, a full work request, let 32 bulk processes keep 1 MiB
-/// in the queue, 280 ms of a 3.6 MB/s wire, whatever `UNPACED_WINDOW_NS` said.
-const MIN_INFLIGHT: u64 = 4 << 10;
 /// A waiter not picked rechecks at least this often. Only a safety net: the flow
 /// picked next is woken whenever a chunk goes, a flow leaves the schedule or
 /// another flow goes to wait, and when pacing ends each flow that learns it wakes

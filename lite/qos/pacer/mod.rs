@@ -47,6 +47,7 @@ mod hold;
 mod link_rate;
 #[cfg(test)]
 mod sim;
+mod tuning;
 mod wf2q;
 mod window;
 
@@ -57,6 +58,10 @@ pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
 pub(crate) use drain::UnpacedDrain;
 pub(crate) use hold::PlaceHold;
 pub(crate) use link_rate::{port_rate, Delivered, DeliveryRate};
+pub(crate) use tuning::{
+    ACTIVE_NS, DEFAULT_TARGET_NS, DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS, MIN_INFLIGHT,
+    MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS, UPDATE_NS,
+};
 pub(crate) use wf2q::{Flow, Wf2q};
 pub(crate) use window::{paced_places, paced_window, transfer_share};
 
