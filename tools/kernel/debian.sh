@@ -2,10 +2,16 @@
 # Debian's stock kernel (sid's current 7.x, CONFIG_RUST=y) for out-of-tree Rust modules.
 # Its headers package carries no Rust metadata, so this script prepares it from Debian's
 # own source package with the exact toolchain the kernel was built with, run in a sid
-# root (debootstrap). Everything lives in $LITE_CACHE/debian; versions are resolved from
-# sid's package lists each run, never hard-coded.
+# root (debootstrap) where the kernel's headers and source packages are installed, by
+# the DKMS package's own PRE_BUILD step (dkms/pre-build.sh): the prepared tree lies
+# where lite-rs-dkms looks for it on a node, /var/cache/lite-rs-dkms/<release>. Everything
+# lives in $LITE_CACHE/debian; versions are resolved from sid's package lists each run,
+# never hard-coded.
 #
 #   tools/kernel/debian.sh [prepare]     everything below; print the prepared build dir
+#                                        (its path inside the sid root)
+#   tools/kernel/debian.sh fetch         what prepare downloads and installs, without the
+#                                        build (make test runs it beside a kernel build)
 #   tools/kernel/debian.sh resolve       print the resolved package versions
 #   tools/kernel/debian.sh stock         download + unpack the packages; print their root
 #   tools/kernel/debian.sh guest         bzImage + the modules the virtual cluster needs
@@ -38,7 +44,7 @@ usage() { sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 cmd=${1:-prepare}
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  prepare|resolve|stock|guest|hello|run|make) ;;
+  prepare|fetch|resolve|stock|guest|hello|run|make) ;;
   -h|--help|help) usage; exit 0 ;;
   *) usage >&2; exit 2 ;;
 esac
@@ -122,8 +128,7 @@ resolve() {
   rustc_v=$(candidate rustc); rustsrc_v=$(candidate rust-src); bindgen_v=$(candidate bindgen)
   if [ -z "$rustc_v" ] || [ -z "$rustsrc_v" ] || [ -z "$bindgen_v" ]; then die "rustc/rust-src/bindgen missing in $suite"; fi
   stock=$work/stock-$release-$kver
-  kbuild=$work/kbuild-$release-$kver
-  src=$work/linux-$kver
+  kbuild=/var/cache/lite-rs-dkms/$release/build   # in the sid root
 }
 
 print_resolved() {
@@ -216,7 +221,12 @@ make_root() {
   [ -n "$gccver" ] || die "CONFIG_CC_VERSION_TEXT='$(cfg CONFIG_CC_VERSION_TEXT)': not a Debian gcc-NN"
   toolchain=(rustc rust-src bindgen "$gccver" gcc make flex bison bc python3 libelf-dev libssl-dev
              dwarves cpio kmod xz-utils openssl)
-  local stamp="${toolchain[*]} $rustc_v $rustsrc_v $bindgen_v $kver"
+  # The kernel's own packages that a module build needs, as a node has them installed.
+  local p kdebs=()
+  for p in "linux-headers-$release" "linux-headers-$abi-common" "linux-kbuild-$abi" "linux-source-$majmin"; do
+    kdebs+=("$(ls "$deb/debs/${p}_${kver//:/%3a}_"*.deb)")
+  done
+  local stamp="${toolchain[*]} $rustc_v $rustsrc_v $bindgen_v ${kdebs[*]##*/}"
   if [ "$(cat "$root/.toolchain" 2>/dev/null)" != "$stamp" ]; then
     log "installing the toolchain into the sid root: ${toolchain[*]}"
     local t0=$SECONDS
@@ -228,8 +238,15 @@ make_root() {
     [ "$valid_until" = false ] \
       && echo 'Acquire::Check-Valid-Until "false";' > "$root/etc/apt/apt.conf.d/99lite-host"
     in_root apt-get update -q >/dev/null
-    in_root env DEBIAN_FRONTEND=noninteractive nice -n 19 apt-get install -y -q --no-install-recommends \
-      "${toolchain[@]}" >"$deb/toolchain.log" 2>&1 || { tail -20 "$deb/toolchain.log" >&2; die "toolchain install failed"; }
+    # Another kernel's packages (an older stamp) go first.
+    local old=()
+    # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
+    mapfile -t old < <(in_root dpkg-query -W -f '${Package} ${Version}\n' 'linux-headers-*' 'linux-kbuild-*' \
+      'linux-source-*' 2>/dev/null | awk -v v="$kver" '$2 != "" && $2 != v {print $1}')
+    ((${#old[@]} == 0)) || in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "${old[@]}" >/dev/null
+    DEBIAN_BIND=$deb/debs in_root env DEBIAN_FRONTEND=noninteractive nice -n 19 apt-get install -y -q \
+      --no-install-recommends "${toolchain[@]}" "${kdebs[@]}" >"$deb/toolchain.log" 2>&1 \
+      || { tail -20 "$deb/toolchain.log" >&2; die "toolchain install failed"; }
     in_root apt-get clean
     log "toolchain installed in $((SECONDS - t0)) s"
     echo "$stamp" > "$root/.toolchain"
@@ -245,19 +262,17 @@ check_toolchain() {
 }
 
 # ---- 3. the Rust metadata: a prepared build dir from Debian's own source ----
+# DKMS's PRE_BUILD step, run from a copy (it leaves kmake-args beside itself): it checks
+# the toolchain and prepares the tree once per kernel, then returns in a second.
 prepare_kbuild() {
-  [ -f "$kbuild/.done" ] && return
-  local t0=$SECONDS tarball
-  rm -rf "$work/srcdeb" && mkdir -p "$work/srcdeb"
-  dpkg-deb -x "$deb/debs/linux-source-${majmin}_${kver//:/%3a}_all.deb" "$work/srcdeb"
-  tarball=$(find "$work/srcdeb/usr/src" -name "linux-source-$majmin.tar.*")
-  in_root "$here/rust-kbuild.sh" prepare "$(headers)" "$tarball" "$src" "$kbuild" >&2
-  rm -rf "$work/srcdeb"
-  for old in "$work"/kbuild-* "$work"/linux-*; do
-    case "$old" in "$kbuild"|"$kbuild.log"|"$src") ;; *) rm -rf "$old" ;; esac
-  done
-  log "prepared in $((SECONDS - t0)) s: $kbuild"
-  touch "$kbuild/.done"
+  local t0=$SECONDS pre=$work/pre-build
+  rm -rf "$pre" && mkdir -p "$pre/dkms" "$pre/tools/kernel"
+  cp "$here/../../dkms/pre-build.sh" "$pre/dkms/"
+  cp "$here/rust-kbuild.sh" "$pre/tools/kernel/"
+  in_root "$pre/dkms/pre-build.sh" "$release" "/usr/lib/modules/$release/build" >&2
+  [ -f "$root$kbuild/kmake-flags" ] || die "dkms/pre-build.sh left no $kbuild/kmake-flags"
+  rm -rf "$work"/kbuild-* "$work"/linux-*   # where trees were prepared before
+  log "prepared in $((SECONDS - t0)) s: $kbuild in the sid root"
 }
 
 # ---- 3b. proof: a scratch Rust module built against it ----
@@ -295,7 +310,7 @@ EOF
   echo 'obj-m := lite_hello.o' > "$d/Kbuild"
   local t0=$SECONDS
   # shellcheck disable=SC2046  # kmake-flags is a list of make arguments
-  cwd=$d in_root nice -n 19 make -s -C "$kbuild" $(cat "$kbuild/kmake-flags") M="$d" modules >&2 || die "the hello module did not build"
+  cwd=$d in_root nice -n 19 make -s -C "$kbuild" $(cat "$root$kbuild/kmake-flags") M="$d" modules >&2 || die "the hello module did not build"
   local ours theirs ref
   ref=$(find "$stock/usr/lib/modules/$release/kernel" -name 'rdma_rxe.ko*' | head -1)
   ours=$(modinfo -F vermagic "$d/lite_hello.ko")
@@ -348,12 +363,14 @@ guest_dir() {
 case "$cmd" in
   run) [ -f "$root/.toolchain" ] || die "no sid root yet: run $0 prepare"
        cwd=$PWD in_root "$@" ;;
-  make) resolve; [ -f "$kbuild/.done" ] || die "not prepared: run $0 prepare"
+  make) resolve; [ -f "$root$kbuild/kmake-flags" ] || die "not prepared: run $0 prepare"
         # shellcheck disable=SC2046
-        cwd=$PWD in_root make -C "$kbuild" $(cat "$kbuild/kmake-flags") "$@" ;;
+        cwd=$PWD in_root make -C "$kbuild" $(cat "$root$kbuild/kmake-flags") "$@" ;;
   resolve) resolve; print_resolved ;;
   stock) need_host; resolve; unpack_stock; echo "$stock" ;;
   guest) need_host; resolve; unpack_stock; guest_dir ;;
+  fetch)
+    need_host; resolve; unpack_stock; make_root; check_toolchain ;;
   prepare|hello)
     need_host; resolve; print_resolved >&2
     unpack_stock; make_root; check_toolchain; prepare_kbuild
