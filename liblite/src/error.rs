@@ -13,6 +13,8 @@ pub enum Error {
     NotLoaded,
     /// The caller may not do this (operator commands need CAP_NET_ADMIN).
     PermissionDenied { op: &'static str },
+    /// The caller may not open /dev/lite: it is root's and group lite's (mode 0660).
+    DeviceAccess,
     /// The module and this library were built from different ABI versions.
     AbiMismatch { kernel: u32, library: u32 },
     /// No RDMA device is registered with the module.
@@ -138,8 +140,9 @@ pub const ERRNO_MESSAGES: [(Errno, &CStr); 23] = [
     (Errno::EBADF, c"unknown LMR handle: unmapped, freed, or obtained through another lite_open"),
     (
         Errno::EACCES,
-        c"the LMR handle lacks the permission: map it with the permission needed, \
-         or have the master grant it",
+        c"permission denied: to open /dev/lite, be in group lite (usermod -aG lite USER, \
+         then log in again); for an LMR, map it with the permission needed or have the \
+         master grant it",
     ),
     (Errno::ERANGE, c"offset and length reach beyond the end of the LMR"),
     (Errno::EEXIST, c"the LMR name is taken in the namespace: map that LMR or choose another name"),
@@ -162,6 +165,7 @@ impl Error {
         match self {
             Error::NotLoaded => Errno::ENODEV,
             Error::PermissionDenied { .. } => Errno::EPERM,
+            Error::DeviceAccess => Errno::EACCES,
             Error::AbiMismatch { .. } => Errno::EPROTO,
             Error::NoDevice => Errno::ENODEV,
             Error::NoAddress => Errno::EADDRNOTAVAIL,
@@ -272,6 +276,11 @@ impl fmt::Display for Error {
             Error::PermissionDenied { op } => {
                 write!(f, "{op}: permission denied: operator commands need CAP_NET_ADMIN (run as root)")
             }
+            Error::DeviceAccess => write!(
+                f,
+                "open /dev/lite: permission denied: it is for root and group lite; ask an administrator \
+                 to add you (usermod -aG lite USER), then log in again"
+            ),
             Error::AbiMismatch { kernel, library } => write!(
                 f,
                 "module ABI version {kernel} does not match liblite's {library}: rebuild liblite and the module from the same tree"

@@ -228,7 +228,7 @@ impl Lite {
         let file = OpenOptions::new().read(true).write(true).open(path).map_err(|e| {
             match e.raw_os_error().map(Errno::from_raw) {
                 Some(Errno::ENOENT | Errno::ENXIO | Errno::ENODEV) => Error::NotLoaded,
-                Some(Errno::EACCES | Errno::EPERM) => Error::PermissionDenied { op: "open /dev/lite" },
+                Some(Errno::EACCES | Errno::EPERM) => Error::DeviceAccess,
                 Some(errno) => Error::Sys { op: "open /dev/lite", errno },
                 None => Error::Sys { op: "open /dev/lite", errno: Errno::EIO },
             }
