@@ -157,18 +157,20 @@ test-host: lint
 # Every functional test on the debug kernel (KASAN, lockdep, kmemleak); then, on
 # Debian's stock 7.2 kernel, unmodified (tools/kernel/debian.sh), which moves RDMA data
 # ~50x faster than the debug kernel: the data-heavy tests (1 GiB), SW-Pri behind a
-# link on the bridge segment, and the functional tests again. The release kernel is
-# for demo, cluster and bench: make test builds one kernel. While the debug kernel
-# builds, the Debian packages and the sid root are fetched beside it (network and
-# disk, not a second kernel build); `debian.sh prepare` waits for them on its lock.
+# link on the bridge segment, and the functional tests again, with a fourth node that
+# runs Debian with systemd and LITE-RS from the packages (make deb). The release
+# kernel is for demo, cluster and bench: make test builds one kernel. While the debug
+# kernel builds, the Debian packages and the sid root are fetched beside it (network
+# and disk, not a second kernel build); `debian.sh prepare` waits for them on its lock.
 test-vm:
-	@(tools/kernel/debian.sh fetch > build/debian-fetch.log 2>&1 &)
+	@mkdir -p build && (tools/kernel/debian.sh fetch > build/debian-fetch.log 2>&1 &)
 	$(PHASE) guest-$(TEST_KERNEL) $(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
 	$(PHASE) lint-module $(MAKE) --no-print-directory lint-module
 	$(PHASE) suite-full-$(TEST_KERNEL) tools/vmtest.py --kernel $(TEST_KERNEL) --suite full
 	$(PHASE) guest-debian $(MAKE) --no-print-directory guest KERNEL=debian
 	$(PHASE) suite-big tools/vmtest.py --kernel debian --suite big --run-dir build/vmtest-big
 	$(PHASE) suite-bridge tools/vmtest.py --kernel debian --suite bridge --run-dir build/vmtest-bridge
+	@ls build/deb/lite-rs-tools_*.deb >/dev/null 2>&1 || $(MAKE) --no-print-directory deb
 	$(PHASE) suite-full-debian tools/vmtest.py --kernel debian --suite full --run-dir build/vmtest-debian
 
 # Link faults behind wires on Debian's stock kernel: loss, bursts, duplicates, bit
@@ -236,22 +238,19 @@ debian-kernel:
 # Installing on nodes (docs/install.md). `make deb`: the Debian packages lite-rs-dkms,
 # lite-rs-tools, liblite0 and liblite-dev in build/deb/ (lintian must report no error);
 # `make test-packages` also checks what their users rely on (soname, pkg-config, a C
-# program on the shared library, the DKMS source, the system files). `make test-dkms`:
-# lite-rs-dkms installed into an overlay of the sid root, where dkms builds lite.ko for
-# Debian's stock kernel (two module builds: several minutes of CPU).
+# program on the shared library, the DKMS source, the system files). On a node, end to
+# end (dkms, systemd, the lite group, an upgrade, a purge): make test's Debian suite
+# (tools/litebench/vmtests/packages.py).
 # Without packages: `make install [PREFIX=/usr/local] [DESTDIR=]` (user space, liblite,
 # the system files) and `make install-dkms` (the module's source for dkms, which builds
 # and installs it when DESTDIR is empty).
 PREFIX ?= /usr/local
-.PHONY: deb test-packages test-dkms install install-dkms
+.PHONY: deb test-packages install install-dkms
 deb: deps lite/helpers_ffi.rs
 	@tools/deb.sh build
 
 test-packages: deb
 	@tools/deb.sh check
-
-test-dkms: deb
-	@tools/kernel/dkms-test.sh
 
 install:
 	tools/install.sh build

@@ -11,6 +11,10 @@
 #                          links the shared library by its soname; the DKMS source is
 #                          complete and its dkms.conf versioned; lite-rs-tools has the
 #                          units, rules and files where systemd, udev and kmod look
+#   tools/deb.sh next VERSION DIR
+#                          the packages of build/deb/ again, at VERSION, into DIR: the
+#                          same build under a later version, for the upgrade test
+#                          (vmtests/packages.py); DKMS sees another module version
 #
 # `make lite/helpers_ffi.rs` must have run (make deb does). Cargo builds offline into
 # target/deb in the tree (with debug information for the -dbgsym packages) with the
@@ -93,9 +97,39 @@ check() {
   echo "deb: the packages check out (soname, pkg-config, C program, DKMS source, system files)"
 }
 
+# Each package unpacked, its version (and the DKMS module's, in dkms.conf, the source
+# directory's name and the maintainer scripts dh_dkms wrote) set to $1, packed again.
+next_version() {
+  local new=$1 dir=$2 deb pkg d f
+  [[ $new =~ ^[0-9][A-Za-z0-9.+~]*$ ]] || die "not a Debian version: '$new'"
+  rm -rf "$dir" && mkdir -p "$dir"
+  for deb in "$out"/*_"$version"_*.deb; do
+    case "$deb" in *-dbgsym_*) continue ;; esac
+    pkg=$(basename "$deb"); pkg=${pkg%%_*}
+    d=$dir/$pkg.tree
+    dpkg-deb -R "$deb" "$d"
+    sed -i -e "s/^Version: .*/Version: $new/" -e "s/(= $version)/(= $new)/g" "$d/DEBIAN/control"
+    if [ -d "$d/usr/src/lite-rs-$version" ]; then
+      mv "$d/usr/src/lite-rs-$version" "$d/usr/src/lite-rs-$new"
+      sed -i "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$new\"/" "$d/usr/src/lite-rs-$new/dkms.conf"
+      sed -i "s|usr/src/lite-rs-$version/|usr/src/lite-rs-$new/|" "$d/DEBIAN/md5sums"
+      (cd "$d" && md5sum "usr/src/lite-rs-$new/dkms.conf") > "$d/md5.new"
+      grep -v " usr/src/lite-rs-$new/dkms.conf\$" "$d/DEBIAN/md5sums" >> "$d/md5.new"
+      mv "$d/md5.new" "$d/DEBIAN/md5sums"
+      for f in "$d"/DEBIAN/{postinst,prerm,postrm,preinst}; do
+        [ -f "$f" ] && sed -i "s/^DKMS_VERSION=$version\$/DKMS_VERSION=$new/" "$f"
+      done
+    fi
+    dpkg-deb -b --root-owner-group "$d" "$dir" >/dev/null
+    rm -rf "$d"
+  done
+  ls "$dir"
+}
+
 case "${1:-build}" in
   build) build ;;
   check) check ;;
+  next) [ $# = 3 ] || { usage >&2; exit 2; }; next_version "$2" "$3" ;;
   -h|--help|help) usage ;;
   *) usage >&2; exit 2 ;;
 esac

@@ -221,10 +221,16 @@ make_root() {
   [ -n "$gccver" ] || die "CONFIG_CC_VERSION_TEXT='$(cfg CONFIG_CC_VERSION_TEXT)': not a Debian gcc-NN"
   toolchain=(rustc rust-src bindgen "$gccver" gcc make flex bison bc python3 libelf-dev libssl-dev
              dwarves cpio kmod xz-utils openssl)
+  # What a node of the packages' test runs (vmtests/packages.py boots an overlay of
+  # this root with systemd as init): systemd, udev, dkms (the packages' dependencies),
+  # linux-source (which lite-rs-dkms depends on), iproute2 (rdma link), pkgconf for
+  # liblite.pc, the stock kernel's modules.
+  toolchain+=(systemd-sysv udev dbus dkms linux-source iproute2 pkgconf libc6-dev procps util-linux passwd)
   # The kernel's own packages that a module build needs, as a node has them installed.
-  local p kdebs=()
-  for p in "linux-headers-$release" "linux-headers-$abi-common" "linux-kbuild-$abi" "linux-source-$majmin"; do
-    kdebs+=("$(ls "$deb/debs/${p}_${kver//:/%3a}_"*.deb)")
+  local p f kdebs=()
+  for p in "linux-headers-$release" "linux-headers-$abi-common" "linux-kbuild-$abi" "linux-source-$majmin" \
+      "linux-modules-$release"; do
+    f=$(ls "$deb/debs/${p}_${kver//:/%3a}_"*.deb 2>/dev/null) && kdebs+=("$f")
   done
   local stamp="${toolchain[*]} $rustc_v $rustsrc_v $bindgen_v ${kdebs[*]##*/}"
   if [ "$(cat "$root/.toolchain" 2>/dev/null)" != "$stamp" ]; then
@@ -242,7 +248,7 @@ make_root() {
     local old=()
     # shellcheck disable=SC2016  # dpkg-query's format, not the shell's
     mapfile -t old < <(in_root dpkg-query -W -f '${Package} ${Version}\n' 'linux-headers-*' 'linux-kbuild-*' \
-      'linux-source-*' 2>/dev/null | awk -v v="$kver" '$2 != "" && $2 != v {print $1}')
+      'linux-source-*' 'linux-modules-*' 2>/dev/null | awk -v v="$kver" '$2 != "" && $2 != v {print $1}')
     ((${#old[@]} == 0)) || in_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -q "${old[@]}" >/dev/null
     DEBIAN_BIND=$deb/debs in_root env DEBIAN_FRONTEND=noninteractive nice -n 19 apt-get install -y -q \
       --no-install-recommends "${toolchain[@]}" "${kdebs[@]}" >"$deb/toolchain.log" 2>&1 \

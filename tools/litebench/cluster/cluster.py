@@ -275,8 +275,13 @@ class Cluster:
                              f"command while it paces traffic: put faults on a wire without a rate (--wired)")
         return self.run / f"wire{n}.mgmt"
 
-    def start_node(self, n):
+    def start_node(self, n, root=None):
+        """Starts node n's guest. `root`: a directory it boots as its root instead of
+        the initramfs's, with that root's /sbin/init (node_root.py); kept for reboots."""
         m = self.meta
+        if root is not None:
+            m.setdefault("roots", {})[str(n)] = str(root)
+        root = m.get("roots", {}).get(str(n))
         run = self.run
         sock = run / (f"port{n}" if str(n) in m.get("wires", {}) else "switch")
         (run / "cmd" / f"node{n}").mkdir(parents=True, exist_ok=True)
@@ -284,7 +289,8 @@ class Cluster:
         self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
                   f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}"
-                  + (f" lite_mtu={bridge.JUMBO_MTU}" if m.get("segment") == "bridge" else ""))
+                  + (f" lite_mtu={bridge.JUMBO_MTU}" if m.get("segment") == "bridge" else "")
+                  + (" lite_root=9p net.ifnames=0" if root else ""))
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"], "-cpu", GUEST_CPU,
                 "-m", str(m["mem"]), "-smp", str(m["smp"]), "-nodefaults", "-no-reboot", "-display", "none",
                 "-kernel", str(Path(m["kernel"]) / "bzImage"), "-initrd", str(run / "initramfs.gz"),
@@ -302,6 +308,9 @@ class Cluster:
                 "-device", "virtio-9p-pci,fsdev=run,mount_tag=run",
                 "-fsdev", f"local,id=guest,path={m['guest']},security_model=none,readonly=on",
                 "-device", "virtio-9p-pci,fsdev=guest,mount_tag=guest"]
+        if root:
+            argv += ["-fsdev", f"local,id=root,path={root},security_model=passthrough,multidevs=remap",
+                     "-device", "virtio-9p-pci,fsdev=root,mount_tag=root"]
         if m.get("netns"):
             w = m.get("wires", {}).get(str(n))
             self._in_bridge(bridge.port_script(n, w and (w["rate"], w["queue"])), f"node {n}'s port")
@@ -334,9 +343,9 @@ class Cluster:
                 raise CommandFailed(f"node {n} did not boot within {timeout} s; console tail:\n{tail}")
             time.sleep(0.1)
 
-    def boot_node(self, n, timeout):
-        """Starts node n and waits until its guest is ready (see `wait_booted`)."""
-        self.start_node(n)
+    def boot_node(self, n, timeout, root=None):
+        """Starts node n (see `start_node`) and waits until its guest is ready (see `wait_booted`)."""
+        self.start_node(n, root)
         self.wait_booted(n, timeout)
 
     def wait_booted(self, n, timeout):

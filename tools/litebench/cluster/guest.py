@@ -53,6 +53,7 @@ def build_initramfs(kernel_dir, guest_dir, out):
     put("/bin/busybox")
     os.symlink("busybox", root / "bin/sh")
     put(str(REPO / "tools/guest/init"), "/init")
+    put(str(REPO / "tools/guest/commands"), "/commands")
     shutil.copytree(kernel_dir / "modroot/lib/modules", root / "lib/modules", symlinks=True)
     if (kernel_dir / "modules.load").exists():
         put(str(kernel_dir / "modules.load"), "/etc/modules.load")
