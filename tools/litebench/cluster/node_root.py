@@ -108,9 +108,9 @@ class NodeRoot:
         for name, text in (("lite-testbed-net.service", NET_UNIT), ("lite-testbed-commands.service", COMMANDS_UNIT),
                            ("lite-testbed-net", NET_SCRIPT)):
             (self.state / name).write_text(text)
-        debs = sorted(str(p) for p in Path(debs).glob("*.deb") if "-dbgsym_" not in p.name)
+        packages = sorted(str(p) for p in Path(debs).glob("*.deb") if "-dbgsym_" not in p.name)
         next_dkms = sorted(Path(next_debs).glob("lite-rs-dkms_*.deb"))
-        if not debs or not next_dkms:
+        if not packages or not next_dkms:
             raise RuntimeError(f"no packages in {debs} or {next_debs}: run make deb")
         next_version = subprocess.run(["dpkg-deb", "-f", str(next_dkms[0]), "Version"], capture_output=True,
                                       text=True, check=True).stdout.strip()
@@ -147,7 +147,7 @@ class NodeRoot:
             {self._list_files()} > {self.state}/files.before
         """, binds=(next_dkms[0].parent,))
         self.chroot(f"""
-            DEBIAN_FRONTEND=noninteractive dpkg -i {" ".join(debs)}
+            DEBIAN_FRONTEND=noninteractive dpkg -i {" ".join(packages)}
             dkms status -m lite-rs -k {release} | grep -q ': installed' || {{ dkms status; exit 1; }}
             usermod -aG lite {MEMBER}
             sed -i -e 's/^#LITE_MANAGER=.*/LITE_MANAGER={manager}/' -e 's/^#LITE_NODE_ID=.*/LITE_NODE_ID={node}/' \
@@ -156,7 +156,7 @@ class NodeRoot:
             # The kernel tree dkms prepared stays in the sid root for the next run:
             # purging 108 000 files over 9p under emulation took many minutes.
             rm -rf /var/cache/lite-rs-dkms
-        """, binds=(Path(debs[0]).parent,))
+        """, binds=(Path(debs),))
         return next_version
 
     def files_before(self):
