@@ -19,9 +19,9 @@ use crate::classes::qp_for;
 use crate::inflight::InFlight;
 use crate::pacer::{
     bulk_floor, chunk_len, headroom, link_chunk, paced_places, paced_window, transfer_share, Aimd,
-    AloneP99, ChunkScale, Flow, LatencyWindow, PlaceHold, TokenBucket, UnpacedDrain, Wf2q,
-    ACTIVE_NS, CHUNK_MAX, DEFAULT_TARGET_NS, DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS,
-    MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS, UPDATE_NS, WINDOW,
+    AimdControl, AloneP99, ChunkScale, ControlInput, Flow, LatencyWindow, PlaceHold, StepSamples,
+    TokenBucket, UnpacedDrain, Wf2q, ACTIVE_NS, CHUNK_MAX, DEFAULT_TARGET_NS,
+    DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS, MIN_INFLIGHT, UNPACED_WINDOW_NS, WINDOW,
 };
 use crate::uapi::{
     LITE_CLASS_BULK, LITE_CLASS_DEFAULT, LITE_CLASS_LATENCY, LITE_NR_CLASSES, LITE_QOS_NONE,
@@ -106,15 +106,12 @@ pub struct NodeQos {
     alone: AloneP99,
     scratch: Box<[u32; WINDOW]>,
     bucket: TokenBucket,
-    aimd: Aimd,
+    aimd_control: AimdControl,
     wf: Wf2q,
     flows: Vec<Flow>,
     used: Vec<bool>,
     last_latency_ns: u64,
     drain: UnpacedDrain,
-    next_update_ns: u64,
-    decreases: u64,
-    increases: u64,
     paced_bytes: u64,
 }
 
@@ -239,15 +236,12 @@ impl NodeQos {
             alone: empty_alone(),
             scratch: Box::new([0; WINDOW]),
             bucket: TokenBucket::new(0, now),
-            aimd: Aimd::new(ceiling, 0, DEFAULT_TARGET_NS),
+            aimd_control: AimdControl::new(Aimd::new(ceiling, 0, DEFAULT_TARGET_NS)),
             wf: Wf2q::default(),
             flows: Vec::new(),
             used: Vec::new(),
             last_latency_ns: 0,
             drain: UnpacedDrain::default(),
-            next_update_ns: 0,
-            decreases: 0,
-            increases: 0,
             paced_bytes: 0,
         };
         node.reconfigure(now);
@@ -265,14 +259,20 @@ impl NodeQos {
             paced_weight,
             self.weights[LITE_CLASS_LATENCY as usize],
         );
-        self.aimd.reconfigure(ceiling, floor, self.target99());
-        let rate = if self.pacing(now) {
-            self.aimd.safe_util()
-        } else {
-            0
-        };
-        self.bucket.set_rate(rate, now);
+        let at = self.control_input(now);
+        self.aimd_control
+            .reconfigure(at, ceiling, floor, &mut self.bucket);
         self.bucket.set_chunk(self.chunk(), now);
+    }
+
+    /// `QosState::control_input`.
+    fn control_input(&self, now: u64) -> ControlInput {
+        ControlInput {
+            now,
+            sw_pri: self.mode == LITE_QOS_SW_PRI,
+            latency_active: self.latency_active(now),
+            target_ns: self.target99(),
+        }
     }
 
     fn latency_active(&self, now: u64) -> bool {
@@ -332,42 +332,12 @@ impl NodeQos {
 
     /// `QosState::control`: pacing's start, and an AIMD step when due.
     fn control(&mut self, now: u64) {
-        if self.pacing(now) && self.bucket.rate() == 0 {
-            self.control_window.clear();
-            self.aimd.begin();
-            self.bucket.set_rate(self.aimd.safe_util(), now);
-        }
-        let samples = self.control_window.len();
-        let active = self.latency_active(now);
-        let due = now >= self.next_update_ns;
-        if !due && (!active || samples < STEP_SAMPLES) {
-            return;
-        }
-        self.next_update_ns = now + UPDATE_NS;
-        if self.mode != LITE_QOS_SW_PRI {
-            self.control_window.clear();
-            return;
-        }
-        let p99 = if active {
-            if samples < MIN_STEP_SAMPLES {
-                return;
-            }
-            let p99 = self.control_window.quantile(990, &mut self.scratch);
-            self.control_window.clear();
-            p99
-        } else {
-            None
+        let at = self.control_input(now);
+        let samples = StepSamples {
+            window: &mut self.control_window,
+            scratch: &mut self.scratch,
         };
-        self.aimd.set_target(self.target99());
-        let before = self.aimd.safe_util();
-        let after = self.aimd.update(p99);
-        if after < before {
-            self.decreases += 1;
-        } else if after > before {
-            self.increases += 1;
-        }
-        self.bucket
-            .set_rate(if p99.is_some() { after } else { 0 }, now);
+        self.aimd_control.run(at, samples, &mut self.bucket);
     }
 
     /// `QosState::sample`: an operation of `class` took `ns`, ending at `now`.
@@ -534,10 +504,10 @@ impl NodeQos {
 
     pub fn control_state(&self) -> Control {
         Control {
-            safe_util: self.aimd.safe_util(),
+            safe_util: self.aimd_control.aimd.safe_util(),
             target99_ns: self.target99(),
-            decreases: self.decreases,
-            increases: self.increases,
+            decreases: self.aimd_control.decreases,
+            increases: self.aimd_control.increases,
             paced_bytes: self.paced_bytes,
         }
     }

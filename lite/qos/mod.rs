@@ -50,10 +50,12 @@ use crate::ffi;
 use crate::uapi::*;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
-use pacer::{Aimd, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, UnpacedDrain, Wf2q};
+use pacer::{
+    Aimd, AimdControl, ChunkScale, DeliveryRate, PlaceHold, TokenBucket, UnpacedDrain, Wf2q,
+};
 use pacer::{
     ACTIVE_NS, DEFAULT_TARGET_NS, DEFAULT_TARGET_RATIO_PCT, DEFAULT_WEIGHTS, MIN_INFLIGHT,
-    MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS, UPDATE_NS,
+    UNPACED_WINDOW_NS,
 };
 use state::{ClassCounters, QosState, Who, Windows};
 
@@ -100,19 +102,16 @@ impl Qos {
             latency_phases: [LitePhases::default(); 2],
             windows,
             bucket: TokenBucket::new(0, now),
-            aimd: Aimd::new(INITIAL_LINK_RATE, 0, DEFAULT_TARGET_NS),
+            aimd_control: AimdControl::new(Aimd::new(INITIAL_LINK_RATE, 0, DEFAULT_TARGET_NS)),
             wf: Wf2q::default(),
             flows: KVec::new(),
             used: KVec::new(),
             turns: KVec::new(),
             last_latency_ns: 0,
             drain: UnpacedDrain::default(),
-            next_update_ns: 0,
             next_probe_ns: 0,
             probes: 0,
             last_probe_ns: 0,
-            decreases: 0,
-            increases: 0,
             paced_bytes: 0,
         };
         let qos = Arc::pin_init(

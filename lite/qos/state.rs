@@ -5,13 +5,10 @@
 
 use super::classes::{self, qp_for, Lineage, Rule, Source, MAX_LINEAGE};
 use super::pacer::{
-    self, Aimd, AloneP99, ChunkScale, Delivered, DeliveryRate, Flow, LatencyWindow, PlaceHold,
-    TokenBucket, UnpacedDrain, Wf2q, WINDOW,
+    self, AimdControl, AloneP99, ChunkScale, ControlInput, Delivered, DeliveryRate, Flow,
+    LatencyWindow, PlaceHold, StepSamples, TokenBucket, UnpacedDrain, Wf2q, WINDOW,
 };
-use super::{
-    ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, MIN_STEP_SAMPLES, STEP_SAMPLES, UNPACED_WINDOW_NS,
-    UPDATE_NS,
-};
+use super::{ACTIVE_NS, INITIAL_LINK_RATE, MIN_INFLIGHT, UNPACED_WINDOW_NS};
 use crate::ffi;
 use crate::uapi::*;
 use kernel::prelude::*;
@@ -131,7 +128,7 @@ pub(crate) struct QosState {
     pub(crate) latency_phases: [LitePhases; 2],
     pub(crate) windows: KBox<Windows>,
     pub(crate) bucket: TokenBucket,
-    pub(crate) aimd: Aimd,
+    pub(crate) aimd_control: AimdControl,
     pub(crate) wf: Wf2q,
     /// One per paced transfer in progress, by slot; `used` tells which are taken.
     pub(crate) flows: KVec<Flow>,
@@ -142,12 +139,9 @@ pub(crate) struct QosState {
     pub(crate) last_latency_ns: u64,
     /// When unpaced bytes last held paced work requests back.
     pub(crate) drain: UnpacedDrain,
-    pub(crate) next_update_ns: u64,
     pub(crate) next_probe_ns: u64,
     pub(crate) probes: u64,
     pub(crate) last_probe_ns: u64,
-    pub(crate) decreases: u64,
-    pub(crate) increases: u64,
     /// Bytes of paced work requests let through since load.
     pub(crate) paced_bytes: u64,
 }
@@ -252,7 +246,7 @@ impl QosState {
         self.weights[LITE_CLASS_DEFAULT as usize].max(self.weights[LITE_CLASS_BULK as usize])
     }
 
-    /// Applies new settings: AIMD's bounds, and the bucket's rate.
+    /// Applies new settings: AIMD's bounds, and the bucket's rate and chunk.
     pub(crate) fn reconfigure(&mut self, now: u64) {
         let ceiling = self.ceiling();
         let floor = pacer::bulk_floor(
@@ -260,14 +254,20 @@ impl QosState {
             self.paced_weight(),
             self.weights[LITE_CLASS_LATENCY as usize],
         );
-        self.aimd.reconfigure(ceiling, floor, self.target99());
-        let rate = if self.pacing(now) {
-            self.aimd.safe_util()
-        } else {
-            0
-        };
-        self.bucket.set_rate(rate, now);
+        let at = self.control_input(now);
+        self.aimd_control
+            .reconfigure(at, ceiling, floor, &mut self.bucket);
         self.bucket.set_chunk(self.chunk(), now);
+    }
+
+    /// What SafeUtil's control loop sees of the node at `now`.
+    fn control_input(&self, now: u64) -> ControlInput {
+        ControlInput {
+            now,
+            sw_pri: self.mode == LITE_QOS_SW_PRI,
+            latency_active: self.latency_active(now),
+            target_ns: self.target99(),
+        }
     }
 
     /// The Target99 AIMD steers to (pacer/alone.rs).
@@ -300,53 +300,15 @@ impl QosState {
         self.drain.held(now);
     }
 
-    /// One AIMD step when due, in SW-Pri mode: on the p99 of the latency samples
-    /// since the last step, once `STEP_SAMPLES` arrived (or `UPDATE_NS` passed with a
-    /// few); with no latency traffic active, no limit.
+    /// Pacing's start, and an AIMD step when due (`AimdControl::run`).
     pub(crate) fn control(&mut self, now: u64) {
-        if self.pacing(now) && self.bucket.rate() == 0 {
-            // Latency traffic just began: bulk is paced from now, not from the first step.
-            // The samples so far were taken before pacing began: they judge nothing
-            // of SafeUtil, and stepped on at once, they undid the step down.
-            self.windows.control.clear();
-            self.aimd.begin();
-            self.bucket.set_rate(self.aimd.safe_util(), now);
-        }
-        let samples = self.windows.control.len();
-        let active = self.latency_active(now);
-        let due = now >= self.next_update_ns;
-        if !due && (!active || samples < STEP_SAMPLES) {
-            return;
-        }
-        self.next_update_ns = now + UPDATE_NS;
-        if self.mode != LITE_QOS_SW_PRI {
-            // Nothing is paced: no AIMD steps, and the next mode starts from fresh samples.
-            self.windows.control.clear();
-            return;
-        }
-        let p99 = if active {
-            if samples < MIN_STEP_SAMPLES {
-                // Too few samples to judge: keep SafeUtil.
-                return;
-            }
-            let w = &mut *self.windows;
-            let p99 = w.control.quantile(990, &mut w.scratch);
-            w.control.clear();
-            p99
-        } else {
-            None
+        let at = self.control_input(now);
+        let w = &mut *self.windows;
+        let samples = StepSamples {
+            window: &mut w.control,
+            scratch: &mut w.scratch,
         };
-        // A relative Target99 follows the p99 alone as it is taken again.
-        self.aimd.set_target(self.target99());
-        let before = self.aimd.safe_util();
-        let after = self.aimd.update(p99);
-        if after < before {
-            self.decreases += 1;
-        } else if after > before {
-            self.increases += 1;
-        }
-        self.bucket
-            .set_rate(if p99.is_some() { after } else { 0 }, now);
+        self.aimd_control.run(at, samples, &mut self.bucket);
     }
 
     /// An operation of `class` took `ns`, ending at `now`: a sample of its latency

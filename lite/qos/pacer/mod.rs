@@ -19,6 +19,8 @@
 //!   classes' share), grows additively below it, never exceeds `headroom` of the
 //!   link's rate (a queue fed at the rate it drains never empties), and is
 //!   unlimited when no latency traffic exists (work conserving).
+//! - `AimdControl` (control.rs): the loop around it: pacing's start, when a step is
+//!   due and on which samples, and the rate it leaves the bucket at.
 //! - `DeliveryRate` (link_rate.rs): the link's rate as this node finds it: the best
 //!   rate at which its device delivered bytes over whole intervals of backlogged time.
 //! - `UnpacedDrain` (drain.rs): when the bulk bytes sent unpaced before latency
@@ -42,6 +44,7 @@ mod aimd;
 mod alone;
 mod bucket;
 mod chunk;
+mod control;
 mod drain;
 mod hold;
 mod link_rate;
@@ -55,6 +58,7 @@ pub(crate) use aimd::{bulk_floor, headroom, Aimd, LatencyWindow, WINDOW};
 pub(crate) use alone::AloneP99;
 pub(crate) use bucket::{TokenBucket, MAX_RATE};
 pub(crate) use chunk::{chunk_len, link_chunk, ChunkScale, CHUNK_MAX};
+pub(crate) use control::{AimdControl, ControlInput, StepSamples};
 pub(crate) use drain::UnpacedDrain;
 pub(crate) use hold::PlaceHold;
 pub(crate) use link_rate::{port_rate, Delivered, DeliveryRate};
