@@ -139,8 +139,14 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 		.send_cq = dev->send_cq,
 		.recv_cq = dev->recv_cq,
 		.cap = {
-			.max_send_wr = LITE_SEND_DEPTH,
-			.max_recv_wr = recv_depth,
+			/*
+			 * One more of each than is ever posted: ib_drain_qp() posts a
+			 * last WR on both queues, and a full one fails the drain. The
+			 * registration QP, one receive deep, did on Debian's 7.2 kernel
+			 * (rxe rounds 1 + 1 slots to 2: room for exactly one).
+			 */
+			.max_send_wr = LITE_SEND_DEPTH + 1,
+			.max_recv_wr = recv_depth + 1,
 			.max_send_sge = min(dev->ibdev->attrs.max_send_sge, 16),
 			.max_recv_sge = 1,
 		},
