@@ -3,8 +3,8 @@
 # package's staging copy of it), keeping the repository's layout: Kbuild, the module's
 # sources (lite/, without the host-test crate lite/host), the ABI it shares with user
 # space (uapi/src/abi), include/ when it exists, the bindings bindgen made of
-# lite/helpers.h (so that nodes need no bindgen for them) and the PRE_BUILD and MAKE
-# steps. The caller installs dkms.conf.
+# lite/helpers.h (so that nodes need no bindgen for them) and the PRE_BUILD, POST_BUILD
+# and MAKE steps. The caller installs dkms.conf.
 #
 #   dkms/source-tree.sh DEST
 set -euo pipefail
@@ -15,7 +15,7 @@ esac
 dest=$1
 cd "$(dirname "$0")/.."
 [ -f lite/helpers_ffi.rs ] || { echo "$0: no lite/helpers_ffi.rs: run make lite/helpers_ffi.rs" >&2; exit 1; }
-files=(Kbuild dkms/pre-build.sh dkms/kmake.mk tools/kernel/rust-kbuild.sh)
+files=(Kbuild dkms/pre-build.sh dkms/post-build.sh dkms/kmake.mk tools/kernel/rust-kbuild.sh)
 roots=(lite uapi/src/abi)
 [ -d include ] && roots+=(include)   # the headers of the kernel API other modules call
 mapfile -t -O ${#files[@]} files < <(find "${roots[@]}" -path lite/host -prune -o -type f \
@@ -23,4 +23,4 @@ mapfile -t -O ${#files[@]} files < <(find "${roots[@]}" -path lite/host -prune -
 for f in "${files[@]}"; do
   install -D -m 644 "$f" "$dest/$f"
 done
-chmod 755 "$dest/dkms/pre-build.sh" "$dest/tools/kernel/rust-kbuild.sh"
+chmod 755 "$dest/dkms/pre-build.sh" "$dest/dkms/post-build.sh" "$dest/tools/kernel/rust-kbuild.sh"

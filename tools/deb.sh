@@ -82,10 +82,12 @@ check() {
   local dkms=$tmp/root/usr/src/lite-rs-$version
   grep -qx "PACKAGE_VERSION=\"$version\"" "$dkms/dkms.conf" || die "dkms.conf is not at version $version"
   for t in Kbuild lite/lite_main.rs lite/helpers_ffi.rs uapi/src/abi/mod.rs dkms/pre-build.sh \
-      tools/kernel/rust-kbuild.sh; do
+      dkms/post-build.sh include/lite/kapi.h tools/kernel/rust-kbuild.sh; do
     [ -f "$dkms/$t" ] || die "the DKMS source has no $t"
   done
-  [ -x "$dkms/dkms/pre-build.sh" ] || die "dkms/pre-build.sh is not executable (dkms would skip it)"
+  for t in pre-build.sh post-build.sh; do
+    [ -x "$dkms/dkms/$t" ] || die "dkms/$t is not executable (dkms would skip it)"
+  done
   # Units and rules are under /lib when built on Debian 12 (its systemd's and udev's
   # directories), under /usr/lib later: the same place on a merged-/usr system.
   for t in usr/bin/lite-admin usr/bin/lite-bench usr/share/man/man1/lite-admin.1.gz \

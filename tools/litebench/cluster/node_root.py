@@ -79,12 +79,14 @@ WantedBy=multi-user.target
 
 class NodeRoot:
     """DIR/upper and DIR/work: the overlay's; DIR/merged: the root qemu exports;
-    DIR/state: the file lists, bound into the chroot."""
+    DIR/state: the file lists and the module built against the packages (kmod),
+    bound into the chroot."""
 
     def __init__(self, path):
         self.path = Path(path).resolve()
         self.merged = self.path / "merged"
         self.state = self.path / "state"
+        self.kmod = self.state / "kmod"
 
     def chroot(self, script, binds=(), timeout=1800):
         """Runs sh `script` chrooted in the overlay (debian.sh run); raises with its output on failure."""
@@ -98,8 +100,9 @@ class NodeRoot:
 
     def create(self, debs, next_debs, release, node, manager):
         """A fresh root with the packages in `debs` installed (dkms has built lite.ko for
-        kernel `release`), the module of those in `next_debs` built too, and the agent
-        enabled to join `manager` as node id `node`."""
+        kernel `release`), the module of those in `next_debs` built too, the agent
+        enabled to join `manager` as node id `node`, and apps/kmod-echo built against
+        the installed kernel API in `kmod`."""
         if not (SID_ROOT / ".toolchain").exists():
             raise RuntimeError(f"no sid root in {SID_ROOT}: run tools/kernel/debian.sh prepare")
         self.unmount()
@@ -150,6 +153,13 @@ class NodeRoot:
             DEBIAN_FRONTEND=noninteractive dpkg -i {" ".join(packages)}
             dkms status -m lite-rs -k {release} | grep -q ': installed' || {{ dkms status; exit 1; }}
             usermod -aG lite {MEMBER}
+            # A kernel developer's module, built as docs/kernel-api.md says against what
+            # the package installed: apps/kmod-echo's source with a Kbuild of its own.
+            lite=/var/lib/dkms/lite-rs/kernel-{release}-$(uname -m)
+            mkdir {self.kmod}
+            cp {REPO}/apps/kmod-echo/lite_echo.c {self.kmod}/
+            printf 'obj-m := lite_echo.o\nccflags-y += -I%s/include\n' "$lite" > {self.kmod}/Kbuild
+            make -s -C /lib/modules/{release}/build M={self.kmod} KBUILD_EXTRA_SYMBOLS=$lite/Module.symvers modules
             sed -i -e 's/^#LITE_MANAGER=.*/LITE_MANAGER={manager}/' -e 's/^#LITE_NODE_ID=.*/LITE_NODE_ID={node}/' \
               /etc/lite/lite.conf
             systemctl enable lite-agent.service
