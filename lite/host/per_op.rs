@@ -367,8 +367,8 @@ impl Pacer {
             completed_wrs: 0,
             held_ns: 0,
         };
-        for flow in &mut pacer.flows {
-            pacer.wf.arrive(flow, chunk);
+        for i in 0..pacer.flows.len() {
+            pacer.wf.arrive(&mut pacer.flows, i, chunk);
         }
         pacer
     }
@@ -398,11 +398,11 @@ impl Pacer {
     fn pass(&mut self, flow: usize) -> Pass {
         let now = self.now_ns;
         let grant = self.chunk;
-        self.wf.arrive(&mut self.flows[flow], grant);
-        if self.wf.pick(&self.flows) != Some(flow) {
+        self.wf.arrive(&mut self.flows, flow, grant);
+        if self.wf.pick() != Some(flow) {
             self.waited_from[flow].get_or_insert(now);
             // `QosState::next_turn`: the flow picked now is woken.
-            return Pass::NotItsTurn(self.wf.pick(&self.flows).unwrap_or(flow));
+            return Pass::NotItsTurn(self.wf.pick().unwrap_or(flow));
         }
         if let Err(at) = self.bucket.take(grant, now) {
             self.waited_from[flow].get_or_insert(now);
@@ -429,7 +429,7 @@ impl Pacer {
         let window = paced_window(rate, self.chunk, self.hold.hold_ns(self.chunk));
         core::hint::black_box((share, paced_places(window, self.chunk)));
         // `QosState::next_turn`.
-        core::hint::black_box(self.wf.pick(&self.flows));
+        core::hint::black_box(self.wf.pick());
         Pass::Admitted
     }
 }
@@ -454,15 +454,15 @@ impl Schedule {
             wf: Wf2q::default(),
             chunk: link_chunk(link_rate),
         };
-        for flow in &mut schedule.flows {
-            schedule.wf.arrive(flow, schedule.chunk);
+        for i in 0..schedule.flows.len() {
+            schedule.wf.arrive(&mut schedule.flows, i, schedule.chunk);
         }
         schedule
     }
 
     /// Picks the flow that sends next and serves its chunk; it stays backlogged.
     pub fn select(&mut self) -> usize {
-        let picked = self.wf.pick(&self.flows).unwrap_or(0);
+        let picked = self.wf.pick().unwrap_or(0);
         self.wf.served(&mut self.flows, picked, self.chunk);
         picked
     }

@@ -321,7 +321,7 @@ impl NodeQos {
 
     /// The first flow WF²Q+ would serve now, if any waits.
     fn next_turn(&self) -> Option<usize> {
-        self.wf.pick(&self.flows)
+        self.wf.pick()
     }
 
     fn others_idle_since(&self, since: u64) -> bool {
@@ -431,8 +431,8 @@ impl NodeQos {
             }
         };
         let grant = bytes.min(self.chunk().max(1));
-        self.wf.arrive(&mut self.flows[index], grant);
-        if self.wf.pick(&self.flows) != Some(index) {
+        self.wf.arrive(&mut self.flows, index, grant);
+        if self.wf.pick() != Some(index) {
             ticket.waited_from.get_or_insert(now);
             return Pass::Wait {
                 flow: index,
@@ -478,9 +478,7 @@ impl NodeQos {
     /// The transfer no longer paced leaves the schedule; returns the flow to wake.
     fn leave_flow(&mut self, ticket: &mut Ticket) -> Option<usize> {
         let i = ticket.flow.take()?;
-        if let Some(flow) = self.flows.get_mut(i) {
-            self.wf.leave(flow);
-        }
+        self.wf.leave(&mut self.flows, i);
         if let Some(used) = self.used.get_mut(i) {
             *used = false;
         }

@@ -254,8 +254,8 @@ impl Ticket<'_> {
             };
             let st_ref = &mut *st;
             let grant = bytes.min(st_ref.chunk().max(1));
-            st_ref.wf.arrive(&mut st_ref.flows[index], grant);
-            if st_ref.wf.pick(&st_ref.flows) == Some(index) {
+            st_ref.wf.arrive(&mut st_ref.flows, index, grant);
+            if st_ref.wf.pick() == Some(index) {
                 // While unpaced bulk bytes are queued at the bottleneck, the device
                 // holds paced work requests back (`enter_paced`); the flow picked
                 // waits for them without tokens, and the bucket earns none.
@@ -354,9 +354,7 @@ impl Ticket<'_> {
     /// turn to signal once the lock is released: the pick may have moved.
     fn leave_flow(&mut self, st: &mut QosState) -> Option<Arc<CondVar>> {
         let i = self.flow.take()?;
-        if let Some(flow) = st.flows.get_mut(i) {
-            st.wf.leave(flow);
-        }
+        st.wf.leave(&mut st.flows, i);
         if let Some(used) = st.used.get_mut(i) {
             *used = false;
         }

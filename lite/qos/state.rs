@@ -178,7 +178,7 @@ impl QosState {
     /// not every waiter, matters with many flows: 32 paced transfers woke 31 tasks
     /// per chunk, which re-checked and slept again on the sending node's one vCPU.
     pub(crate) fn next_turn(&self) -> Option<Arc<CondVar>> {
-        let pick = self.wf.pick(&self.flows)?;
+        let pick = self.wf.pick()?;
         self.turns.get(pick).cloned()
     }
 

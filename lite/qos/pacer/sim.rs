@@ -8,8 +8,8 @@ use super::{Flow, TokenBucket, Wf2q};
 pub(super) fn simulate(weights: &[u32], chunk: u64, rate: u64, chunks: usize) -> (Vec<u64>, u64) {
     let mut flows: Vec<Flow> = weights.iter().map(|&w| Flow::new(w)).collect();
     let mut sched = Wf2q::default();
-    for f in &mut flows {
-        sched.arrive(f, chunk);
+    for i in 0..flows.len() {
+        sched.arrive(&mut flows, i, chunk);
     }
     let mut bucket = TokenBucket::new(rate, 0);
     bucket.set_chunk(chunk, 0);
@@ -18,7 +18,7 @@ pub(super) fn simulate(weights: &[u32], chunk: u64, rate: u64, chunks: usize) ->
     let mut sent = vec![0u64; flows.len()];
     let mut now = 0;
     for _ in 0..chunks {
-        let i = sched.pick(&flows).unwrap_or(0);
+        let i = sched.pick().unwrap_or(0);
         loop {
             match bucket.take(flows[i].head, now) {
                 Ok(()) => break,

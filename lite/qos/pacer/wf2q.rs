@@ -48,18 +48,43 @@ impl Flow {
     }
 }
 
+/// Flow `a` (index `ia`) goes before flow `b` (index `ib`) at virtual time `vtime`:
+/// an eligible flow before one that is not; among eligible ones the earlier finish,
+/// among the others the earlier start; the lower index when they tie.
+fn precedes(vtime: u64, (ia, a): (usize, &Flow), (ib, b): (usize, &Flow)) -> bool {
+    let (a_eligible, b_eligible) = (!before(vtime, a.start), !before(vtime, b.start));
+    let (ka, kb) = match (a_eligible, b_eligible) {
+        (true, false) => return true,
+        (false, true) => return false,
+        (true, true) => (a.finish, b.finish),
+        (false, false) => (a.start, b.start),
+    };
+    before(ka, kb) || (ka == kb && ia < ib)
+}
+
 /// WF²Q+ among flows: a flow is eligible once its virtual start time is reached; the
 /// eligible flow that finishes first sends next.
+///
+/// The flow to send next is kept, not searched for at every `pick`: an arrival
+/// compares itself with it, a served chunk (which moves virtual time) finds it again
+/// in the same pass that looks for the least virtual start, and a leave searches
+/// only when the leaving flow was the one to send. A chunk admitted among `n`
+/// backlogged flows thus takes one pass over them, where it took seven.
 #[derive(Default)]
 pub(crate) struct Wf2q {
     vtime: u64,
     /// Sum of the backlogged flows' weights.
     weights: u64,
+    /// The backlogged flow to send next (`None`: none is backlogged).
+    next: Option<usize>,
 }
 
 impl Wf2q {
-    /// Flow `flow` gets a chunk of `bytes` at its head (it was idle).
-    pub(crate) fn arrive(&mut self, flow: &mut Flow, bytes: u64) {
+    /// Flow `i` of `flows` gets a chunk of `bytes` at its head (it was idle).
+    pub(crate) fn arrive(&mut self, flows: &mut [Flow], i: usize, bytes: u64) {
+        let Some(flow) = flows.get_mut(i) else {
+            return;
+        };
         if bytes == 0 || flow.is_backlogged() {
             return;
         }
@@ -67,44 +92,45 @@ impl Wf2q {
         flow.start = later(flow.finish, self.vtime);
         flow.finish = flow.start.wrapping_add(flow.cost(bytes));
         flow.head = bytes;
+        let flow = &flows[i];
+        self.next = match self.next.and_then(|n| flows.get(n).map(|f| (n, f))) {
+            Some(next) if !precedes(self.vtime, (i, flow), next) => Some(next.0),
+            _ => Some(i),
+        };
     }
 
     /// The flow to send next, if any is backlogged.
-    pub(crate) fn pick(&self, flows: &[Flow]) -> Option<usize> {
-        // Virtual time never lags the earliest start (`served` sees to it), so some
-        // flow is always eligible; the first one found stands in until then.
-        let mut best: Option<usize> = None;
-        for (i, f) in flows.iter().enumerate().filter(|(_, f)| f.is_backlogged()) {
-            let eligible = !before(self.vtime, f.start);
-            best = match best {
-                None => Some(i),
-                Some(b) => {
-                    let cur = &flows[b];
-                    let cur_eligible = !before(self.vtime, cur.start);
-                    let better = match (eligible, cur_eligible) {
-                        (true, false) => true,
-                        (false, true) => false,
-                        (true, true) => before(f.finish, cur.finish),
-                        (false, false) => before(f.start, cur.start),
-                    };
-                    Some(if better { i } else { b })
-                }
-            };
-        }
-        best
+    pub(crate) fn pick(&self) -> Option<usize> {
+        self.next
     }
 
-    /// Flow `flow` leaves while backlogged (its transfer ended or is not paced any
+    /// Flow `i` leaves while backlogged (its transfer ended or is not paced any
     /// more): its chunk is withdrawn without advancing virtual time.
-    pub(crate) fn leave(&mut self, flow: &mut Flow) {
-        if flow.is_backlogged() {
-            flow.head = 0;
-            self.weights -= u64::from(flow.weight.max(1));
+    pub(crate) fn leave(&mut self, flows: &mut [Flow], i: usize) {
+        let Some(flow) = flows.get_mut(i).filter(|f| f.is_backlogged()) else {
+            return;
+        };
+        flow.head = 0;
+        self.weights -= u64::from(flow.weight.max(1));
+        if self.next == Some(i) {
+            self.next = Self::search(self.vtime, flows);
         }
+    }
+
+    /// The backlogged flow that precedes all others at `vtime`.
+    fn search(vtime: u64, flows: &[Flow]) -> Option<usize> {
+        let mut best: Option<(usize, &Flow)> = None;
+        for f in flows.iter().enumerate().filter(|(_, f)| f.is_backlogged()) {
+            if best.map_or(true, |b| precedes(vtime, f, b)) {
+                best = Some(f);
+            }
+        }
+        best.map(|(i, _)| i)
     }
 
     /// Flow `i` sent its head chunk; `next` is the size of its following chunk (0:
-    /// it is idle now). Virtual time advances by the chunk over the backlogged weight.
+    /// it is idle now). Virtual time advances by the chunk over the backlogged
+    /// weight, and at least to the least virtual start of a backlogged flow.
     pub(crate) fn served(&mut self, flows: &mut [Flow], i: usize, next: u64) {
         let Some(sent) = flows.get(i).map(|f| f.head).filter(|&h| h > 0) else {
             return;
@@ -121,14 +147,35 @@ impl Wf2q {
             flow.head = 0;
             self.weights -= u64::from(flow.weight.max(1));
         }
-        let mut min_start: Option<u64> = None;
-        for f in flows.iter().filter(|f| f.is_backlogged()) {
-            min_start =
-                Some(min_start.map_or(f.start, |m| if before(f.start, m) { f.start } else { m }));
+        // One pass: the flow that goes first at the advanced virtual time, and the
+        // one among the least virtual starts that finishes first, which goes first
+        // if virtual time must move up to that start.
+        let vtime = self.vtime;
+        let mut best: Option<(usize, &Flow)> = None;
+        let mut earliest: Option<(usize, &Flow)> = None;
+        for f in flows.iter().enumerate().filter(|(_, f)| f.is_backlogged()) {
+            if best.map_or(true, |b| precedes(vtime, f, b)) {
+                best = Some(f);
+            }
+            let starts_earlier = earliest.map_or(true, |(_, e)| {
+                before(f.1.start, e.start) || (f.1.start == e.start && before(f.1.finish, e.finish))
+            });
+            if starts_earlier {
+                earliest = Some(f);
+            }
         }
-        if let Some(m) = min_start {
-            self.vtime = later(self.vtime, m);
-        }
+        self.next = match (best, earliest) {
+            (Some((b, fb)), Some((e, fe))) => {
+                if before(vtime, fb.start) {
+                    // None is eligible: virtual time moves to the least start.
+                    self.vtime = fe.start;
+                    Some(e)
+                } else {
+                    Some(b)
+                }
+            }
+            _ => None,
+        };
     }
 }
 
@@ -168,17 +215,17 @@ mod tests {
     fn a_flow_that_arrives_late_gets_its_share_at_once_and_no_credit() {
         let mut flows = vec![Flow::new(1), Flow::new(1)];
         let mut sched = Wf2q::default();
-        sched.arrive(&mut flows[0], 1000);
+        sched.arrive(&mut flows, 0, 1000);
         for _ in 0..100 {
-            let i = sched.pick(&flows).unwrap_or(9);
+            let i = sched.pick().unwrap_or(9);
             assert_eq!(i, 0);
             sched.served(&mut flows, i, 1000);
         }
         // Flow 1 arrives: it alternates with flow 0 instead of catching up 100 chunks.
-        sched.arrive(&mut flows[1], 1000);
+        sched.arrive(&mut flows, 1, 1000);
         let mut picks = [0; 2];
         for _ in 0..20 {
-            let i = sched.pick(&flows).unwrap_or(9);
+            let i = sched.pick().unwrap_or(9);
             picks[i] += 1;
             sched.served(&mut flows, i, 1000);
         }
@@ -190,13 +237,13 @@ mod tests {
         let mut flows = vec![Flow::new(1), Flow::new(3)];
         let mut sched = Wf2q {
             vtime: u64::MAX - 5 * 1024 * VSCALE,
-            weights: 0,
+            ..Default::default()
         };
-        sched.arrive(&mut flows[0], 1024);
-        sched.arrive(&mut flows[1], 1024);
+        sched.arrive(&mut flows, 0, 1024);
+        sched.arrive(&mut flows, 1, 1024);
         let mut picks = [0; 2];
         for _ in 0..400 {
-            let i = sched.pick(&flows).unwrap_or(9);
+            let i = sched.pick().unwrap_or(9);
             picks[i] += 1;
             sched.served(&mut flows, i, 1024);
         }
@@ -207,23 +254,85 @@ mod tests {
     fn idle_flows_are_not_picked_and_nothing_is_picked_when_all_idle() {
         let mut flows = vec![Flow::new(1), Flow::new(5)];
         let mut sched = Wf2q::default();
-        assert_eq!(sched.pick(&flows), None);
-        sched.arrive(&mut flows[1], 10);
-        assert_eq!(sched.pick(&flows), Some(1));
+        assert_eq!(sched.pick(), None);
+        sched.arrive(&mut flows, 1, 10);
+        assert_eq!(sched.pick(), Some(1));
         sched.served(&mut flows, 1, 0);
-        assert_eq!(sched.pick(&flows), None);
+        assert_eq!(sched.pick(), None);
     }
 
     #[test]
     fn a_flow_that_leaves_while_backlogged_gives_its_share_back() {
         let mut flows = vec![Flow::new(1), Flow::new(1)];
         let mut sched = Wf2q::default();
-        sched.arrive(&mut flows[0], 100);
-        sched.arrive(&mut flows[1], 100);
-        sched.leave(&mut flows[1]);
-        assert_eq!(sched.pick(&flows), Some(0));
+        sched.arrive(&mut flows, 0, 100);
+        sched.arrive(&mut flows, 1, 100);
+        sched.leave(&mut flows, 1);
+        assert_eq!(sched.pick(), Some(0));
         sched.served(&mut flows, 0, 0);
         assert_eq!(sched.weights, 0, "no weight left behind");
-        assert_eq!(sched.pick(&flows), None);
+        assert_eq!(sched.pick(), None);
+    }
+
+    /// The earliest virtual start of a backlogged flow.
+    fn least_start(flows: &[Flow]) -> Option<u64> {
+        let mut least: Option<u64> = None;
+        for f in flows.iter().filter(|f| f.is_backlogged()) {
+            least = Some(least.map_or(f.start, |m| if before(f.start, m) { f.start } else { m }));
+        }
+        least
+    }
+
+    #[test]
+    fn the_kept_pick_is_the_one_a_search_finds_after_any_change() {
+        let mut flows: Vec<Flow> = (0..24).map(|i| Flow::new(1 + (i % 5) * 3)).collect();
+        let mut sched = Wf2q {
+            vtime: u64::MAX - (1 << 30),
+            ..Default::default()
+        };
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut random = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for step in 0..200_000 {
+            let i = random(flows.len() as u64) as usize;
+            let bytes = 1 + random(64 * 1024);
+            match random(8) {
+                0 => sched.leave(&mut flows, i),
+                1..=3 => sched.arrive(&mut flows, i, bytes),
+                _ => {
+                    if let Some(p) = sched.pick() {
+                        let vtime = sched.vtime;
+                        let next = if random(4) == 0 { 0 } else { bytes };
+                        sched.served(&mut flows, p, next);
+                        let advanced = sched.vtime;
+                        if let Some(least) = least_start(&flows) {
+                            assert!(
+                                !before(advanced, least),
+                                "step {step}: virtual time behind a start"
+                            );
+                        }
+                        assert!(
+                            !before(advanced, vtime),
+                            "step {step}: virtual time went back"
+                        );
+                    }
+                }
+            }
+            assert_eq!(
+                sched.pick(),
+                Wf2q::search(sched.vtime, &flows),
+                "step {step}"
+            );
+            let weights: u64 = flows
+                .iter()
+                .filter(|f| f.is_backlogged())
+                .map(|f| u64::from(f.weight))
+                .sum();
+            assert_eq!(sched.weights, weights, "step {step}");
+        }
     }
 }
