@@ -42,8 +42,9 @@ def defined_tests():
 
 def in_suite(marks, suite, kernel):
     """What the docs say a suite and kernel run, written out without pytest."""
-    if suite == "full":
-        chosen = not marks & {"big", "link", "bridge", "fuzz", "scale"}
+    if suite in ("full", "stock"):
+        # stock: the full suite and the big one on one cluster.
+        chosen = not marks & ({"big", "link", "bridge", "fuzz", "scale"} - ({"big"} if suite == "stock" else set()))
     elif suite == "scale":
         # Eight nodes booted at once join in its own first test.
         chosen = "scale" in marks
@@ -70,7 +71,7 @@ class SelectionTest(unittest.TestCase):
     def test_the_setup_tests_come_first(self):
         for suite in SUITES:
             names = listed("--suite", suite, "--kernel", "debug")
-            first = {"full": BEFORE_JOIN + SETUP, "scale": ["eight_nodes_join_with_k_qps_to_each_other"]}.get(suite, SETUP)
+            first = {"full": BEFORE_JOIN + SETUP, "stock": BEFORE_JOIN + SETUP, "scale": ["eight_nodes_join_with_k_qps_to_each_other"]}.get(suite, SETUP)
             self.assertEqual(list(names[:len(first)]), first, suite)
             self.assertGreater(len(names), len(first), f"{suite}: no test beyond the setup")
         self.assertEqual(listed("--suite", "full", "--kernel", "debug")[-1], "kmemleak_reports_nothing_of_lite",

@@ -54,7 +54,8 @@ def main():
     ap.add_argument("--run-dir", default=str(RUN_DIR))
     ap.add_argument("--suite", default="full", choices=list(SUITES),
                     help="full: every test but the big, link, bridge and fuzz ones; big: the data-heavy ones "
-                         "(a kernel without sanitizers); link: node 1 behind a rate-limited wire, faults on node "
+                         "(a kernel without sanitizers); stock: full and big on one cluster (make test's on "
+                         "Debian's stock kernel); link: node 1 behind a rate-limited wire, faults on node "
                          "2's; bridge: node 1 behind a tc-shaped link on the bridge segment (jumbo frames); fuzz: "
                          "--calls unprivileged random ioctls (debug kernel)")
     ap.add_argument("--calls", type=int, default=FUZZ_CALLS,

@@ -91,7 +91,7 @@ def test_a_relative_target99_follows_the_latency_class_alone(c):
     # flow, which starts once bulk transfers are under way (on the debug kernel a
     # flow's setup takes seconds).
     before = qos_stats(c, 2)
-    bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --threads 2 --seconds 30 --class bulk",
+    bulk = c.exec_async(2, "lite-bench --quiet flow --holder 1 --size 1M --threads 2 --seconds 15 --class bulk",
                         timeout=600)
     deadline = time.time() + 60
     bulk_ops = by_class(before)["bulk"]["ops"]

@@ -3,7 +3,8 @@ order their modules run in, and the cluster each suite boots.
 
 The markers (declared in pytest.ini): `setup`, the tests that join the nodes, first
 in every suite; `big`, `link`, `bridge` and `fuzz`, a suite each (a test without
-one is in `full`); `fails_nodes`, a test in which a node may fence another off;
+one is in `full`; `stock` is `full` and `big` on one cluster, as make test runs
+them on Debian's stock kernel: one boot instead of two); `fails_nodes`, a test in which a node may fence another off;
 `test_hooks`, a test for the debug kernel only; `sanitizer_run`, one not for
 Debian's stock kernel; `stock_kernel`, one for Debian's stock kernel only. Later tests build on the state earlier ones leave, so they
 run in the order of MODULES, each module's tests in the order they are defined.
@@ -25,6 +26,7 @@ RUN_DIR = REPO / "build" / "vmtest"
 SUITES = {
     "full": "not big and not link and not bridge and not fuzz and not scale",
     "big": "setup or big",
+    "stock": "not link and not bridge and not fuzz and not scale",
     "link": "setup or link",
     "bridge": "setup or bridge",
     "fuzz": "setup or fuzz",
@@ -64,15 +66,15 @@ def marker_expression(suite, kernel):
 
 def cluster_setup(suite):
     """Cluster.up's arguments for a suite: two nodes (node 2 boots later, in a test).
-    The big suite holds a third of 1 GiB per node. Node 2 is behind a wire without a
-    rate (for faults) but in the big and bridge suites; node 1 behind a link of
+    The big and stock suites hold a third of 1 GiB per node. Node 2 is behind a wire
+    without a rate (for faults) but in the big, stock and bridge suites; node 1 behind a link of
     LINK_RATE (link suite, a wirefilter) or BRIDGE_RATE (bridge suite, tc on the
     bridge segment)."""
     queue = wire.DEFAULT_QUEUE
-    wires = {"big": {}, "link": {1: (LINK_RATE, queue), 2: (0, queue)},
+    wires = {"big": {}, "stock": {}, "link": {1: (LINK_RATE, queue), 2: (0, queue)},
              "bridge": {1: (BRIDGE_RATE, queue)}}.get(suite, {2: (0, queue)})
     if suite == "scale":
         # Eight guests of one vCPU on two host cores: each takes about 200 MiB of RSS.
         return {"nodes": 8, "mem": 768, "smp": 1, "wires": {}, "segment": "vde"}
-    return {"nodes": 2, "mem": 1536 if suite == "big" else 1024, "wires": wires,
+    return {"nodes": 2, "mem": 1536 if suite in ("big", "stock") else 1024, "wires": wires,
             "segment": "bridge" if suite == "bridge" else "vde"}
