@@ -68,7 +68,7 @@ After=lite-testbed-net.service
 
 [Service]
 Environment=PATH=/usr/sbin:/usr/bin:/sbin:/bin:/lite/bin
-ExecStart=/bin/sh -c 'exec /usr/local/sbin/lite-testbed-commands \
+ExecStart=/bin/sh -c 'exec /bin/bash /usr/local/sbin/lite-testbed-commands \
 "$(sed -n "s/.*lite_node=\\\\([0-9]*\\\\).*/\\\\1/p" /proc/cmdline)"'
 StandardOutput=journal+console
 
