@@ -20,10 +20,6 @@ SHELL := /bin/bash
 export PATH := $(PATH):$(HOME)/.cargo/bin
 LITE_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/lite-rs
 export LITE_CACHE
-# Cargo builds in the cache, beside the kernels: every clone on this machine (CI's fresh
-# ones too) reuses the compiled dependencies instead of building them again.
-export CARGO_TARGET_DIR ?= $(LITE_CACHE)/target
-CARGO_OUT := $(CARGO_TARGET_DIR)/release
 BINDGEN ?= $(LITE_CACHE)/bin/bindgen
 KMAKE ?= LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc BINDGEN=$(BINDGEN)
 KDIR ?=
@@ -75,15 +71,17 @@ endif
 userspace: deps
 	$(CARGO) build --release --workspace --exclude lite-sim --quiet
 	mkdir -p build/bin
-	cc -O2 -Wall -Wextra -Werror -Iliblite/include apps/c-hello/hello.c $(CARGO_OUT)/liblite.a \
+	cc -O2 -Wall -Wextra -Werror -Iliblite/include apps/c-hello/hello.c target/release/liblite.a \
 	  -lpthread -ldl -lm -o build/bin/lite-hello
 	cc -O2 -Wall -Wextra -Werror tools/regmr/regmr.c -libverbs -o build/bin/lite-regmr
 
 # Everything the guests see at /lite.
 guest: module userspace
 	mkdir -p $(GUEST)/bin
-	cp $(addprefix $(CARGO_OUT)/,lite-admin lite-selftest lite-bench lite-log lite-kv lite-mr lite-graph) \
-	  build/bin/lite-hello build/bin/lite-regmr $(GUEST)/bin/
+	cp target/release/lite-admin target/release/lite-selftest target/release/lite-bench build/bin/lite-hello \
+	  target/release/lite-log target/release/lite-kv target/release/lite-mr \
+	  target/release/lite-graph \
+	  build/bin/lite-regmr $(GUEST)/bin/
 
 headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers

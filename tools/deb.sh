@@ -17,10 +17,9 @@
 #                          (vmtests/packages.py); DKMS sees another module version
 #
 # `make lite/helpers_ffi.rs` must have run (make deb does). Cargo builds offline into
-# $CARGO_TARGET_DIR/deb (make sets it in the cache; else target/deb in the tree), with
-# debug information for the -dbgsym packages, with the rustc on PATH: dpkg's
-# build-dependency check is skipped because that rustc may be rustup's, which dpkg
-# does not know.
+# target/deb in the tree (with debug information for the -dbgsym packages) with the
+# rustc on PATH: dpkg's build-dependency check is skipped because that rustc may be
+# rustup's, which dpkg does not know.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/deb
@@ -46,7 +45,7 @@ build() {
   (cd "$top" && git ls-files -z --cached --others --exclude-standard \
     | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
     | cpio --quiet -0 -pdm "$src" && cp lite/helpers_ffi.rs "$src/lite/")
-  (cd "$src" && CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$top/target}/deb dpkg-buildpackage -b -us -uc -d) >"$out/build.log" 2>&1 \
+  (cd "$src" && CARGO_TARGET_DIR=$top/target/deb dpkg-buildpackage -b -us -uc -d) >"$out/build.log" 2>&1 \
     || { tail -40 "$out/build.log" >&2; die "dpkg-buildpackage failed (log: $out/build.log)"; }
   local rc=0
   lintian --fail-on error --display-info --tag-display-limit 0 "$out/lite-rs_${version}_$arch.changes" \
