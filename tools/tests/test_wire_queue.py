@@ -7,7 +7,7 @@ from unittest import mock
 from litebench.cluster import wire_queue
 from litebench.qos.flows import HOLDER
 from litebench.qos.runner import cpu_busy
-from litebench.qos.summary import holder_note, holder_table
+from litebench.qos.summary import holder_note, holder_table, sender_cost, sender_table
 from qos_fakes import HOLDER_CPU, PROC_STAT, FakeCluster
 
 
@@ -110,6 +110,42 @@ class WireQueueTest(unittest.TestCase):
         self.assertIn("sender CPU 95% busy (30% softirq) (55% with the latency flows alone); host 90% busy",
                       holder_note(queue, HOLDER_CPU, {"busy": 0.9}, {"busy": 0.95, "softirq": 0.3},
                                     {"busy": 0.55, "softirq": 0.1}))
+
+    def test_a_sample_with_uptimes_counts_context_switches_and_interrupts_a_second(self):
+        # Two CPUs over 5 s (1000 ticks), as runner.PROC_SAMPLE reads them.
+        sample = ("100.00 150.00\ncpu  100 0 200 1000 0 0 0 0 0 0\nctxt 5000\n"
+                  "softirq 900 0 100 0 200 0 0 50 0 300 250\n"
+                  " LOC:       1000        500   Local timer interrupts\n"
+                  "105.00 157.00\ncpu  200 0 300 1600 0 0 200 0 0 0\nctxt 7500\n"
+                  "softirq 2900 0 600 0 700 0 0 100 0 1300 450\n"
+                  " LOC:       2000        1000   Local timer interrupts\n")
+        cpu = cpu_busy(sample)
+        self.assertEqual({k: cpu[k] for k in HOLDER_CPU}, HOLDER_CPU)
+        self.assertEqual((cpu["seconds"], cpu["cpus"], cpu["ctxt_per_s"], cpu["local_timer_per_s"]),
+                         (5.0, 2, 500.0, 300.0))
+        self.assertEqual(cpu["softirqs_per_s"], {"hi": 0.0, "timer": 100.0, "net_tx": 0.0, "net_rx": 100.0,
+                                                 "block": 0.0, "irq_poll": 0.0, "tasklet": 10.0, "sched": 0.0,
+                                                 "hrtimer": 200.0, "rcu": 40.0})
+        self.assertNotIn("ctxt_per_s", cpu_busy(PROC_STAT), "without uptimes, no rates")
+
+    def test_pacing_s_cost_per_paced_work_request_leaves_out_the_flows_own_work(self):
+        def cpu(busy, ctxt, local, timer):
+            return {"busy": busy, "cpus": 2, "ctxt_per_s": ctxt, "local_timer_per_s": local,
+                    "softirqs_per_s": {"timer": timer, "net_rx": 0.0}, "user": 0.1, "system": 0.1, "softirq": 0.0}
+        modes = {"none": {"write": {"sender_cpu": cpu(0.1, 500.0, 100.0, 20.0)}},
+                 "sw-pri": {"write": {"sender_cpu": cpu(0.7, 4500.0, 700.0, 20.0),
+                                      "sender_cpu_alone": cpu(0.4, 2000.0, 200.0, 0.0),
+                                      "pacing": {"paced_wrs_per_s": 200.0, "probes_per_s": 3.0}}}}
+        cost = sender_cost(modes)["write"]
+        self.assertAlmostEqual(cost["cpu_us"], 2000.0)
+        self.assertEqual((cost["ctxt_per_s"], cost["local_timer_per_s"], cost["timer"], cost["net_rx"]),
+                         (10.0, 2.0, 0.0, 0.0))
+        self.assertEqual(sender_cost({"sw-pri": modes["sw-pri"]}), {}, "nothing to compare with")
+        table = sender_table(modes).splitlines()
+        self.assertEqual(len(table), 4)
+        self.assertRegex(table[3], r"sw-pri\s+1 MiB write\s+beside bulk\s+70% of 2\s+10%\s+10%\s+0%"
+                                   r"\s+4500\s+700\s+20\s+0\s+200\s+3$")
+        self.assertRegex(table[2], r"sw-pri .*latency alone .* -\s+-$")
 
     def test_the_holder_s_cpu_is_read_from_two_proc_stat_lines(self):
         self.assertEqual(cpu_busy("noise\n" + PROC_STAT), HOLDER_CPU)

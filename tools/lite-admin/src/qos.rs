@@ -260,14 +260,17 @@ struct PacingJson {
     /// Paced over offered; None when nothing was offered (no pacing).
     delivered_ratio: Option<f64>,
     paced_wrs: u64,
+    paced_wrs_per_s: f64,
+    /// Reference probes sent per second (8-byte READs when latency samples are sparse).
+    probes_per_s: f64,
     token_wait_ns: u64,
     place_wait_ns: u64,
     place_hold_ns: u64,
     places_in_use: f64,
 }
 
-/// Pacing between two totals, `secs` apart.
-fn pacing_json(before: &Pacing, now: &Pacing, secs: f64) -> PacingJson {
+/// Pacing between two totals, `secs` apart, in which `probes` reference probes went.
+fn pacing_json(before: &Pacing, now: &Pacing, probes: u64, secs: f64) -> PacingJson {
     let offered = now.offered_bytes.wrapping_sub(before.offered_bytes);
     let paced = now.paced_bytes.wrapping_sub(before.paced_bytes);
     let wrs = now.place_wrs.wrapping_sub(before.place_wrs);
@@ -279,6 +282,8 @@ fn pacing_json(before: &Pacing, now: &Pacing, secs: f64) -> PacingJson {
         paced_bytes_per_s: paced as f64 / secs,
         delivered_ratio: (offered > 0).then(|| paced as f64 / offered as f64),
         paced_wrs: wrs,
+        paced_wrs_per_s: wrs as f64 / secs,
+        probes_per_s: probes as f64 / secs,
         token_wait_ns: per_wr(now.token_wait, before.token_wait),
         place_wait_ns: per_wr(now.place_wait, before.place_wait),
         place_hold_ns: per_wr(now.place_held, before.place_held),
@@ -349,7 +354,12 @@ fn stats_json(before: Option<&QosStat>, now: &QosStat, elapsed: Duration) -> Sta
             .collect(),
         paced_in_flight: now.paced_in_flight,
         paced_places: now.paced_places,
-        pacing: pacing_json(before.map_or(&Pacing::default(), |b| &b.pacing), &now.pacing, secs),
+        pacing: pacing_json(
+            before.map_or(&Pacing::default(), |b| &b.pacing),
+            &now.pacing,
+            now.probes.wrapping_sub(before.map_or(0, |b| b.probes)),
+            secs,
+        ),
     }
 }
 

@@ -115,8 +115,8 @@ from litebench.qos.hostile import (
 from litebench.qos.plots import write_plots
 from litebench.qos.runner import HOST_SATURATED, Runner, prepare
 from litebench.qos.summary import (
-    TARGETS, add_ratios, holder_table, median_summary, pacing_note, pass_line, per_bulk, phase_table, summarize_mode,
-    table)
+    TARGETS, add_ratios, holder_table, median_summary, pacing_note, pass_line, per_bulk, phase_table, sender_cost,
+    sender_table, summarize_mode, table)
 
 OUT_DIR = REPO / "build" / "bench"
 FRONTIER_MB_S = [1, 4, 16]
@@ -488,6 +488,7 @@ def main():
     for bulk_op in bulk_ops:
         add_ratios(per_bulk(results["modes"], bulk_op))
         add_ratios(per_bulk(results["frontier"], bulk_op), per_bulk(results["modes"], bulk_op))
+    results["sender_cost"] = sender_cost(results["modes"])
     json_path = out_dir / f"qos-{args.regime}.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
     regime = (f"holder behind a {wire_rate / 2**20:g} MiB/s wire" if wires else "plain segment (CPU-bound)")
@@ -511,6 +512,17 @@ def main():
                   "sampled every ms from the switch's socket or the link's qdisc: "
                   "tools/litebench/cluster/wire_queue.py), and its CPU:")
             print(holder)
+        sender = sender_table(results["modes"])
+        if sender:
+            print("\nthe sender, its latency flows alone and beside bulk: its CPUs (all of them, in the guest), "
+                  "context switches, timer interrupts and softirqs a second, SW-Pri's paced work requests and probes:")
+            print(sender)
+        for bulk_op, cost in results["sender_cost"].items():
+            print(f"pacing's cost beside bulk {bulk_op} (sw-pri beside bulk, less its latency flows alone and none "
+                  f"beside bulk), per paced work request ({cost['paced_wrs_per_s']:.0f}/s): {cost['cpu_us']:.0f} us "
+                  f"of the sender's emulated CPUs, {cost['ctxt_per_s']:.1f} context switches, "
+                  f"{cost['local_timer_per_s']:.2f} local timer interrupts, {cost['timer']:.2f} timer and "
+                  f"{cost['net_rx']:.2f} NET_RX softirqs")
         for bulk_op, sw in results["modes"].get("sw-pri", {}).items():
             busy = (sw.get("host_cpu") or {}).get("busy")
             if busy is not None and busy > HOST_SATURATED:

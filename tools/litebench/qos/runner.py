@@ -26,23 +26,64 @@ def measured_seconds(seconds, late=0.0):
     return max(0.1, seconds - 2 * STATS_MARGIN_S - late)
 
 
-def cpu_busy(text):
-    """The share of time a node's CPUs were busy between the first two `cpu` lines of
-    /proc/stat in `text`: {"busy", "softirq", "irq", "system", "user"}, or None."""
-    lines = [line.split()[1:] for line in text.splitlines() if line.startswith("cpu ")]
-    if len(lines) < 2:
-        return None
+# What a guest reads twice around a phase (`node_cpu`): its uptime, to time the
+# phase, from /proc/stat its CPU time, context switches and softirqs by kind, and its
+# local timer interrupts (hrtimers expire in them: the HRTIMER softirq counts only
+# the soft ones).
+PROC_SAMPLE = "cat /proc/uptime; grep -E '^(cpu|ctxt|softirq) ' /proc/stat; grep 'LOC:' /proc/interrupts"
+# The softirqs of /proc/stat's `softirq` line, after its total, in order.
+SOFTIRQS = ("hi", "timer", "net_tx", "net_rx", "block", "irq_poll", "tasklet", "sched", "hrtimer", "rcu")
+# /proc/stat counts CPU time in these ticks a second (USER_HZ).
+USER_HZ = 100
+
+
+def _two(text, prefix, fields):
+    """The first two lines of `text` that start with `prefix`, as lists of ints (the
+    fields from `fields` on), or None."""
+    lines = [line.split()[fields:] for line in text.splitlines() if line.startswith(prefix)]
     try:
-        a, b = ([int(x) for x in line[:8]] for line in lines[:2])
+        return [[int(x) for x in line] for line in lines[:2]] if len(lines) >= 2 else None
     except ValueError:
         return None
-    d = [y - x for x, y in zip(a, b)]
+
+
+def cpu_busy(text):
+    """The share of time a node's CPUs were busy between the first two `cpu` lines of
+    /proc/stat in `text`: {"busy", "softirq", "irq", "system", "user"}, or None. Where
+    `text` also has two uptimes and the `ctxt` and `softirq` lines (PROC_SAMPLE):
+    "seconds" between them, "cpus", "ctxt_per_s", "softirqs_per_s" by kind and
+    "local_timer_per_s"."""
+    cpu = _two(text, "cpu ", 1)
+    if cpu is None:
+        return None
+    d = [y - x for x, y in zip(cpu[0][:8], cpu[1][:8])]
     total = sum(d)
     if len(d) < 8 or total <= 0:
         return None
     user, nice, system, idle, iowait, irq, softirq, steal = d
-    return {"busy": 1 - (idle + iowait) / total, "softirq": softirq / total, "irq": irq / total,
-            "system": system / total, "user": (user + nice) / total}
+    out = {"busy": 1 - (idle + iowait) / total, "softirq": softirq / total, "irq": irq / total,
+           "system": system / total, "user": (user + nice) / total}
+    uptimes = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and all(p.replace(".", "", 1).isdigit() for p in parts):
+            uptimes.append(float(parts[0]))
+    seconds = uptimes[1] - uptimes[0] if len(uptimes) >= 2 else 0
+    if seconds <= 0:
+        return out
+    out["seconds"] = seconds
+    out["cpus"] = round(total / (seconds * USER_HZ))
+    ctxt = _two(text, "ctxt ", 1)
+    if ctxt:
+        out["ctxt_per_s"] = (ctxt[1][0] - ctxt[0][0]) / seconds
+    irqs = _two(text, "softirq ", 2)
+    if irqs:
+        out["softirqs_per_s"] = {k: (b - a) / seconds for k, a, b in zip(SOFTIRQS, irqs[0], irqs[1])}
+    loc = [line.split()[1:] for line in text.splitlines() if line.split()[:1] == ["LOC:"]]
+    if len(loc) >= 2:
+        counts = [sum(int(x) for x in fields if x.isdigit()) for fields in loc[:2]]
+        out["local_timer_per_s"] = (counts[1] - counts[0]) / seconds
+    return out
 
 
 def target99_us(alone_flows, stats):
@@ -91,8 +132,7 @@ class Runner:
     def node_cpu(self, node, seconds, late=0.0):
         """Node `node`'s /proc/stat around a phase of `seconds` that started `late`
         seconds ago, less its margins (a job; `cpu_busy` reads it)."""
-        script = (f"sleep {STATS_MARGIN_S}; head -1 /proc/stat; sleep {measured_seconds(seconds, late)}; "
-                  "head -1 /proc/stat")
+        script = f"sleep {STATS_MARGIN_S}; {PROC_SAMPLE}; sleep {measured_seconds(seconds, late)}; {PROC_SAMPLE}"
         return self.c.exec_async(node, script, timeout=self.timeout)
 
     @staticmethod

@@ -222,6 +222,58 @@ def holder_table(summary):
     return aligned(rows)
 
 
+SENDER_RATES = (("ctxt_per_s", "context switches/s"), ("local_timer_per_s", "local timer irqs/s"),
+                ("timer", "timer softirqs/s"), ("net_rx", "NET_RX softirqs/s"))
+
+
+def _rate(cpu, key):
+    """A rate of runner.cpu_busy's: its own key, or a softirq's by kind."""
+    return cpu[key] if key in cpu else cpu.get("softirqs_per_s", {}).get(key, 0.0)
+
+
+def sender_table(summary):
+    """The sender with its latency flows alone and beside bulk, per mode and bulk
+    operation: how busy its CPUs were and with what, its context switches, timer
+    interrupts and softirqs a second, and SW-Pri's paced work requests and reference
+    probes a second; "" without the counts (runner.PROC_SAMPLE)."""
+    head = (["mode", "bulk", "phase", "CPUs busy", "user", "system", "softirq"] + [t for _, t in SENDER_RATES]
+            + ["paced WRs/s", "probes/s"])
+    rows = [head]
+    for name, passes in summary.items():
+        for bulk_op, s in passes.items():
+            for phase, key in (("latency alone", "sender_cpu_alone"), ("beside bulk", "sender_cpu")):
+                cpu = s.get(key) or {}
+                if "ctxt_per_s" not in cpu:
+                    continue
+                pacing = (s.get("pacing") or {}) if key == "sender_cpu" else {}
+                rows.append([name, f"1 MiB {bulk_op}", phase, f"{cpu['busy']:.0%} of {cpu['cpus']:g}"]
+                            + [f"{cpu[k]:.0%}" for k in ("user", "system", "softirq")]
+                            + [f"{_rate(cpu, k):.0f}" for k, _ in SENDER_RATES]
+                            + [f"{pacing[k]:.0f}" if k in pacing else "-" for k in ("paced_wrs_per_s", "probes_per_s")])
+    return aligned(rows) if len(rows) > 1 else ""
+
+
+def sender_cost(summary):
+    """What pacing adds on the sender, per paced work request, for each bulk operation
+    both modes measured: sw-pri beside bulk, less its latency flows alone (which beside
+    bulk, paced, run about as fast as alone) and less none beside bulk (the bulk flows
+    unpaced; its latency flows, stuck behind the wire's queue, do almost nothing). The
+    guest's idle work is in both subtrahends, so this slightly undercounts.
+    {bulk_op: {"paced_wrs_per_s", "cpu_us" (CPU time, all the sender's CPUs), and the
+    keys of SENDER_RATES per work request}}."""
+    out = {}
+    for bulk_op, sw in (summary.get("sw-pri") or {}).items():
+        none = (summary.get("none") or {}).get(bulk_op) or {}
+        beside, alone, unpaced = sw.get("sender_cpu") or {}, sw.get("sender_cpu_alone") or {}, none.get("sender_cpu") or {}
+        wrs = (sw.get("pacing") or {}).get("paced_wrs_per_s")
+        if not wrs or not all("ctxt_per_s" in c for c in (beside, alone, unpaced)):
+            continue
+        busy = [c["busy"] * c["cpus"] for c in (beside, alone, unpaced)]
+        out[bulk_op] = {"paced_wrs_per_s": wrs, "cpu_us": (busy[0] - busy[1] - busy[2]) * 1e6 / wrs,
+                        **{k: (_rate(beside, k) - _rate(alone, k) - _rate(unpaced, k)) / wrs for k, _ in SENDER_RATES}}
+    return out
+
+
 def holder_note(queue, cpu, host=None, sender=None, sender_alone=None):
     """The holder's wire queue and CPU (and the sender's CPU, and this host's) beside
     bulk, and the sender's CPU with the latency flows alone, in a line of progress
