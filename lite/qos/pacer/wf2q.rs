@@ -48,18 +48,34 @@ impl Flow {
     }
 }
 
-/// Flow `a` (index `ia`) goes before flow `b` (index `ib`) at virtual time `vtime`:
-/// an eligible flow before one that is not; among eligible ones the earlier finish,
-/// among the others the earlier start; the lower index when they tie.
-fn precedes(vtime: u64, (ia, a): (usize, &Flow), (ib, b): (usize, &Flow)) -> bool {
-    let (a_eligible, b_eligible) = (!before(vtime, a.start), !before(vtime, b.start));
-    let (ka, kb) = match (a_eligible, b_eligible) {
-        (true, false) => return true,
-        (false, true) => return false,
-        (true, true) => (a.finish, b.finish),
-        (false, false) => (a.start, b.start),
-    };
-    before(ka, kb) || (ka == kb && ia < ib)
+/// A backlogged flow's place in WF²Q+'s order at some virtual time: an eligible
+/// flow before one that is not; among eligible ones the earlier finish, among the
+/// others the earlier start; the lower index when they tie.
+#[derive(Clone, Copy)]
+struct Rank {
+    eligible: bool,
+    /// The finish time when eligible, else the start time.
+    key: u64,
+    index: usize,
+}
+
+impl Rank {
+    fn of(vtime: u64, index: usize, flow: &Flow) -> Rank {
+        let eligible = !before(vtime, flow.start);
+        let key = if eligible { flow.finish } else { flow.start };
+        Rank {
+            eligible,
+            key,
+            index,
+        }
+    }
+
+    fn precedes(&self, other: &Rank) -> bool {
+        (self.eligible && !other.eligible)
+            || (self.eligible == other.eligible
+                && (before(self.key, other.key)
+                    || (self.key == other.key && self.index < other.index)))
+    }
 }
 
 /// WF²Q+ among flows: a flow is eligible once its virtual start time is reached; the
@@ -92,9 +108,12 @@ impl Wf2q {
         flow.start = later(flow.finish, self.vtime);
         flow.finish = flow.start.wrapping_add(flow.cost(bytes));
         flow.head = bytes;
-        let flow = &flows[i];
-        self.next = match self.next.and_then(|n| flows.get(n).map(|f| (n, f))) {
-            Some(next) if !precedes(self.vtime, (i, flow), next) => Some(next.0),
+        let arrived = Rank::of(self.vtime, i, &flows[i]);
+        self.next = match self
+            .next
+            .and_then(|n| flows.get(n).map(|f| Rank::of(self.vtime, n, f)))
+        {
+            Some(next) if !arrived.precedes(&next) => Some(next.index),
             _ => Some(i),
         };
     }
@@ -119,35 +138,25 @@ impl Wf2q {
 
     /// The backlogged flow that precedes all others at `vtime`.
     fn search(vtime: u64, flows: &[Flow]) -> Option<usize> {
-        Self::scan(vtime, flows).0.map(|(_, _, i)| i)
+        Self::scan(vtime, flows).0.map(|r| r.index)
     }
 
     /// One pass over the backlogged flows: the one that precedes all others at
-    /// `vtime`, as (eligible, its finish if so else its start, index), and while none
-    /// is eligible, the one among the least starts that finishes first, as (start,
-    /// finish, index). Each flow's eligibility is found once (`precedes` would find
-    /// both flows' at every comparison): this pass is most of an admission's cost.
-    #[allow(clippy::type_complexity)]
-    fn scan(vtime: u64, flows: &[Flow]) -> (Option<(bool, u64, usize)>, Option<(u64, u64, usize)>) {
-        let mut best: Option<(bool, u64, usize)> = None;
+    /// `vtime`, and while none is eligible, the one among the least starts that
+    /// finishes first, as (start, finish, index). Each flow is ranked once: this pass
+    /// is most of an admission's cost.
+    fn scan(vtime: u64, flows: &[Flow]) -> (Option<Rank>, Option<(u64, u64, usize)>) {
+        let mut best: Option<Rank> = None;
         let mut earliest: Option<(u64, u64, usize)> = None;
         for (i, f) in flows.iter().enumerate() {
             if !f.is_backlogged() {
                 continue;
             }
-            let eligible = !before(vtime, f.start);
-            let key = if eligible { f.finish } else { f.start };
-            let better = match best {
-                None => true,
-                Some((best_eligible, best_key, _)) => {
-                    (eligible && !best_eligible)
-                        || (eligible == best_eligible && before(key, best_key))
-                }
-            };
-            if better {
-                best = Some((eligible, key, i));
+            let rank = Rank::of(vtime, i, f);
+            if best.map_or(true, |b| rank.precedes(&b)) {
+                best = Some(rank);
             }
-            if !eligible && !best.is_some_and(|b| b.0) {
+            if !rank.eligible && !best.is_some_and(|b| b.eligible) {
                 let starts_earlier = earliest.map_or(true, |(start, finish, _)| {
                     before(f.start, start) || (f.start == start && before(f.finish, finish))
                 });
@@ -182,7 +191,7 @@ impl Wf2q {
         // one among the least virtual starts that finishes first, which goes first
         // if virtual time must move up to that start.
         self.next = match Self::scan(self.vtime, flows) {
-            (Some((true, _, i)), _) => Some(i),
+            (Some(best), _) if best.eligible => Some(best.index),
             (_, Some((start, _, i))) => {
                 // None is eligible: virtual time moves to the least start.
                 self.vtime = start;
@@ -297,21 +306,18 @@ mod tests {
         least
     }
 
-    /// WF²Q+'s choice by its definition, comparing every pair as `precedes` does.
+    /// WF²Q+'s choice by its definition, comparing every pair of ranks.
     fn reference_pick(vtime: u64, flows: &[Flow]) -> Option<usize> {
-        let backlogged: Vec<_> = flows
+        let ranks: Vec<Rank> = flows
             .iter()
             .enumerate()
             .filter(|(_, f)| f.is_backlogged())
+            .map(|(i, f)| Rank::of(vtime, i, f))
             .collect();
-        backlogged
+        ranks
             .iter()
-            .find(|&&a| {
-                backlogged
-                    .iter()
-                    .all(|&b| a.0 == b.0 || precedes(vtime, a, b))
-            })
-            .map(|(i, _)| *i)
+            .find(|a| ranks.iter().all(|b| a.index == b.index || a.precedes(b)))
+            .map(|a| a.index)
     }
 
     #[test]
