@@ -159,10 +159,10 @@ test-host: lint
 # ~50x faster than the debug kernel: SW-Pri behind a link on the bridge segment, then
 # on one cluster (the stock suite) the functional tests again with the data-heavy ones
 # (1 GiB) and a fourth node that runs Debian with systemd and LITE-RS from the
-# packages (make deb). The release
-# kernel is for demo, cluster and bench: make test builds one kernel. While the debug
-# kernel builds, the Debian packages and the sid root are fetched beside it (network
-# and disk, not a second kernel build); `debian.sh prepare` waits for them on its lock.
+# packages (make deb). The release kernel is for demo, cluster and bench: make test
+# builds one kernel. While the debug kernel builds, the Debian packages and the sid
+# root are fetched beside it (network and disk, not a second kernel build);
+# `debian.sh prepare` waits for them on its lock.
 test-vm:
 	@mkdir -p build && (tools/kernel/debian.sh fetch > build/debian-fetch.log 2>&1 &)
 	$(PHASE) guest-$(TEST_KERNEL) $(MAKE) --no-print-directory guest KERNEL=$(TEST_KERNEL)
