@@ -12,6 +12,7 @@ import unittest
 from pathlib import Path
 
 from litebench.cluster.guest import KERNELS
+from litebench.cluster.cluster import STALL_S, hung_early
 from litebench.vmtests.suites import MODULES, SUITES
 
 VMTEST = Path(__file__).resolve().parents[1] / "vmtest.py"
@@ -92,3 +93,12 @@ class SelectionTest(unittest.TestCase):
         self.assertEqual(listed("-k", "lmr_perm,two_nodes"),
                          ("two_nodes_join_with_k_rc_qps_each", "lmr_permissions_are_checked_by_the_master"))
         self.assertEqual(listed("-k", "no such test"), ())
+
+
+def test_a_boot_counts_as_hung_only_when_silent_early_in_the_kernel():
+    hung = "[    0.000000] Linux version 7.2.13\n[    0.911489] acpi PNP0A03:00: fail to add MMCONFIG\n"
+    assert hung_early(hung, STALL_S)
+    assert not hung_early(hung, STALL_S - 1), "not silent long enough"
+    later = hung + "[    5.930742] amd_pstate: the _CPC object is not present\n"
+    assert not hung_early(later, 10 * STALL_S), "past early boot: only the whole timeout counts"
+    assert not hung_early("", 10 * STALL_S), "nothing printed yet: qemu may not have started"

@@ -45,6 +45,13 @@ FENCE = "its QPs are fenced off"
 # down, unless told otherwise. The debug kernel runs the guests 10-30 times slower:
 # there a test's own load (40 callers on two vCPUs) starved an agent past 8 s on a
 # slow host, and the node was declared down under the test.
+# A guest whose console has been silent this long while its kernel's last message is
+# from its first EARLY_BOOT_S seconds has hung (the TCG early-boot hang, wait_booted).
+# Normal boots print within 5 s of guest time there (the longest gap seen in 32
+# consoles was 4.4 s), so a minute is a wide margin even on a host twice as slow.
+STALL_S = 60
+EARLY_BOOT_S = 2.0
+KERNEL_STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]", re.MULTILINE)
 DEAD_AFTER_MS = 8000
 DEAD_AFTER_MS_DEBUG = 20000
 
@@ -130,6 +137,13 @@ class Job:
 
     def wait(self, timeout=None):
         return self.cluster.collect(self.n, self.cid, timeout or self.timeout)
+
+
+def hung_early(console, silent_s, stall_s=STALL_S):
+    """Whether a booting guest whose console reads `console` and has been silent for
+    `silent_s` seconds hung in its kernel's first EARLY_BOOT_S seconds."""
+    stamps = KERNEL_STAMP.findall(console)
+    return silent_s >= stall_s and bool(stamps) and float(stamps[-1]) < EARLY_BOOT_S
 
 
 class Cluster:
@@ -335,12 +349,27 @@ class Cluster:
         pid = self.meta.get("groups", {}).get(f"node{n}")
         return pid is not None and running(pid)
 
-    def wait_ready(self, n, timeout):
-        deadline = time.time() + timeout
+    def wait_ready(self, n, timeout, stall_s=None):
+        """Waits until node n's guest is ready; with `stall_s`, gives up as soon as it
+        has hung early in boot (`hung_early`) for that long."""
+        start = time.time()
+        deadline = start + timeout
+        console = self.run / f"node{n}.console"
+        size, grew = -1, start
         while not (self.run / f"node{n}.ready").exists():
-            if time.time() > deadline or not self.alive(n):
+            now = time.time()
+            hung = False
+            if stall_s is not None:
+                current = console.stat().st_size if console.exists() else 0
+                if current != size:
+                    size, grew = current, now
+                # Read the console only once it has been silent long enough.
+                hung = now - grew >= stall_s and hung_early(self.console(n), now - grew, stall_s)
+            if now > deadline or hung or not self.alive(n):
                 tail = self.console(n)[-3000:]
-                raise CommandFailed(f"node {n} did not boot within {timeout} s; console tail:\n{tail}")
+                why = f"hung early in boot (console silent for {now - grew:.0f} s)" if hung else \
+                    f"did not boot within {timeout} s"
+                raise CommandFailed(f"node {n} {why}; console tail:\n{tail}")
             time.sleep(0.1)
 
     def boot_node(self, n, timeout, root=None):
@@ -354,9 +383,9 @@ class Cluster:
         of ours runs (seen in a CI run: a TCG vCPU whose timer never fired again, RCU
         stall reports and no progress for minutes); a second boot is the cure, logged."""
         try:
-            self.wait_ready(n, timeout)
+            self.wait_ready(n, timeout, stall_s=STALL_S)
         except CommandFailed as first:
-            log(f"node {n} did not boot within {timeout} s (console tail below); restarting it once\n"
+            log(f"{str(first).split(';', 1)[0]} (console tail below); restarting it once\n"
                 + str(first).split("console tail:\n", 1)[-1][-1500:])
             self.kill_node(n)
             self._keep_console(n, "hung")
