@@ -26,5 +26,7 @@ errnos!(
     EOWNERDEAD,
     ENOLCK,
     EDEADLK,
-    EIDRM
+    EIDRM,
+    EPROTO,
+    EPROTONOSUPPORT
 );

@@ -30,6 +30,16 @@ module_param(remote_access, charp, 0444);
 MODULE_PARM_DESC(remote_access,
 		 "what a peer's rkeys reach: chunks (an MR per LMR chunk, mailbox and ring, revoked at free; default) or global (LITE's one MR over all memory)");
 
+static char *messages = "auto";
+module_param(messages, charp, 0444);
+MODULE_PARM_DESC(messages,
+		 "how kernel messages and RPC signal their receiver: auto (RDMA WRITE with immediate where the device has it, else WRITE + SEND; default), imm, or send");
+
+static char *atomics = "auto";
+module_param(atomics, charp, 0444);
+MODULE_PARM_DESC(atomics,
+		 "who executes LT atomics, locks and barriers: auto (the holder's RNIC where it has atomics, else the holder's kernel; default), nic, or holder");
+
 /* Sized for LITE_MAX_NODES peers x LITE_MAX_QPS_PER_PEER QPs x queue depth (clamped by the device). */
 #define LITE_CQ_ENTRIES 32768
 
@@ -45,6 +55,27 @@ unsigned int lite_param_qps_per_peer(void)
 int lite_param_remote_chunks(void)
 {
 	return strcmp(remote_access, "global") != 0;
+}
+
+static int lite_param_path(const char *value, const char *native, const char *emulated)
+{
+	if (!strcmp(value, "auto"))
+		return LITE_PATH_AUTO;
+	if (!strcmp(value, native))
+		return LITE_PATH_NATIVE;
+	if (!strcmp(value, emulated))
+		return LITE_PATH_EMULATED;
+	return -EINVAL;
+}
+
+int lite_param_messages(void)
+{
+	return lite_param_path(messages, "imm", "send");
+}
+
+int lite_param_atomics(void)
+{
+	return lite_param_path(atomics, "nic", "holder");
 }
 
 int lite_capable_net_admin(void)
@@ -166,8 +197,8 @@ static int lite_add_one(struct ib_device *ibdev)
 	struct lite_dev *dev;
 	int err;
 
-	if (!ibdev->ops.get_dma_mr || !(rdma_protocol_roce(ibdev, port) ||
-					rdma_protocol_ib(ibdev, port)))
+	/* Which transports it can serve is the Rust side's choice (net/network.rs). */
+	if (!ibdev->ops.get_dma_mr)
 		return -EOPNOTSUPP;
 	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
 	if (!dev)

@@ -23,6 +23,14 @@ void lite_glue_exit(void);
 unsigned int lite_param_qps_per_peer(void);
 /* remote_access=chunks (1: an MR per exposed range) or global (0: LITE's one MR). */
 int lite_param_remote_chunks(void);
+/* How messages (messages=) and atomics (atomics=) travel: LITE_PATH_AUTO, the
+ * NIC's own opcodes (LITE_PATH_NATIVE) or their stand-in (LITE_PATH_EMULATED),
+ * -EINVAL for a value the parameter does not know. */
+#define LITE_PATH_AUTO 0
+#define LITE_PATH_NATIVE 1
+#define LITE_PATH_EMULATED 2
+int lite_param_messages(void);
+int lite_param_atomics(void);
 int lite_capable_net_admin(void);
 
 /* Priority classes: the current task's process and ancestors' ids (itself first,
@@ -67,6 +75,12 @@ struct lite_op;
 int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
 			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
 			   unsigned int imm);
+/*
+ * From now on the device's QPs carry what a write-with-immediate carries as an
+ * RDMA WRITE followed by a SEND of the 32-bit value (iWARP has no immediate).
+ * Before its first QP. Receives take either form on every device.
+ */
+void lite_dev_use_send_messages(struct lite_dev *dev);
 
 /* Kernel memory the RNIC may read and write: physically contiguous, zeroed, DMA-mapped.
  * NULL when the memory is not there, without a warning for blocks of more than 8 pages

@@ -100,7 +100,7 @@ pub unsafe extern "C" fn lite_rust_dev_added(
         return core::ptr::null_mut();
     };
     // SAFETY: the C glue keeps `raw` alive until `lite_rust_dev_release`.
-    let dev = match Arc::new(unsafe { Device::new(raw) }, GFP_KERNEL) {
+    let dev = match unsafe { Device::new(raw) }.and_then(|dev| Ok(Arc::new(dev, GFP_KERNEL)?)) {
         Ok(dev) => dev,
         Err(_) => return core::ptr::null_mut(),
     };

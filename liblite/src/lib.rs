@@ -192,6 +192,10 @@ pub struct DeviceCaps {
     pub atomic_cap: &'static str,
     /// RDMA READs and atomics one QP may have outstanding as a target.
     pub max_qp_rd_atom: u32,
+    /// How LITE-RS carries messages on it: "write-with-immediate" or "write+send".
+    pub messages: &'static str,
+    /// Who executes atomics, locks and barriers: "nic" or "holder" (its kernel).
+    pub atomics_by: &'static str,
 }
 
 /// Side of a QP connection, as exchanged through the cluster manager.
@@ -314,6 +318,8 @@ impl Lite {
                 _ => "global",
             },
             max_qp_rd_atom: caps.max_qp_rd_atom,
+            messages: if caps.flags & LITE_PATH_SEND_MESSAGES != 0 { "write+send" } else { "write-with-immediate" },
+            atomics_by: if caps.flags & LITE_PATH_HOLDER_ATOMICS != 0 { "holder" } else { "nic" },
         })
     }
 

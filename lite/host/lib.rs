@@ -21,6 +21,8 @@ mod pacer;
 // The benches' way in: the files above keep their items to the crate.
 pub mod per_op;
 // The simulator's way in: SW-Pri's node state and admission over the pacer files.
+#[path = "../verbs/paths.rs"]
+mod paths;
 #[path = "../net/polling.rs"]
 mod polling;
 pub mod sw_pri;

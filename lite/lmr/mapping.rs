@@ -45,16 +45,12 @@ pub(crate) struct HeldWord {
     pub(crate) word: Word,
     /// The key of the chunk holding it, for this node's own atomics on it.
     pub(crate) rkey: u32,
-    _memory: Arc<LocalMemory>,
+    pub(crate) memory: Arc<LocalMemory>,
 }
 
 impl HeldWord {
     pub(crate) fn new(word: Word, rkey: u32, memory: Arc<LocalMemory>) -> Self {
-        HeldWord {
-            word,
-            rkey,
-            _memory: memory,
-        }
+        HeldWord { word, rkey, memory }
     }
 }
 

@@ -126,17 +126,60 @@ impl LmrNode {
     /// As [`Self::word_atomic`], for the kernel's own work on a word this node holds,
     /// whose memory `held` keeps.
     pub(crate) fn held_word_atomic(&self, held: &HeldWord, atomic: Atomic) -> Result<u64> {
+        if self.net.device()?.paths().holder_atomics {
+            let (chunk, off) = held.memory.find(held.word.addr, 8)?;
+            return chunk.atomic(off, atomic);
+        }
         self.atomic_on(&held.word, held.rkey, atomic, Wait::Sleep)
     }
 
-    /// `atomic` on `word` through its holder's RNIC (loopback when this node holds it).
+    /// `atomic` on `word` through its holder's RNIC (loopback when this node holds
+    /// it), or by the holder's kernel where the device's paths say so.
     fn atomic_on(&self, word: &Word, rkey: u32, atomic: Atomic, wait: Wait) -> Result<u64> {
+        if self.net.device()?.paths().holder_atomics {
+            return self.holder_atomic(word, atomic);
+        }
         let peer = if word.holder == self.net.me()? {
             self.net.loopback()?
         } else {
             self.net.peer(word.holder)?
         };
         peer.atomic(atomic, word.addr, rkey, wait)
+    }
+
+    /// `atomic` on `word` by its holder's CPU: here, or asked of the holder.
+    fn holder_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
+        if word.holder == self.net.me()? {
+            return self.serve_atomic(word, atomic);
+        }
+        let (op, operand, swap) = match atomic {
+            Atomic::FetchAdd(add) => (wire::ATOMIC_FETCH_ADD, add, 0),
+            Atomic::CompareSwap { expected, new } => (wire::ATOMIC_COMPARE_SWAP, expected, new),
+        };
+        let req = wire::WordAtomic {
+            master: word.master,
+            op,
+            id: word.id,
+            addr: word.addr,
+            operand,
+            swap,
+        };
+        let mut old = [0u8; 8];
+        match self
+            .net
+            .peer(word.holder)?
+            .request(MsgKind::Atomic, &req, &mut old)?
+        {
+            8 => Ok(u64::from_le_bytes(old)),
+            _ => Err(EIO),
+        }
+    }
+
+    /// Executes `atomic` on a word this node holds; EIDRM once its LMR is freed.
+    pub(crate) fn serve_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
+        let memory = self.held_memory(word.master, word.id)?;
+        let (chunk, off) = memory.find(word.addr, 8)?;
+        chunk.atomic(off, atomic)
     }
 
     /// LT_fetch_add / LT_compare_swap on the 8-byte word at `offset`. Returns the old value.

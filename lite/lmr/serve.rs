@@ -4,10 +4,11 @@
 use crate::kvec::truncate;
 use crate::net::wire::{self, MsgKind, BODY_MAX};
 use crate::net::{encode, Peer};
+use crate::verbs::Atomic;
 use kernel::prelude::*;
 
 use super::decode;
-use super::LmrNode;
+use super::{LmrNode, Word};
 
 impl LmrNode {
     /// Serves an LMR request of `peer`; returns the answer's body.
@@ -53,6 +54,27 @@ impl LmrNode {
             }
             MsgKind::Memset => self.holder_memset(&decode(body)?).map(|()| empty),
             MsgKind::Copy => self.holder_copy(&decode(body)?).map(|()| empty),
+            MsgKind::Atomic => {
+                let req: wire::WordAtomic = decode(body)?;
+                let atomic = match req.op {
+                    wire::ATOMIC_FETCH_ADD => Atomic::FetchAdd(req.operand),
+                    wire::ATOMIC_COMPARE_SWAP => Atomic::CompareSwap {
+                        expected: req.operand,
+                        new: req.swap,
+                    },
+                    _ => return Err(EINVAL),
+                };
+                let word = Word {
+                    holder: self.net.me()?,
+                    master: req.master,
+                    id: req.id,
+                    addr: req.addr,
+                };
+                let old = self.serve_atomic(&word, atomic)?;
+                let mut out = KVec::new();
+                out.extend_from_slice(&old.to_le_bytes(), GFP_KERNEL)?;
+                Ok(out)
+            }
             MsgKind::Grant => self.master_grant(from, &decode(body)?).map(|()| empty),
             MsgKind::Free => {
                 let req: wire::LmrId = decode(body)?;

@@ -51,12 +51,12 @@ impl Network {
 
     // ---- devices (ib_client callbacks) ----
 
-    /// A device to use, if LITE-RS can drive it: its kernel messages and RPC ride
-    /// on RDMA WRITE with immediate, which iWARP devices lack (EOPNOTSUPP).
+    /// A device to use, if LITE-RS can connect its QPs: by hand (InfiniBand and
+    /// RoCE), not yet through the RDMA CM, which is all iWARP devices allow.
     pub(crate) fn device_added(&self, dev: Arc<Device>) -> Result {
-        if dev.caps().flags & LITE_CAP_WRITE_IMM == 0 {
+        if dev.caps().flags & LITE_CAP_CM_CONNECT != 0 {
             pr_warn!(
-                "{}: no RDMA WRITE with immediate (iWARP), which LITE-RS's messages need: not used\n",
+                "{}: its QPs connect only through the RDMA CM, which LITE-RS does not use yet: not used\n",
                 dev.display_name()
             );
             return Err(crate::errno::EOPNOTSUPP());
@@ -249,6 +249,24 @@ impl Network {
         let peer = st.peer_index(peer_id).map(|i| &st.peers[i]).ok_or(ENOENT)?;
         if peer.epoch != epoch {
             return Err(ENOENT);
+        }
+        let caps = peer.dev.caps();
+        if remote.transport != caps.transport {
+            pr_warn!(
+                "node {}'s device speaks transport {}, {} speaks {}: RDMA cannot cross between them\n",
+                peer_id,
+                remote.transport,
+                peer.dev.display_name(),
+                caps.transport
+            );
+            return Err(crate::errno::EPROTONOSUPPORT());
+        }
+        if (remote.paths ^ caps.flags) & LITE_PATH_HOLDER_ATOMICS != 0 {
+            pr_warn!(
+                "node {} and this node disagree on who executes atomics (atomics=nic or holder); a word updated by a NIC and a CPU at once is not atomic\n",
+                peer_id
+            );
+            return Err(crate::errno::EPROTO());
         }
         peer.connect(remote)
     }

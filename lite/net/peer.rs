@@ -182,6 +182,8 @@ impl Peer {
         let mut info = LiteConnInfo {
             gid: self.gid,
             mtu: self.mtu,
+            transport: self.dev.caps().transport,
+            paths: self.dev.caps().flags & LITE_PATH_HOLDER_ATOMICS,
             ..Default::default()
         };
         info.nr_qps = link.qps.len() as u32;

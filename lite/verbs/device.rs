@@ -2,9 +2,12 @@
 //! `Device`: one RDMA device (port, GID, how peers reach its memory) and the RC
 //! QPs it creates.
 
-use super::{Qp, RemoteAccess};
+use super::{choose, PathChoice, PathError, Paths, Qp, RemoteAccess};
 use crate::ffi;
-use crate::uapi::{LiteDevCaps, LITE_CAP_ATOMICS, LITE_CAP_CM_CONNECT, LITE_CAP_WRITE_IMM};
+use crate::uapi::{
+    LiteDevCaps, LITE_CAP_ATOMICS, LITE_CAP_CM_CONNECT, LITE_CAP_WRITE_IMM,
+    LITE_PATH_HOLDER_ATOMICS, LITE_PATH_SEND_MESSAGES,
+};
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use kernel::error::to_result;
@@ -31,6 +34,7 @@ pub(crate) struct Device {
     pub(in crate::verbs) raw: NonNull<ffi::lite_dev>,
     name: [u8; 64],
     caps: LiteDevCaps,
+    paths: Paths,
 }
 
 // SAFETY: the C device object is immutable after creation and the verbs it is passed to
@@ -40,11 +44,13 @@ unsafe impl Send for Device {}
 unsafe impl Sync for Device {}
 
 impl Device {
-    /// Wraps a device handed to `lite_rust_dev_added`.
+    /// Wraps a device handed to `lite_rust_dev_added`, with the paths it will use
+    /// (`messages=`, `atomics=`); EOPNOTSUPP, said in the kernel log, when it cannot
+    /// serve those asked for, EINVAL for a parameter value not known.
     ///
     /// # Safety
     /// `raw` must be valid until `lite_rust_dev_release` is called for it.
-    pub(crate) unsafe fn new(raw: NonNull<ffi::lite_dev>) -> Self {
+    pub(crate) unsafe fn new(raw: NonNull<ffi::lite_dev>) -> Result<Self> {
         let mut name = [0u8; 64];
         // SAFETY: `raw` is valid (caller), and the name is a NUL-terminated string owned by
         // the ib_device, which outlives this call.
@@ -64,7 +70,7 @@ impl Device {
         // SAFETY: `raw` is valid (caller); `raw_caps` is a local the call fills.
         unsafe { ffi::lite_dev_caps(raw.as_ptr(), &mut raw_caps) };
         let flag = |on: u32, bit: u32| if on != 0 { bit } else { 0 };
-        let caps = LiteDevCaps {
+        let mut caps = LiteDevCaps {
             transport: raw_caps.transport,
             flags: flag(raw_caps.write_imm, LITE_CAP_WRITE_IMM)
                 | flag(raw_caps.atomic_cap, LITE_CAP_ATOMICS)
@@ -74,7 +80,48 @@ impl Device {
             atomic_cap: raw_caps.atomic_cap,
             max_qp_rd_atom: raw_caps.max_qp_rd_atom,
         };
-        Device { raw, name, caps }
+        let mut dev = Device {
+            raw,
+            name,
+            caps,
+            paths: Paths::default(),
+        };
+        // SAFETY: reads module parameters.
+        let (messages, atomics) =
+            unsafe { (ffi::lite_param_messages(), ffi::lite_param_atomics()) };
+        let (Some(messages), Some(atomics)) = (
+            PathChoice::from_raw(messages),
+            PathChoice::from_raw(atomics),
+        ) else {
+            pr_err!("messages= is auto, imm or send; atomics= is auto, nic or holder\n");
+            return Err(EINVAL);
+        };
+        dev.paths = match choose(caps.flags, messages, atomics) {
+            Ok(paths) => paths,
+            Err(why) => {
+                let missing = match why {
+                    PathError::NoWriteImm => "RDMA WRITE with immediate (messages=imm)",
+                    PathError::NoAtomics => "atomics (atomics=nic)",
+                };
+                pr_warn!("{}: has no {}: not used\n", dev.display_name(), missing);
+                return Err(crate::errno::EOPNOTSUPP());
+            }
+        };
+        if dev.paths.send_messages {
+            // SAFETY: `raw` is valid (caller) and has no QP yet.
+            unsafe { ffi::lite_dev_use_send_messages(raw.as_ptr()) };
+            caps.flags |= LITE_PATH_SEND_MESSAGES;
+        }
+        if dev.paths.holder_atomics {
+            caps.flags |= LITE_PATH_HOLDER_ATOMICS;
+        }
+        dev.caps = caps;
+        Ok(dev)
+    }
+
+    /// How the device carries messages and atomics.
+    pub(crate) fn paths(&self) -> Paths {
+        self.paths
     }
 
     /// What the device can do, as read at attach.

@@ -2,10 +2,11 @@
 //! `DmaBuf`: kernel memory (or a pinned user page) mapped for the device, which
 //! peers reach once a range of it is exposed, with its byte-level accessors.
 
-use super::{Device, RemoteKey, DMA_BIDIRECTIONAL, PAGE_SIZE};
+use super::{Atomic, Device, RemoteKey, DMA_BIDIRECTIONAL, PAGE_SIZE};
 use crate::ffi;
 use core::ffi::c_void;
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::error::to_result;
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -243,6 +244,34 @@ impl DmaBuf {
             ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len as u32);
         }
         Ok(())
+    }
+
+    /// `atomic` on the 8-byte word at `offset`, by this CPU: how the holder's kernel
+    /// serves atomics (`Paths::holder_atomics`), where no RNIC updates such words.
+    /// Returns the old value; EINVAL unless the word is 8-aligned.
+    pub(crate) fn atomic(&self, offset: usize, atomic: Atomic) -> Result<u64> {
+        let (dma, len) = self.range(offset, 8)?;
+        let at = self.span(offset, 8)?;
+        if at as usize % 8 != 0 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `at..at + 8` is inside the buffer and 8-aligned (checked). Under
+        // holder atomics every atomic on it is this kind of CPU access; a peer's RDMA
+        // WRITE racing it is its user's race, as it would be with NIC atomics.
+        let word = unsafe { AtomicU64::from_ptr(at.cast::<u64>()) };
+        // SAFETY: `dma..dma + len` is the word's mapping (from `range`).
+        unsafe { ffi::lite_dma_sync_for_cpu(self.dev.raw.as_ptr(), dma, len) };
+        let old = match atomic {
+            Atomic::FetchAdd(add) => word.fetch_add(add, Ordering::SeqCst),
+            Atomic::CompareSwap { expected, new } => {
+                match word.compare_exchange(expected, new, Ordering::SeqCst, Ordering::SeqCst) {
+                    Ok(old) | Err(old) => old,
+                }
+            }
+        };
+        // SAFETY: as above.
+        unsafe { ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len) };
+        Ok(old)
     }
 
     /// Copies `len` bytes from `src` at `src_offset` to `dst_offset` here; the two

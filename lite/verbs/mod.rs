@@ -6,6 +6,7 @@
 //!
 //! - `device`: an RDMA device (`Device`), which creates the QPs.
 //! - `qp`: an RC QP (`Qp`) and what is posted on it (`WriteImm`, `Atomic`).
+//! - `paths`: how a device carries messages and atomics (`Paths`).
 //! - `op`: waiting for a one-sided operation's completions (`Op`).
 //! - `paced`: the device's places for paced work requests in flight (`PacedPlace`).
 //! - `user_pages`: a user buffer pinned and mapped for one transfer (`UserPages`).
@@ -19,6 +20,7 @@ mod device;
 mod dma_buf;
 mod op;
 mod paced;
+mod paths;
 mod qp;
 mod remote_key;
 mod user_pages;
@@ -27,6 +29,7 @@ pub(crate) use device::*;
 pub(crate) use dma_buf::*;
 pub(crate) use op::*;
 pub(crate) use paced::*;
+pub(crate) use paths::*;
 pub(crate) use qp::*;
 pub(crate) use remote_key::*;
 pub(crate) use user_pages::*;

@@ -69,11 +69,20 @@ int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16])
 	return -EADDRNOTAVAIL;
 }
 
-/* Replenish one zero-length receive: write-with-imm consumes one per message. */
-static int lite_qp_post_recv(struct lite_qp *qp)
+/*
+ * Posts receive `i` again: a write-with-immediate or a SEND consumes one per message.
+ * Its buffer takes a SEND's 32-bit value; a write-with-immediate leaves it unused.
+ */
+static int lite_qp_post_recv(struct lite_qp *qp, unsigned int i)
 {
-	struct ib_recv_wr wr = { .wr_cqe = &qp->recv_cqe, .num_sge = 0 };
+	struct ib_sge sge = {
+		.addr = qp->recv_dma + i * sizeof(__be32),
+		.length = sizeof(__be32),
+		.lkey = qp->dev->global_mr->lkey,
+	};
+	struct ib_recv_wr wr = { .wr_cqe = &qp->recvs[i].cqe, .sg_list = &sge, .num_sge = 1 };
 
+	ib_dma_sync_single_for_device(qp->dev->ibdev, sge.addr, sge.length, DMA_FROM_DEVICE);
 	return ib_post_recv(qp->qp, &wr, NULL);
 }
 
@@ -108,7 +117,11 @@ static void lite_qp_event(struct ib_event *event, void *context)
 
 static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct lite_qp *qp = container_of(wc->wr_cqe, struct lite_qp, recv_cqe);
+	struct lite_recv *recv = container_of(wc->wr_cqe, struct lite_recv, cqe);
+	struct lite_qp *qp = recv->qp;
+	u64 dma = qp->recv_dma + recv->index * sizeof(__be32);
+	bool valid = true;
+	u32 value = 0;
 
 	/* Flushes happen while the QP is drained and may outlive it: touch nothing then. */
 	if (wc->status != IB_WC_SUCCESS) {
@@ -116,9 +129,19 @@ static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 			lite_qp_went_wrong(qp);
 		return;
 	}
-	lite_qp_post_recv(qp);
-	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IB_WC_WITH_IMM))
-		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, be32_to_cpu(wc->ex.imm_data));
+	if (wc->opcode == IB_WC_RECV_RDMA_WITH_IMM && (wc->wc_flags & IB_WC_WITH_IMM)) {
+		value = be32_to_cpu(wc->ex.imm_data);
+	} else if (wc->opcode == IB_WC_RECV && wc->byte_len == sizeof(__be32)) {
+		ib_dma_sync_single_for_cpu(qp->dev->ibdev, dma, sizeof(__be32), DMA_FROM_DEVICE);
+		value = be32_to_cpu(READ_ONCE(qp->recv_values[recv->index]));
+	} else {
+		/* Not a LITE-RS message: ignored, as an unknown immediate is. */
+		valid = false;
+	}
+	/* The value is read: the buffer may take the next one. */
+	lite_qp_post_recv(qp, recv->index);
+	if (valid)
+		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, value);
 }
 
 static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -130,6 +153,41 @@ static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
 	WRITE_ONCE(qp->send_failed, true);
 	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
+}
+
+static int lite_qp_alloc_recvs(struct lite_qp *qp, unsigned int depth)
+{
+	struct ib_device *ibdev = qp->dev->ibdev;
+	unsigned int i;
+
+	qp->recvs = kcalloc(depth, sizeof(*qp->recvs), GFP_KERNEL);
+	qp->recv_values = kcalloc(depth, sizeof(*qp->recv_values), GFP_KERNEL);
+	if (!qp->recvs || !qp->recv_values)
+		goto nomem;
+	qp->recv_dma = ib_dma_map_single(ibdev, qp->recv_values, depth * sizeof(__be32),
+					 DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(ibdev, qp->recv_dma))
+		goto nomem;
+	qp->recv_depth = depth;
+	for (i = 0; i < depth; i++) {
+		qp->recvs[i].cqe.done = lite_recv_done;
+		qp->recvs[i].qp = qp;
+		qp->recvs[i].index = i;
+	}
+	return 0;
+nomem:
+	kfree(qp->recvs);
+	kfree(qp->recv_values);
+	return -ENOMEM;
+}
+
+/* After the QP is gone: no receive is posted any more. */
+static void lite_qp_free_recvs(struct lite_qp *qp)
+{
+	ib_dma_unmap_single(qp->dev->ibdev, qp->recv_dma, qp->recv_depth * sizeof(__be32),
+			    DMA_FROM_DEVICE);
+	kfree(qp->recvs);
+	kfree(qp->recv_values);
 }
 
 struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned int index,
@@ -145,10 +203,11 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 			 * registration QP, one receive deep, did on Debian's 7.2 kernel
 			 * (rxe rounds 1 + 1 slots to 2: room for exactly one).
 			 */
-			.max_send_wr = LITE_SEND_DEPTH + 1,
+			.max_send_wr = LITE_SEND_DEPTH * (dev->send_messages ? 2 : 1) + 1,
 			.max_recv_wr = recv_depth + 1,
 			.max_send_sge = min(dev->ibdev->attrs.max_send_sge, 16),
 			.max_recv_sge = 1,
+			.max_inline_data = dev->send_messages ? sizeof(__be32) : 0,
 		},
 		.sq_sig_type = IB_SIGNAL_REQ_WR,
 		.qp_type = IB_QPT_RC,
@@ -171,21 +230,26 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 	qp->dev = dev;
 	qp->rust_peer = rust_peer;
 	qp->index = index;
-	qp->recv_cqe.done = lite_recv_done;
 	qp->send_cqe.done = lite_send_done;
 	INIT_DELAYED_WORK(&qp->wrong_work, lite_wrong_work);
+	*err = lite_qp_alloc_recvs(qp, recv_depth);
+	if (*err) {
+		kfree(qp);
+		return NULL;
+	}
 	init.qp_context = qp;
 	init.event_handler = lite_qp_event;
 	qp->qp = ib_create_qp(dev->pd, &init);
 	if (IS_ERR(qp->qp)) {
 		*err = PTR_ERR(qp->qp);
+		lite_qp_free_recvs(qp);
 		kfree(qp);
 		return NULL;
 	}
 	*err = ib_modify_qp(qp->qp, &attr,
 			    IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT | IB_QP_ACCESS_FLAGS);
 	for (i = 0; !*err && i < recv_depth; i++)
-		*err = lite_qp_post_recv(qp);
+		*err = lite_qp_post_recv(qp, i);
 	if (*err) {
 		lite_qp_destroy(qp);
 		return NULL;
@@ -332,6 +396,7 @@ void lite_qp_destroy(struct lite_qp *qp)
 	ib_drain_qp(qp->qp);
 	ib_destroy_qp(qp->qp);
 	cancel_delayed_work_sync(&qp->wrong_work);
+	lite_qp_free_recvs(qp);
 	kfree(qp);
 }
 
@@ -512,6 +577,46 @@ static void lite_op_count(struct lite_op *op, int posted)
 	spin_unlock_irqrestore(&op->lock, flags);
 }
 
+void lite_dev_use_send_messages(struct lite_dev *dev)
+{
+	dev->send_messages = true;
+}
+
+/*
+ * What a write-with-immediate carries, as an RDMA WRITE of the data (if any) and
+ * a SEND of the value: both signaled, so that either one's failure completes
+ * where the op waits. The SEND's arrival follows the WRITE's data on one QP.
+ */
+static int lite_qp_post_write_send(struct lite_qp *qp, struct lite_op *op, struct ib_rdma_wr *write)
+{
+	__be32 value = write->wr.ex.imm_data;
+	struct ib_sge inline_sge = { .addr = (uintptr_t)&value, .length = sizeof(value) };
+	struct ib_send_wr send = {
+		.wr_cqe = write->wr.wr_cqe,
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE,
+		.sg_list = &inline_sge,
+		.num_sge = 1,
+	};
+	const struct ib_send_wr *first = &send, *bad = NULL;
+	int posted = 1, err;
+
+	if (write->wr.num_sge) {
+		write->wr.opcode = IB_WR_RDMA_WRITE;
+		write->wr.ex.imm_data = 0;
+		write->wr.next = &send;
+		first = &write->wr;
+		posted = 2;
+	}
+	if (op)
+		lite_op_count(op, posted);
+	err = ib_post_send(qp->qp, first, &bad);
+	if (err && op)
+		/* What was posted before `bad` runs and completes. */
+		lite_op_count(op, bad == &send && first != &send ? -1 : -posted);
+	return err;
+}
+
 int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long long local_dma,
 			   unsigned int len, unsigned long long remote_addr, unsigned int rkey,
 			   unsigned int imm)
@@ -535,6 +640,8 @@ int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long
 	};
 	int err;
 
+	if (qp->dev->send_messages)
+		return lite_qp_post_write_send(qp, op, &wr);
 	if (op)
 		lite_op_count(op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);

@@ -18,6 +18,8 @@ struct lite_dev {
 	struct ib_mr *global_mr;
 	/* remote_access=chunks: peers reach only MRs of lite_mr_register() (mr.c). */
 	int remote_chunks;
+	/* Immediates go as WRITE + SEND (lite_dev_use_send_messages). */
+	bool send_messages;
 	/* The QP registrations are posted on (mr.c), made on first use under reg_lock. */
 	struct mutex reg_lock;
 	struct lite_qp *reg_qp;
@@ -45,10 +47,24 @@ struct lite_dev {
 	atomic64_t unpaced_moved_ns;
 };
 
+/*
+ * One posted receive: where a SEND's 32-bit value lands (a write-with-immediate
+ * leaves it untouched and brings its value in the completion).
+ */
+struct lite_recv {
+	struct ib_cqe cqe;
+	struct lite_qp *qp;
+	unsigned int index;
+};
+
 struct lite_qp {
 	struct lite_dev *dev;
 	struct ib_qp *qp;
-	struct ib_cqe recv_cqe;
+	/* recv_depth receives, and the values SENDs deliver into, DMA-mapped at recv_dma. */
+	struct lite_recv *recvs;
+	__be32 *recv_values;
+	u64 recv_dma;
+	unsigned int recv_depth;
 	struct ib_cqe send_cqe;
 	void *rust_peer;
 	unsigned int index;

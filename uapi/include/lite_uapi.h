@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 10
+#define LITE_ABI_VERSION 11
 
 /*
  Maximum nodes in one cluster (LITE used 16).
@@ -118,12 +118,12 @@
 /*
  `_IOWR('L', 4, LitePeerPrepare)`
  */
-#define LITE_IOC_PEER_PREPARE 3229633540
+#define LITE_IOC_PEER_PREPARE 3230157828
 
 /*
  `_IOW('L', 5, LitePeerConnect)`
  */
-#define LITE_IOC_PEER_CONNECT 1081625605
+#define LITE_IOC_PEER_CONNECT 1082149893
 
 /*
  `_IOW('L', 6, LitePeerDown)`
@@ -577,6 +577,18 @@
  QPs reach RTS only through the connection manager (iWARP), not by hand.
  */
 #define LITE_CAP_CM_CONNECT (1 << 2)
+
+/*
+ Chosen path (module parameter `messages=`): kernel messages and RPC go as an
+ RDMA WRITE followed by a SEND of the value an immediate would carry.
+ */
+#define LITE_PATH_SEND_MESSAGES (1 << 8)
+
+/*
+ Chosen path (module parameter `atomics=`): atomics, locks and barriers are
+ executed by the holder's kernel, asked by a message, not by its RNIC.
+ */
+#define LITE_PATH_HOLDER_ATOMICS (1 << 9)
 
 /*
  `_IOR('L', 42, LiteDevCaps)`: ENODEV when no device is attached.

@@ -67,7 +67,7 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteInfo>(), 4 + 4 + 8 + 64 + 4 + 4 + 16 + 4 + 4 + 4 + 4);
     assert_eq!(size_of::<LiteDevCaps>(), 6 * 4);
     assert_eq!(size_of::<LiteJoin>(), 4 + 4 + 8);
-    assert_eq!(size_of::<LiteConnInfo>(), 16 + 4 + 4 + 32 + 32 + 8 + 4 + 4);
+    assert_eq!(size_of::<LiteConnInfo>(), 16 + 4 + 4 + 32 + 32 + 8 + 4 + 4 + 4 + 4);
     assert_eq!(size_of::<LitePeerPrepare>(), 4 + 4 + 8 + size_of::<LiteConnInfo>() + 4 + 4);
     assert_eq!(size_of::<LitePeerConnect>(), 4 + 4 + 8 + size_of::<LiteConnInfo>());
     assert_eq!(size_of::<LitePeerDown>(), 8);

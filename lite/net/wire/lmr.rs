@@ -51,6 +51,24 @@ pub(crate) struct Memset {
     pub(crate) len: u64,
 }
 
+/// `WordAtomic` op: add `operand` to the word.
+pub(crate) const ATOMIC_FETCH_ADD: u32 = 1;
+/// `WordAtomic` op: the word becomes `swap` if it is `operand`.
+pub(crate) const ATOMIC_COMPARE_SWAP: u32 = 2;
+
+/// `WordAtomic`: an `ATOMIC_*` op on the 8-byte word at `addr`, held for LMR
+/// (`master`, `id`), executed by the holder's CPU (`atomics=holder`); answered with
+/// the word's old value, 8 bytes little-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WordAtomic {
+    pub(crate) master: u32,
+    pub(crate) op: u32,
+    pub(crate) id: u64,
+    pub(crate) addr: u64,
+    pub(crate) operand: u64,
+    pub(crate) swap: u64,
+}
+
 /// `Copy`: `len` bytes at `src_addr` held for (`src_master`, `src_id`) go to
 /// `dst_addr` of node `dst_node` (under `dst_rkey`), held there for
 /// (`dst_master`, `dst_id`).
@@ -168,6 +186,28 @@ impl Body for Memset {
             id: r.u64()?,
             addr: r.u64()?,
             len: r.u64()?,
+        })
+    }
+}
+
+impl Body for WordAtomic {
+    fn encode(&self, w: &mut Writer<'_>) -> Option<()> {
+        w.u32(self.master)?
+            .u32(self.op)?
+            .u64(self.id)?
+            .u64(self.addr)?
+            .u64(self.operand)?
+            .u64(self.swap)
+            .map(drop)
+    }
+    fn decode(r: &mut Reader<'_>) -> Option<Self> {
+        Some(WordAtomic {
+            master: r.u32()?,
+            op: r.u32()?,
+            id: r.u64()?,
+            addr: r.u64()?,
+            operand: r.u64()?,
+            swap: r.u64()?,
         })
     }
 }
@@ -373,6 +413,14 @@ mod tests {
             id: 5,
             addr: 0xffff_8880_0000_1000,
             len: 4 << 20,
+        });
+        round_trip(WordAtomic {
+            master: 1,
+            op: ATOMIC_COMPARE_SWAP,
+            id: 3,
+            addr: 0xffff_8880_0000_1008,
+            operand: u64::MAX,
+            swap: 1 << 63,
         });
         round_trip(Copy {
             src_master: 1,

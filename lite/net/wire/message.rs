@@ -47,6 +47,9 @@ pub(crate) enum MsgKind {
     /// Master to holder: free everything held for each of a list of LMRs
     /// ([`encode_ids`]); what a process that exits with many LMRs costs in messages.
     ReleaseMany = 17,
+    /// To a holder, under `atomics=holder`: an atomic on a held word
+    /// ([`WordAtomic`] -> the old value).
+    Atomic = 18,
 }
 
 impl MsgKind {
@@ -69,6 +72,7 @@ impl MsgKind {
             15 => MsgKind::Lock,
             16 => MsgKind::LockWake,
             17 => MsgKind::ReleaseMany,
+            18 => MsgKind::Atomic,
             _ => return None,
         })
     }

@@ -114,7 +114,8 @@ mod tests {
             Header { kind: 17, ..h }.msg_kind(),
             Some(MsgKind::ReleaseMany)
         );
-        assert_eq!(Header { kind: 18, ..h }.msg_kind(), None);
+        assert_eq!(Header { kind: 18, ..h }.msg_kind(), Some(MsgKind::Atomic));
+        assert_eq!(Header { kind: 19, ..h }.msg_kind(), None);
     }
 
     #[test]

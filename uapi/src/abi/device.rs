@@ -17,6 +17,12 @@ pub const LITE_CAP_WRITE_IMM: u32 = 1 << 0;
 pub const LITE_CAP_ATOMICS: u32 = 1 << 1;
 /// QPs reach RTS only through the connection manager (iWARP), not by hand.
 pub const LITE_CAP_CM_CONNECT: u32 = 1 << 2;
+/// Chosen path (module parameter `messages=`): kernel messages and RPC go as an
+/// RDMA WRITE followed by a SEND of the value an immediate would carry.
+pub const LITE_PATH_SEND_MESSAGES: u32 = 1 << 8;
+/// Chosen path (module parameter `atomics=`): atomics, locks and barriers are
+/// executed by the holder's kernel, asked by a message, not by its RNIC.
+pub const LITE_PATH_HOLDER_ATOMICS: u32 = 1 << 9;
 
 /// The device's capabilities (`LITE_IOC_DEV_CAPS`).
 #[repr(C)]
@@ -24,7 +30,7 @@ pub const LITE_CAP_CM_CONNECT: u32 = 1 << 2;
 pub struct LiteDevCaps {
     /// `LITE_TRANSPORT_*` of the port LITE-RS uses.
     pub transport: u32,
-    /// `LITE_CAP_*` bits.
+    /// `LITE_CAP_*` bits, and the `LITE_PATH_*` bits of what LITE-RS chose.
     pub flags: u32,
     /// Scatter-gather entries a send or RDMA WRITE work request may have.
     pub max_send_sge: u32,

@@ -36,7 +36,7 @@ pub use rpc::*;
 pub use sync::*;
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 10;
+pub const LITE_ABI_VERSION: u32 = 11;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
@@ -135,6 +135,11 @@ pub struct LiteConnInfo {
     pub mailbox_rkey: u32,
     /// Request slots; the mailbox holds as many response slots after them.
     pub mailbox_slots: u32,
+    /// `LITE_TRANSPORT_*` of the device: RDMA does not cross between transports.
+    pub transport: u32,
+    /// `LITE_PATH_HOLDER_ATOMICS` when atomics are served by the holder's kernel,
+    /// which every node of a cluster must agree on.
+    pub paths: u32,
 }
 
 /// Create (or return the existing) QPs for a peer incarnation (`LITE_IOC_PEER_PREPARE`).
@@ -270,9 +275,9 @@ pub const LITE_IOC_JOIN: u32 = 0x4010_4C02;
 /// `_IO('L', 3)`: leave the cluster, tear down every peer.
 pub const LITE_IOC_LEAVE: u32 = 0x0000_4C03;
 /// `_IOWR('L', 4, LitePeerPrepare)`
-pub const LITE_IOC_PEER_PREPARE: u32 = 0xC080_4C04;
+pub const LITE_IOC_PEER_PREPARE: u32 = 0xC088_4C04;
 /// `_IOW('L', 5, LitePeerConnect)`
-pub const LITE_IOC_PEER_CONNECT: u32 = 0x4078_4C05;
+pub const LITE_IOC_PEER_CONNECT: u32 = 0x4080_4C05;
 /// `_IOW('L', 6, LitePeerDown)`
 pub const LITE_IOC_PEER_DOWN: u32 = 0x4008_4C06;
 /// `_IOWR('L', 7, LitePeerList)`
