@@ -6,7 +6,7 @@
 //! (see reserved_port.rs). Under systemd (lite-agent.service, Type=notify) it says
 //! READY=1 once the node has joined, and what it is doing in STATUS= lines.
 
-use crate::membership::{Conn, Known, Member, ToAgent, ToManager};
+use crate::membership::{Conn, Fabric, Known, Member, ToAgent, ToManager};
 use crate::reserved_port::{self, RESERVED_BELOW};
 use lite::{Error, Lite, Peer, PeerState};
 use sd_notify::NotifyState;
@@ -248,7 +248,11 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream, status: &mut Status) 
     let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
     let mut s =
         Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new(), refused: HashMap::new() };
-    s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers })?;
+    let fabric = lite
+        .device_caps()
+        .ok()
+        .map(|caps| Fabric { transport: caps.transport.into(), atomics_by: caps.atomics_by.into() });
+    s.send(&ToManager::Hello { node, want_id: opts.want_id, hostname, peers, fabric })?;
 
     let mut reader = BufReader::new(stream);
     let mut line = String::new();

@@ -421,6 +421,9 @@ struct DeviceCapsJson {
     /// "none", "hca" or "global".
     atomic_cap: &'static str,
     max_qp_rd_atom: u32,
+    /// The paths chosen: "write-with-immediate" or "write+send"; "nic" or "holder".
+    messages: &'static str,
+    atomics_by: &'static str,
 }
 
 #[derive(Serialize)]
@@ -546,6 +549,8 @@ fn status(json: bool) -> Result<(), String> {
             max_sge_rd: c.max_sge_rd,
             atomic_cap: c.atomic_cap,
             max_qp_rd_atom: c.max_qp_rd_atom,
+            messages: c.messages,
+            atomics_by: c.atomics_by,
         }),
         peers: peers
             .iter()
@@ -609,6 +614,11 @@ fn status(json: bool) -> Result<(), String> {
             c.max_send_sge,
             c.max_sge_rd,
             c.max_qp_rd_atom
+        );
+        println!(
+            "device uses: {} for messages and RPC, atomics by the {}",
+            c.messages,
+            if c.atomics_by == "holder" { "holder's kernel" } else { "holder's NIC" }
         );
     }
     println!(

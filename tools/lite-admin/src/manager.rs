@@ -209,11 +209,15 @@ fn serve(state: State, stream: TcpStream, conn: u64, timing: Timing) {
         };
         let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
         match (msg, me) {
-            (ToManager::Hello { node, want_id, hostname, peers }, None) => {
+            (ToManager::Hello { node, want_id, hostname, peers, fabric }, None) => {
                 let now = Instant::now();
                 st.registry.remember(&peers, now);
-                match st.registry.admit(node, want_id, &hostname, now) {
+                let fits = fabric.as_ref().map_or(Ok(()), |f| st.registry.fits(f));
+                match fits.and_then(|()| st.registry.admit(node, want_id, &hostname, now)) {
                     Ok((id, epoch)) => {
+                        if let Some(fabric) = fabric {
+                            st.registry.set_fabric(id, fabric);
+                        }
                         eprintln!("manager: node {id} (epoch {epoch}) joined from {peer} ({hostname})");
                         let Ok(mut w) = writer.try_clone() else { break };
                         if send(&mut w, &ToAgent::Welcome { id, epoch, silence_ms: timing.silence_ms() }).is_err() {
@@ -302,7 +306,8 @@ mod tests {
             })
         };
         let mut client = connect(addr);
-        let hello = ToManager::Hello { node: None, want_id: Some(8), hostname: "test".into(), peers: vec![] };
+        let hello =
+            ToManager::Hello { node: None, want_id: Some(8), hostname: "test".into(), peers: vec![], fabric: None };
         let mut line = serde_json::to_vec(&hello).expect("encode");
         line.push(b'\n');
         client.write_all(&line).expect("send hello");

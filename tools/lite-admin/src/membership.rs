@@ -24,6 +24,11 @@ pub struct Conn {
     pub mailbox_addr: u64,
     pub mailbox_rkey: u32,
     pub mailbox_slots: u32,
+    /// `LITE_TRANSPORT_*` and `LITE_PATH_*` bits the two sides must agree on.
+    #[serde(default)]
+    pub transport: u32,
+    #[serde(default)]
+    pub paths: u32,
 }
 
 impl Conn {
@@ -37,6 +42,8 @@ impl Conn {
             mailbox_addr: info.mailbox_addr,
             mailbox_rkey: info.mailbox_rkey,
             mailbox_slots: info.mailbox_slots,
+            transport: info.transport,
+            paths: info.paths,
         }
     }
 
@@ -48,6 +55,8 @@ impl Conn {
             mailbox_addr: self.mailbox_addr,
             mailbox_rkey: self.mailbox_rkey,
             mailbox_slots: self.mailbox_slots,
+            transport: self.transport,
+            paths: self.paths,
             ..Default::default()
         };
         if self.qpn.len() != self.psn.len() || self.qpn.len() > info.qpn.len() {
@@ -77,6 +86,9 @@ pub enum ToManager {
         want_id: Option<u32>,
         hostname: String,
         peers: Vec<Known>,
+        /// The node's device, when it has one (agents before it sent none).
+        #[serde(default)]
+        fabric: Option<Fabric>,
     },
     /// Forward our side to node `to` (incarnation `to_epoch`).
     Conn {
@@ -125,6 +137,45 @@ pub enum ToAgent {
     Heartbeat,
 }
 
+/// What every node of one cluster must share: RDMA does not cross between
+/// transports, and a word updated both by a NIC and by a CPU is not atomic.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Fabric {
+    /// "infiniband", "roce" or "iwarp".
+    pub transport: String,
+    /// Who executes atomics: "nic" or "holder" (the holder's kernel).
+    pub atomics_by: String,
+}
+
+impl Fabric {
+    /// Why a node with `self` cannot join node `id`, which has `other`.
+    fn mismatch(&self, id: u32, other: &Fabric) -> Option<String> {
+        if self.transport != other.transport {
+            return Some(format!(
+                "this node's RDMA device speaks {} and node {id}'s speaks {}: RDMA does not cross between \
+                 transports (give every node of a cluster a device of one transport)",
+                self.transport, other.transport
+            ));
+        }
+        (self.atomics_by != other.atomics_by).then(|| {
+            format!(
+                "this node's atomics are executed by the {} and node {id}'s by the {}: a word updated by a NIC \
+                 and a CPU at once is not atomic (load lite.ko with one atomics= on every node)",
+                holder_or_nic(&self.atomics_by),
+                holder_or_nic(&other.atomics_by)
+            )
+        })
+    }
+}
+
+fn holder_or_nic(atomics_by: &str) -> &'static str {
+    if atomics_by == "holder" {
+        "holder's kernel"
+    } else {
+        "holder's NIC"
+    }
+}
+
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub id: u32,
@@ -136,6 +187,7 @@ pub struct Member {
 struct Entry {
     member: Member,
     last_seen: Instant,
+    fabric: Option<Fabric>,
 }
 
 /// The manager's view of the cluster.
@@ -157,7 +209,24 @@ impl Registry {
     fn put(&mut self, id: u32, epoch: u64, hostname: &str, now: Instant) {
         self.next_epoch = self.next_epoch.max(epoch + 1);
         let member = Member { id, epoch, up: true, hostname: hostname.to_string() };
-        self.nodes.insert(id, Entry { member, last_seen: now });
+        self.nodes.insert(id, Entry { member, last_seen: now, fabric: None });
+    }
+
+    /// Whether a node with `fabric` can talk to every live node whose fabric is known.
+    pub fn fits(&self, fabric: &Fabric) -> Result<(), String> {
+        for (id, entry) in self.nodes.iter().filter(|(_, e)| e.member.up) {
+            if let Some(reason) = entry.fabric.as_ref().and_then(|theirs| fabric.mismatch(*id, theirs)) {
+                return Err(reason);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records what node `id` (just admitted) has.
+    pub fn set_fabric(&mut self, id: u32, fabric: Fabric) {
+        if let Some(entry) = self.nodes.get_mut(&id) {
+            entry.fabric = Some(fabric);
+        }
     }
 
     /// Admits a node; returns its id and epoch.
@@ -367,6 +436,25 @@ mod tests {
     }
 
     #[test]
+    fn a_node_joins_only_nodes_of_its_transport_and_atomics() {
+        let now = Instant::now();
+        let mut r = Registry::new(8);
+        let fabric =
+            |transport: &str, atomics_by: &str| Fabric { transport: transport.into(), atomics_by: atomics_by.into() };
+        let rxe = fabric("roce", "nic");
+        assert_eq!(r.fits(&rxe), Ok(()), "the first node sets the fabric");
+        let (id, _) = r.admit(None, None, "a", now).unwrap();
+        r.set_fabric(id, rxe.clone());
+        assert_eq!(r.fits(&rxe), Ok(()));
+        let siw = r.fits(&fabric("iwarp", "holder")).unwrap_err();
+        assert!(siw.contains("speaks iwarp and node 0's speaks roce"), "{siw}");
+        let holder = r.fits(&fabric("roce", "holder")).unwrap_err();
+        assert!(holder.contains("by the holder's kernel and node 0's by the holder's NIC"), "{holder}");
+        assert!(r.mark_down(id, 1));
+        assert_eq!(r.fits(&fabric("iwarp", "holder")), Ok(()), "only live nodes count");
+    }
+
+    #[test]
     fn conn_round_trips_and_rejects_oversized_lists() {
         let mut info = lite::ConnInfo {
             nr_qps: 2,
@@ -374,6 +462,8 @@ mod tests {
             mailbox_addr: 1 << 40,
             mailbox_rkey: 9,
             mailbox_slots: 32,
+            transport: 2,
+            paths: 1 << 9,
             ..Default::default()
         };
         info.qpn[..2].copy_from_slice(&[17, 18]);
@@ -396,6 +486,8 @@ mod tests {
             mailbox_addr: 4096,
             mailbox_rkey: 5,
             mailbox_slots: 32,
+            transport: 3,
+            paths: 0,
         };
         let m = ToManager::Conn { to: 2, to_epoch: 7, info };
         let line = serde_json::to_string(&m).unwrap();
