@@ -21,6 +21,10 @@ Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
   locks      LT_lock and LT_unlock (one compare-and-swap each, uncontended) on a word held
              by node 1 vs ib_atomic_lat x 1; locked increments/s with 2-8 contending threads
              vs 1 thread
+  paths      LT_RPC 16 B -> 8 B, LT_fetch_add, LT_lock and LT_unlock with the stand-ins
+             iWARP devices need (lite.ko messages=send atomics=holder: WRITE + SEND, the
+             holder's kernel) vs the NIC's own opcodes, in alternating rounds (no target:
+             what the stand-ins cost)
 
 Why x 2 for writes: ib_write_lat reports half of its ping-pong round trip, while an
 LT_write returns after the RDMA WRITE is acknowledged by the holder, a full round
@@ -44,11 +48,10 @@ from pathlib import Path
 
 from litebench import plots
 from litebench.bench.report import TARGETS, chart_panels, comparisons, fmt_size, format_table
-from litebench.bench.runner import CLIENT, SERVER, Bench
+from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
 from litebench.bench.steps import MALLOC_HOLDERS, SECTIONS, run_steps
 from litebench.cluster.cluster import Cluster, CommandFailed, REPO
 
-NODES = 3
 OUT_DIR = REPO / "build" / "bench"
 
 LAT_SIZES = [8, 64, 512, 4096, 65536]

@@ -211,6 +211,16 @@ def comparisons(results):
             rows.append(compare(f"locked increments/s, {threads} contending threads vs 1", None,
                                 r.get("increments_per_s"), one and one.get("increments_per_s"), "ops/s",
                                 "lock_contended"))
+    paths = lite.get("paths", {})
+    native_paths, stand_in = paths.get("native"), paths.get("stand-in")
+    if native_paths or stand_in:
+        for key, metric, size in (("rpc_p50_ns", "LT_RPC 16 B -> 8 B (kernel caller), WRITE + SEND", 16),
+                                  ("fetch_add_p50_ns", "LT_fetch_add, by the holder's kernel", 8),
+                                  ("lock_p50_ns", "LT_lock uncontended, by the holder's kernel", 8),
+                                  ("unlock_p50_ns", "LT_unlock, by the holder's kernel", 8)):
+            rows.append(compare(f"{metric} vs the NIC's opcodes (median of rounds)", size,
+                                stand_in and stand_in.get(key), native_paths and native_paths.get(key), "ns",
+                                "context"))
     idle = lite.get("rpc_idle")
     if idle:
         rows.append(compare(f"idle RPC server: CPU share over {idle['seconds']} s", None, idle["cpu_s"],

@@ -8,6 +8,7 @@ import time
 from litebench.bench.output import last_json
 from litebench.cluster.cluster import CommandFailed, guest_address
 
+NODES = 3
 CLIENT, SERVER = 0, 1
 PERFTEST_PORT = 18515
 

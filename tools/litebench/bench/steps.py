@@ -1,12 +1,12 @@
 """The benchmark's steps (tools/bench.py), per section: latency, bandwidth, malloc,
-LMR counts, RPC and atomics, each a list of (label, step) that fills in the results;
-`run_steps` runs those of the sections asked for."""
+LMR counts, RPC, atomics and the stand-in paths, each a list of (label, step) that
+fills in the results; `run_steps` runs those of the sections asked for."""
 
 import statistics
 
 from litebench.bench.output import parse_perftest_bw, parse_perftest_lat
 from litebench.bench.report import EVENTS, fmt_ns, fmt_size
-from litebench.bench.runner import CLIENT, SERVER
+from litebench.bench.runner import CLIENT, NODES, SERVER
 
 MALLOC_HOLDERS = ["1", "0,1,2"]
 # The RPC server (`lite-selftest rpc-serve`) on SERVER; its requests are 16 B (reply
@@ -17,12 +17,18 @@ RPC_SERVER_THREADS = 4
 RPC_THREADS = [1, 2, 4, 8, 16]
 RPC_CALLER_ROUNDS = 4
 # Step groups, in the order they run (--only).
-SECTIONS = ["lat", "bw", "malloc", "lmrs", "rpc", "atomics"]
+# `paths` reloads lite.ko on every node, ending what the sections before it set up: last.
+SECTIONS = ["lat", "bw", "malloc", "lmrs", "rpc", "atomics", "paths"]
 RPC_IDLE_S = 5
 LOCK_THREADS = [1, 2, 4, 8]
 # The lock word (followed by the counter it guards) in the atomics' LMR.
 LOCK_OFFSET = 64
 USER_HZ = 100
+# The paths section: lite.ko with the NIC's own opcodes, then with their stand-ins
+# (what iWARP devices need), alternating for this many rounds of each.
+PATHS = {"native": "", "stand-in": "messages=send atomics=holder"}
+PATHS_ROUNDS = 3
+PATHS_RPC_ID = 32
 
 
 def add_round(into, r, keys):
@@ -284,11 +290,65 @@ def atomic_steps(b, a, lite, native):
     return steps
 
 
+def paths_steps(b, a, lite, native):
+    """LT_RPC, LT_fetch_add and an uncontended LT_lock/LT_unlock with lite.ko loaded
+    as is (write-with-immediate, the RNIC's atomics) and with the stand-ins
+    (`messages=send atomics=holder`: WRITE + SEND, the holder's kernel), in
+    alternating rounds; each round reloads lite.ko on every node."""
+    count = max(20, a.lat_iters // 2)
+    nodes = list(range(NODES))
+
+    def measure(path, module_args):
+        def go():
+            c = b.c
+            for n in nodes:
+                c.exec(n, "pkill -f 'lite-[s]elftest|sleep 10000[0]' || true")
+            c.reload_module(nodes, module_args, nodes)
+            c.exec(SERVER, f"lite-selftest rpc-serve {PATHS_RPC_ID} --threads 1 </dev/null "
+                           f">/run/lite/bench-paths-rpc.log 2>&1 & "
+                           f"lite-selftest lmr-serve bench-paths --size 4K --holders {SERVER} --perm rw --zeroed "
+                           f"</dev/null >/run/lite/bench-paths-lmr.log 2>&1 & "
+                           f"for i in $(seq 60); do grep -q ready /run/lite/bench-paths-rpc.log && "
+                           f"grep -q ready /run/lite/bench-paths-lmr.log && exit 0; sleep 1; done; exit 1",
+                   timeout=120)
+            rpc = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {PATHS_RPC_ID} --count {count} --size 16 "
+                                      f"--reply 8 --kernel-caller", a.step_timeout)
+            atomic = b.tool_json(CLIENT, f"lite-selftest atomic-count bench-paths --count {count}", a.step_timeout)
+            lock = b.tool_json(CLIENT, f"lite-selftest lock-count bench-paths --offset {LOCK_OFFSET} --count {count}",
+                               a.step_timeout)
+            for d in (rpc, atomic, lock):
+                if d.get("failed") or d.get("first_error"):
+                    raise ValueError(f"{path}: {d}")
+            r = {"rpc_p50_ns": rpc["p50_ns"], "fetch_add_p50_ns": atomic["p50_ns"],
+                 "lock_p50_ns": lock["lock_p50_ns"], "unlock_p50_ns": lock["unlock_p50_ns"]}
+            rounds = lite.setdefault("paths", {}).setdefault(path, {"rounds": []})["rounds"]
+            rounds.append(r)
+            for key in r:
+                lite["paths"][path][key] = statistics.median(x[key] for x in rounds)
+            return (f"RPC {fmt_ns(r['rpc_p50_ns'])}, fetch-and-add {fmt_ns(r['fetch_add_p50_ns'])}, "
+                    f"lock {fmt_ns(r['lock_p50_ns'])}, unlock {fmt_ns(r['unlock_p50_ns'])}")
+        return go
+
+    def restore():
+        for n in nodes:
+            b.c.exec(n, "pkill -f 'lite-[s]elftest|sleep 10000[0]' || true")
+        b.c.reload_module(nodes, "", nodes)
+        return "lite.ko as loaded by default again"
+
+    steps = []
+    for r in range(1, PATHS_ROUNDS + 1):
+        for path, module_args in PATHS.items():
+            label = f"{path} paths{f' ({module_args})' if module_args else ''}, round {r}/{PATHS_ROUNDS}"
+            steps.append((label, measure(path, module_args)))
+    steps.append(("lite.ko reloaded with its defaults", restore))
+    return steps
+
+
 # The steps of each section of SECTIONS, in the order they run: (b, args, results'
 # `lite`, results' `native`) -> [(label, step)], where a step fills in the results
 # and returns a line for the progress output.
 SECTION_STEPS = {"lat": lat_steps, "bw": bw_steps, "malloc": malloc_steps, "lmrs": lmr_steps, "rpc": rpc_steps,
-                 "atomics": atomic_steps}
+                 "atomics": atomic_steps, "paths": paths_steps}
 
 
 def run_steps(b, results, args):

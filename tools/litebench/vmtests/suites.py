@@ -34,7 +34,7 @@ SUITES = {
 }
 
 # The test modules in the order they run.
-MODULES = ["bringup", "lmr", "reach", "rpc", "kapi", "apps", "qos", "link", "class_change", "hostile", "membership",
+MODULES = ["bringup", "lmr", "reach", "rpc", "paths", "kapi", "apps", "qos", "link", "class_change", "hostile", "membership",
            "packages", "scale", "final"]
 
 LINK_RATE = 4 << 20

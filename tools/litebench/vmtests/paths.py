@@ -1,0 +1,66 @@
+"""Integration tests of the stand-in paths (tools/vmtest.py): on Soft-RoCE, which has
+write-with-immediate and atomics, lite.ko is loaded with `messages=send atomics=holder`
+so that messages and RPC go as an RDMA WRITE then a SEND, and atomics, locks and
+barriers are served by the holder's kernel, as they must be on iWARP (siw). The
+functional tests of those services then run unchanged. A node whose atomics differ
+from the cluster's is refused at join with the reason; an iWARP device, whose QPs
+connect only through the RDMA CM, is left unused with the reason."""
+
+from litebench.cluster.cluster import MANAGER_PORT, guest_address
+from litebench.vmtests import lmr, rpc
+from litebench.vmtests.harness import check, ping
+
+STAND_INS = "messages=send atomics=holder"
+NODES = (0, 1, 2)
+
+
+def uses(c, n):
+    caps = c.status(n)["device_caps"]
+    return caps["messages"], caps["atomics_by"]
+
+
+def test_stand_in_paths_carry_messages_rpc_atomics_and_locks(c):
+    c.reload_module(NODES, STAND_INS, NODES)
+    for n in NODES:
+        check(uses(c, n) == ("write+send", "holder"), f"node {n} with {STAND_INS}: {c.status(n)['device_caps']}")
+    out = c.exec(0, "lite-admin status").out
+    check("device uses: write+send for messages and RPC, atomics by the holder's kernel" in out, out)
+    for src in NODES:
+        for dst in NODES:
+            if src != dst:
+                ping(c, src, dst, count=5)
+    res = c.exec(0, "lite-admin ping 1 --count 10 --size 4080 --timeout-ms 10000 --json", check=False)
+    check(res.rc == 0 and '"size":4080' in res.out, f"4080 B ping over WRITE + SEND: {res.out.strip()}")
+    # The services' own tests, unchanged: only the paths beneath them differ.
+    rpc.test_rpc_calls_from_many_processes_and_threads_are_checked(c)
+    rpc.test_rpc_one_way_messages_all_arrive(c)
+    lmr.test_atomics_from_every_node_add_up_exactly(c)
+    lmr.test_locks_and_barriers_from_every_node(c)
+
+
+def test_a_node_whose_atomics_differ_is_refused_at_join(c):
+    # Nodes 0 and 1 keep atomics=holder from the test before; node 2 asks its NIC.
+    c.exec(2, "lite-admin leave; for i in $(seq 300); do ! grep -q '^lite ' /proc/modules && break; "
+              "rmmod lite 2>/dev/null; sleep 0.2; done; insmod /lite/lite.ko atomics=nic", timeout=120)
+    res = c.exec(2, f"timeout 60 lite-admin join {guest_address(0)}:{MANAGER_PORT} --id 2", check=False, timeout=90)
+    check(res.rc not in (0, 124), f"join with other atomics must fail at once, not time out: rc {res.rc}\n{res.out}")
+    check("the manager refused this node" in res.out
+          and "atomics are executed by the holder's NIC and node 0's by the holder's kernel" in res.out,
+          f"join with other atomics: {res.out.strip()}")
+    c.reload_module(NODES, "", NODES)
+    for n in NODES:
+        check(uses(c, n) == ("write-with-immediate", "nic"), f"node {n} back to the defaults")
+
+
+def test_an_iwarp_device_is_left_unused_with_the_reason(c):
+    if c.exec(0, "modprobe siw", check=False).rc != 0:
+        print("    no siw module in this kernel (Debian's stock kernel has none): skipped", flush=True)
+        return
+    c.exec(0, "dmesg -c >/dev/null; rdma link add siw0 type siw netdev eth0")
+    try:
+        log = c.exec(0, "dmesg").out
+        check("siw0: its QPs connect only through the RDMA CM" in log, f"dmesg after adding siw0:\n{log[-2000:]}")
+        check(c.status(0)["device"] == "rxe0", "rxe0 stays the device in use")
+        ping(c, 0, 1, count=5)
+    finally:
+        c.exec(0, "rdma link delete siw0")
