@@ -168,7 +168,7 @@ impl LmrNode {
         match self
             .net
             .peer(word.holder)?
-            .request(MsgKind::Atomic, &req, &mut old)?
+            .request_to_the_end(MsgKind::Atomic, &req, &mut old)?
         {
             8 => Ok(u64::from_le_bytes(old)),
             _ => Err(EIO),

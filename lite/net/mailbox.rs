@@ -288,6 +288,21 @@ impl Peer {
         self.collect_answer(slot, seq, reply, &mut left, Patience::Signals)
     }
 
+    /// As [`Self::call`], but a signal does not end the wait: for a request that
+    /// changes state at the peer and must not be left in doubt (an atomic the
+    /// holder executes), as a work request on a QP is waited for.
+    pub(crate) fn call_to_the_end(
+        &self,
+        kind: MsgKind,
+        body: &[u8],
+        reply: &mut [u8],
+        timeout_ms: u32,
+    ) -> Result<usize> {
+        let mut left = msecs_to_jiffies(timeout_ms);
+        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::ToTheEnd)?;
+        self.collect_answer(slot, seq, reply, &mut left, Patience::ToTheEnd)
+    }
+
     /// Sends teardown message `kind` with `body` (its answer is empty) until the
     /// peer answers it with success, within `CONTROL_TIMEOUT_MS` whatever signals
     /// come: the caller frees memory the peer may write once it returns. An error

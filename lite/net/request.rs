@@ -30,6 +30,26 @@ impl Peer {
         self.call(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
     }
 
+    /// As [`Self::request`], waiting for the answer whatever signals come (a dying
+    /// process releasing its locks still has its atomics executed), for a request
+    /// that must be answered once: the atomics the holder's kernel executes. A
+    /// holder that does not answer in time may have executed it or not, so it is
+    /// fenced off (`Peer::fence`), as an RDMA atomic past its deadline fails its peer.
+    pub(crate) fn request_to_the_end<B: Body>(
+        &self,
+        kind: MsgKind,
+        body: &B,
+        reply: &mut [u8],
+    ) -> Result<usize> {
+        let (buf, len) = encode(body)?;
+        self.call_to_the_end(kind, &buf[..len], reply, CONTROL_TIMEOUT_MS)
+            .inspect_err(|e| {
+                if *e == crate::errno::ETIMEDOUT() {
+                    self.fence("did not answer an atomic in time");
+                }
+            })
+    }
+
     /// Sends teardown message `kind` and waits for its answer whatever signals
     /// come: memory the peer may write is freed once this returns. A peer that
     /// does not answer in time is fenced off (`Peer::fence`) first.

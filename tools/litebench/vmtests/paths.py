@@ -4,7 +4,13 @@ so that messages and RPC go as an RDMA WRITE then a SEND, and atomics, locks and
 barriers are served by the holder's kernel, as they must be on iWARP (siw). The
 functional tests of those services then run unchanged. A node whose atomics differ
 from the cluster's is refused at join with the reason; an iWARP device, whose QPs
-connect only through the RDMA CM, is left unused with the reason."""
+connect only through the RDMA CM, is left unused with the reason.
+
+On the debug kernel only: the stand-ins are the module's own code, the same on every
+kernel, and there KASAN, lockdep and kmemleak watch them (a minute and a half of
+the stock suite saved)."""
+
+import pytest
 
 from litebench.cluster.cluster import MANAGER_PORT, guest_address
 from litebench.vmtests import lmr, rpc
@@ -19,6 +25,7 @@ def uses(c, n):
     return caps["messages"], caps["atomics_by"]
 
 
+@pytest.mark.sanitizer_run
 def test_stand_in_paths_carry_messages_rpc_atomics_and_locks(c):
     c.reload_module(NODES, STAND_INS, NODES)
     for n in NODES:
@@ -38,6 +45,7 @@ def test_stand_in_paths_carry_messages_rpc_atomics_and_locks(c):
     lmr.test_locks_and_barriers_from_every_node(c)
 
 
+@pytest.mark.sanitizer_run
 def test_a_node_whose_atomics_differ_is_refused_at_join(c):
     # Nodes 0 and 1 keep atomics=holder from the test before; node 2 asks its NIC.
     c.exec(2, "lite-admin leave; for i in $(seq 300); do ! grep -q '^lite ' /proc/modules && break; "
@@ -52,6 +60,7 @@ def test_a_node_whose_atomics_differ_is_refused_at_join(c):
         check(uses(c, n) == ("write-with-immediate", "nic"), f"node {n} back to the defaults")
 
 
+@pytest.mark.sanitizer_run
 def test_an_iwarp_device_is_left_unused_with_the_reason(c):
     if c.exec(0, "modprobe siw", check=False).rc != 0:
         print("    no siw module in this kernel (Debian's stock kernel has none): skipped", flush=True)
