@@ -283,9 +283,7 @@ impl Peer {
         reply: &mut [u8],
         timeout_ms: u32,
     ) -> Result<usize> {
-        let mut left = msecs_to_jiffies(timeout_ms);
-        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::Signals)?;
-        self.collect_answer(slot, seq, reply, &mut left, Patience::Signals)
+        self.call_with(kind, body, reply, timeout_ms, Patience::Signals)
     }
 
     /// As [`Self::call`], but a signal does not end the wait: for a request that
@@ -298,9 +296,20 @@ impl Peer {
         reply: &mut [u8],
         timeout_ms: u32,
     ) -> Result<usize> {
+        self.call_with(kind, body, reply, timeout_ms, Patience::ToTheEnd)
+    }
+
+    fn call_with(
+        &self,
+        kind: MsgKind,
+        body: &[u8],
+        reply: &mut [u8],
+        timeout_ms: u32,
+        patience: Patience,
+    ) -> Result<usize> {
         let mut left = msecs_to_jiffies(timeout_ms);
-        let (slot, seq) = self.send_request(kind, body, &mut left, Patience::ToTheEnd)?;
-        self.collect_answer(slot, seq, reply, &mut left, Patience::ToTheEnd)
+        let (slot, seq) = self.send_request(kind, body, &mut left, patience)?;
+        self.collect_answer(slot, seq, reply, &mut left, patience)
     }
 
     /// Sends teardown message `kind` with `body` (its answer is empty) until the

@@ -7,8 +7,9 @@ qos-hostile.json) and `make bench-access` (tools/access_bench.py:
 build/bench-access/results.json), or the files named, and rewrites the block
 between `<!-- bench-results:begin -->` and `<!-- bench-results:end -->` of
 docs/benchmarks.md with a table per benchmark. Of several files of one benchmark
-(and regime), those of the latest date are shown: a file's date is its
-`snapshot.date`, else its `config.started`, else the day it was written.
+(and regime, and set of `--only` sections), those of the latest date are shown: a
+file's date is its `snapshot.date`, else its `config.started`, else the day it was
+written.
 
 The committed block comes from the dated snapshots in docs/measurements/:
 
@@ -113,7 +114,10 @@ class Input:
 
     @property
     def group(self):
-        return (KINDS.index(self.kind), self.regime != "link", self.regime or "")
+        # A run of some sections only (`--only`) neither hides nor is hidden by a
+        # whole run: each set of sections has its own latest date.
+        only = tuple((self.data.get("config") or {}).get("only") or ())
+        return (KINDS.index(self.kind), self.regime != "link", self.regime or "", only)
 
 
 def latest(inputs):

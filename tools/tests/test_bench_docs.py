@@ -122,6 +122,19 @@ class BenchDocsTest(unittest.TestCase):
         self.assertIn("943 us", block)
         self.assertLess(block.index("set 9"), block.index("set 10"), "both sets of the latest date, in order")
 
+    def test_a_run_of_some_sections_hides_no_whole_run(self):
+        whole = self.write("whole.json", bench_json(date="2026-11-24"))
+        partial = bench_json(date="2026-12-03", lite_ns=500_000)
+        partial["config"]["only"] = ["paths"]
+        older_partial = bench_json(date="2026-11-30", lite_ns=600_000)
+        older_partial["config"]["only"] = ["paths"]
+        block = bd.render([whole, self.write("paths.json", partial), self.write("old-paths.json", older_partial)],
+                          self.doc)
+        self.assertIn("943 us", block, "the whole run stays")
+        self.assertIn("500 us", block)
+        self.assertIn("--only paths", block)
+        self.assertNotIn("600 us", block, "of the runs of the same sections, the latest")
+
     def test_the_block_is_rewritten_and_checked(self):
         path = self.write("results.json", bench_json())
         self.assertEqual(self.run_tool("--check", "--doc", self.doc, path)[0], 1, "the fixture's block is stale")

@@ -214,7 +214,7 @@ def comparisons(results):
     paths = lite.get("paths", {})
     native_paths, stand_in = paths.get("native"), paths.get("stand-in")
     if native_paths or stand_in:
-        for key, metric, size in (("rpc_p50_ns", "LT_RPC 16 B -> 8 B (kernel caller), WRITE + SEND", 16),
+        for key, metric, size in (("rpc_p50_ns", "LT_RPC 16 B -> 8 B, WRITE + SEND", 16),
                                   ("fetch_add_p50_ns", "LT_fetch_add, by the holder's kernel", 8),
                                   ("lock_p50_ns", "LT_lock uncontended, by the holder's kernel", 8),
                                   ("unlock_p50_ns", "LT_unlock, by the holder's kernel", 8)):

@@ -302,17 +302,18 @@ def paths_steps(b, a, lite, native):
         def go():
             c = b.c
             for n in nodes:
-                c.exec(n, "pkill -f 'lite-[s]elftest|sleep 10000[0]' || true")
+                c.exec(n, "killall lite-selftest 2>/dev/null; true")
             c.reload_module(nodes, module_args, nodes)
-            c.exec(SERVER, f"lite-selftest rpc-serve {PATHS_RPC_ID} --threads 1 </dev/null "
+            # The servers run until their input ends: a sleep keeps it open (killall ends them).
+            c.exec(SERVER, f"sleep 100000 | lite-selftest rpc-serve {PATHS_RPC_ID} --threads 1 "
                            f">/run/lite/bench-paths-rpc.log 2>&1 & "
-                           f"lite-selftest lmr-serve bench-paths --size 4K --holders {SERVER} --perm rw --zeroed "
-                           f"</dev/null >/run/lite/bench-paths-lmr.log 2>&1 & "
+                           f"sleep 100000 | lite-selftest lmr-serve bench-paths --size 4K --holders {SERVER} "
+                           f"--perm rw --zeroed >/run/lite/bench-paths-lmr.log 2>&1 & "
                            f"for i in $(seq 60); do grep -q ready /run/lite/bench-paths-rpc.log && "
                            f"grep -q ready /run/lite/bench-paths-lmr.log && exit 0; sleep 1; done; exit 1",
                    timeout=120)
             rpc = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {PATHS_RPC_ID} --count {count} --size 16 "
-                                      f"--reply 8 --kernel-caller", a.step_timeout)
+                                      f"--reply 8", a.step_timeout)
             atomic = b.tool_json(CLIENT, f"lite-selftest atomic-count bench-paths --count {count}", a.step_timeout)
             lock = b.tool_json(CLIENT, f"lite-selftest lock-count bench-paths --offset {LOCK_OFFSET} --count {count}",
                                a.step_timeout)
@@ -331,7 +332,7 @@ def paths_steps(b, a, lite, native):
 
     def restore():
         for n in nodes:
-            b.c.exec(n, "pkill -f 'lite-[s]elftest|sleep 10000[0]' || true")
+            b.c.exec(n, "killall lite-selftest 2>/dev/null; true")
         b.c.reload_module(nodes, "", nodes)
         return "lite.ko as loaded by default again"
 
