@@ -13,7 +13,7 @@ from litebench.bench.cli import sections_arg, sizes_arg
 from litebench.bench.output import last_json, parse_perftest_bw, parse_perftest_lat
 from litebench.bench.report import chart_panels, compare, comparisons, fmt_ns, fmt_size, format_table
 from litebench.bench.runner import Bench
-from litebench.bench.steps import RPC_CALLER_ROUNDS, run_steps
+from litebench.bench.steps import PATHS_ROUNDS, RPC_CALLER_ROUNDS, run_steps
 from litebench.cluster.cluster import Result
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -282,6 +282,9 @@ class FakeCluster:
     def alive(self, n):
         return True
 
+    def reload_module(self, nodes, args, connected):
+        self.commands.append((tuple(nodes), f"reload lite.ko {args}"))
+
     def exec(self, n, script, timeout=120, check=True):
         self.commands.append((n, script))
         m = re.search(r"-s (\d+)", script)
@@ -371,10 +374,20 @@ class Orchestration(unittest.TestCase):
         with self.assertRaises(argparse.ArgumentTypeError):
             sections_arg("bw,nonsense")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4)
+        self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4
+                         + 2 * PATHS_ROUNDS + 1)
         self.assertIn(f"[1/{b.total}] warm-up: ib_read_lat and LT_read 8 B (untimed) ...", text)
         self.assertIn(f"[2/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
-        self.assertIn(f"[{b.total}/{b.total}] lite-selftest lock-count, 8 thread(s) ...", text)
+        self.assertIn("lite-selftest lock-count, 8 thread(s) ...", text)
+        self.assertIn(f"[{b.total}/{b.total}] lite.ko reloaded with its defaults ...", text)
+        reloads = [script for _, script in c.commands if script.startswith("reload lite.ko")]
+        self.assertEqual(reloads, ["reload lite.ko ", "reload lite.ko messages=send atomics=holder"] * PATHS_ROUNDS
+                         + ["reload lite.ko "], "the two paths alternate, the defaults come back last")
+        paths = results["lite"]["paths"]
+        self.assertEqual(len(paths["stand-in"]["rounds"]), PATHS_ROUNDS)
+        rows = {r["metric"]: r for r in comparisons({**results, "config": {**results["config"], "malloc_size": 1}})}
+        row = rows["LT_fetch_add, by the holder's kernel vs the NIC's opcodes (median of rounds)"]
+        self.assertEqual((row["kind"], row["met"]), ("context", None), "what the stand-ins cost has no target")
         self.assertIn("      lite-bench [   0.1 s] done", text)  # the guest's stderr, shown live
         # perftest: server first (background), then the client against node 1's address.
         server = [i for i, (n, s) in enumerate(c.commands) if n == 1 and s.startswith("ib_write_lat")]

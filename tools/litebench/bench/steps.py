@@ -315,7 +315,7 @@ def paths_steps(b, a, lite, native):
             rpc = b.tool_json(CLIENT, f"lite-selftest rpc-call {SERVER} {PATHS_RPC_ID} --count {count} --size 16 "
                                       f"--reply 8", a.step_timeout)
             atomic = b.tool_json(CLIENT, f"lite-selftest atomic-count bench-paths --count {count}", a.step_timeout)
-            lock = b.tool_json(CLIENT, f"lite-selftest lock-count bench-paths --offset {LOCK_OFFSET} --count {count}",
+            lock = b.tool_json(CLIENT, f"lite-selftest lock-count bench-paths --offset {LOCK_OFFSET} --threads 1 --count {count}",
                                a.step_timeout)
             for d in (rpc, atomic, lock):
                 if d.get("failed") or d.get("first_error"):
