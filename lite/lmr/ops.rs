@@ -130,28 +130,29 @@ impl LmrNode {
             let (chunk, off) = held.memory.find(held.word.addr, 8)?;
             return chunk.atomic(off, atomic);
         }
-        self.atomic_on(&held.word, held.rkey, atomic, Wait::Sleep)
+        self.net
+            .loopback()?
+            .atomic(atomic, held.word.addr, held.rkey, Wait::Sleep)
     }
 
-    /// `atomic` on `word` through its holder's RNIC (loopback when this node holds
-    /// it), or by the holder's kernel where the device's paths say so.
+    /// `atomic` on `word`: by its holder's RNIC (through the loopback QP when this
+    /// node holds it), or by the holder's kernel where the device's paths say so.
     fn atomic_on(&self, word: &Word, rkey: u32, atomic: Atomic, wait: Wait) -> Result<u64> {
-        if self.net.device()?.paths().holder_atomics {
-            return self.holder_atomic(word, atomic);
+        if word.holder == self.net.me()? {
+            if self.net.device()?.paths().holder_atomics {
+                return self.serve_atomic(word.master, word.id, word.addr, atomic);
+            }
+            return self.net.loopback()?.atomic(atomic, word.addr, rkey, wait);
         }
-        let peer = if word.holder == self.net.me()? {
-            self.net.loopback()?
-        } else {
-            self.net.peer(word.holder)?
-        };
+        let peer = self.net.peer(word.holder)?;
+        if peer.dev.paths().holder_atomics {
+            return Self::ask_holder(&peer, word, atomic);
+        }
         peer.atomic(atomic, word.addr, rkey, wait)
     }
 
-    /// `atomic` on `word` by its holder's CPU: here, or asked of the holder.
-    fn holder_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
-        if word.holder == self.net.me()? {
-            return self.serve_atomic(word, atomic);
-        }
+    /// `atomic` on `word`, asked of its holder's kernel through `holder`.
+    fn ask_holder(holder: &Peer, word: &Word, atomic: Atomic) -> Result<u64> {
         let (op, operand, swap) = match atomic {
             Atomic::FetchAdd(add) => (wire::ATOMIC_FETCH_ADD, add, 0),
             Atomic::CompareSwap { expected, new } => (wire::ATOMIC_COMPARE_SWAP, expected, new),
@@ -165,20 +166,23 @@ impl LmrNode {
             swap,
         };
         let mut old = [0u8; 8];
-        match self
-            .net
-            .peer(word.holder)?
-            .request_to_the_end(MsgKind::Atomic, &req, &mut old)?
-        {
+        match holder.request_to_the_end(MsgKind::Atomic, &req, &mut old)? {
             8 => Ok(u64::from_le_bytes(old)),
             _ => Err(EIO),
         }
     }
 
-    /// Executes `atomic` on a word this node holds; EIDRM once its LMR is freed.
-    pub(crate) fn serve_atomic(&self, word: &Word, atomic: Atomic) -> Result<u64> {
-        let memory = self.held_memory(word.master, word.id)?;
-        let (chunk, off) = memory.find(word.addr, 8)?;
+    /// Executes `atomic` on the word at `addr` this node holds for LMR (`master`,
+    /// `id`); EIDRM once the LMR is freed.
+    pub(crate) fn serve_atomic(
+        &self,
+        master: u32,
+        id: u64,
+        addr: u64,
+        atomic: Atomic,
+    ) -> Result<u64> {
+        let memory = self.held_memory(master, id)?;
+        let (chunk, off) = memory.find(addr, 8)?;
         chunk.atomic(off, atomic)
     }
 

@@ -8,7 +8,7 @@ use crate::verbs::Atomic;
 use kernel::prelude::*;
 
 use super::decode;
-use super::{LmrNode, Word};
+use super::LmrNode;
 
 impl LmrNode {
     /// Serves an LMR request of `peer`; returns the answer's body.
@@ -64,13 +64,7 @@ impl LmrNode {
                     },
                     _ => return Err(EINVAL),
                 };
-                let word = Word {
-                    holder: self.net.me()?,
-                    master: req.master,
-                    id: req.id,
-                    addr: req.addr,
-                };
-                let old = self.serve_atomic(&word, atomic)?;
+                let old = self.serve_atomic(req.master, req.id, req.addr, atomic)?;
                 let mut out = KVec::new();
                 out.extend_from_slice(&old.to_le_bytes(), GFP_KERNEL)?;
                 Ok(out)

@@ -34,7 +34,6 @@ pub(crate) struct Device {
     pub(in crate::verbs) raw: NonNull<ffi::lite_dev>,
     name: [u8; 64],
     caps: LiteDevCaps,
-    paths: Paths,
 }
 
 // SAFETY: the C device object is immutable after creation and the verbs it is passed to
@@ -70,7 +69,7 @@ impl Device {
         // SAFETY: `raw` is valid (caller); `raw_caps` is a local the call fills.
         unsafe { ffi::lite_dev_caps(raw.as_ptr(), &mut raw_caps) };
         let flag = |on: u32, bit: u32| if on != 0 { bit } else { 0 };
-        let mut caps = LiteDevCaps {
+        let caps = LiteDevCaps {
             transport: raw_caps.transport,
             flags: flag(raw_caps.write_imm, LITE_CAP_WRITE_IMM)
                 | flag(raw_caps.atomic_cap, LITE_CAP_ATOMICS)
@@ -80,12 +79,7 @@ impl Device {
             atomic_cap: raw_caps.atomic_cap,
             max_qp_rd_atom: raw_caps.max_qp_rd_atom,
         };
-        let mut dev = Device {
-            raw,
-            name,
-            caps,
-            paths: Paths::default(),
-        };
+        let mut dev = Device { raw, name, caps };
         // SAFETY: reads module parameters.
         let (messages, atomics) =
             unsafe { (ffi::lite_param_messages(), ffi::lite_param_atomics()) };
@@ -96,7 +90,7 @@ impl Device {
             pr_err!("messages= is auto, imm or send; atomics= is auto, nic or holder\n");
             return Err(EINVAL);
         };
-        dev.paths = match choose(caps.flags, messages, atomics) {
+        let paths = match choose(caps.flags, messages, atomics) {
             Ok(paths) => paths,
             Err(why) => {
                 let missing = match why {
@@ -107,21 +101,24 @@ impl Device {
                 return Err(crate::errno::EOPNOTSUPP());
             }
         };
-        if dev.paths.send_messages {
+        if paths.send_messages {
             // SAFETY: `raw` is valid (caller) and has no QP yet.
             unsafe { ffi::lite_dev_use_send_messages(raw.as_ptr()) };
-            caps.flags |= LITE_PATH_SEND_MESSAGES;
+            dev.caps.flags |= LITE_PATH_SEND_MESSAGES;
         }
-        if dev.paths.holder_atomics {
-            caps.flags |= LITE_PATH_HOLDER_ATOMICS;
+        if paths.holder_atomics {
+            dev.caps.flags |= LITE_PATH_HOLDER_ATOMICS;
         }
-        dev.caps = caps;
         Ok(dev)
     }
 
-    /// How the device carries messages and atomics.
+    /// How the device carries messages and atomics (the `LITE_PATH_*` bits of its
+    /// capabilities).
     pub(crate) fn paths(&self) -> Paths {
-        self.paths
+        Paths {
+            send_messages: self.caps.flags & LITE_PATH_SEND_MESSAGES != 0,
+            holder_atomics: self.caps.flags & LITE_PATH_HOLDER_ATOMICS != 0,
+        }
     }
 
     /// What the device can do, as read at attach.

@@ -255,9 +255,9 @@ impl DmaBuf {
         if at as usize % 8 != 0 {
             return Err(EINVAL);
         }
-        // SAFETY: `at..at + 8` is inside the buffer and 8-aligned (checked). Under
-        // holder atomics every atomic on it is this kind of CPU access; a peer's RDMA
-        // WRITE racing it is its user's race, as it would be with NIC atomics.
+        // Under holder atomics every atomic on the word is this kind of CPU access; a
+        // peer's RDMA WRITE racing it is its user's race, as it would be with NIC atomics.
+        // SAFETY: `at..at + 8` is inside the buffer and 8-aligned (both checked above).
         let word = unsafe { AtomicU64::from_ptr(at.cast::<u64>()) };
         // SAFETY: `dma..dma + len` is the word's mapping (from `range`).
         unsafe { ffi::lite_dma_sync_for_cpu(self.dev.raw.as_ptr(), dma, len) };
