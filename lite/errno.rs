@@ -28,5 +28,6 @@ errnos!(
     EDEADLK,
     EIDRM,
     EPROTO,
-    EPROTONOSUPPORT
+    EPROTONOSUPPORT,
+    EINPROGRESS
 );

@@ -349,5 +349,6 @@ void lite_glue_exit(void)
 {
 	misc_deregister(&lite_misc);
 	ib_unregister_client(&lite_client);
+	lite_cm_exit();
 	destroy_workqueue(lite_wq);
 }

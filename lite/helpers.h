@@ -47,8 +47,11 @@ unsigned int lite_dev_port(const struct lite_dev *dev);
 /* Port state (IB_PORT_*) and active MTU (IB_MTU_*). */
 int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int *mtu,
 			unsigned int *speed, unsigned int *width);
-/* Copies the RoCE v2 IPv4-mapped GID and returns its index, or -errno if none yet. */
-int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16]);
+/*
+ * Copies the port's IPv4 address as a v4-mapped GID and returns its GID index (the
+ * RoCE v2 entry; 0 on iWARP, whose address is its netdev's), or -errno if none yet.
+ */
+int lite_dev_ip_gid(struct lite_dev *dev, unsigned char gid[16]);
 
 /* RC QP on the device CQs; `rust_peer` and `index` come back in lite_rust_recv/lite_rust_send_error. */
 struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned int index,
@@ -59,6 +62,30 @@ unsigned int lite_qp_num(const struct lite_qp *qp);
 int lite_qp_connect(struct lite_qp *qp, const unsigned char remote_gid[16], int sgid_index,
 		    unsigned int remote_qpn, unsigned int remote_psn, unsigned int local_psn,
 		    unsigned int mtu);
+/*
+ * Through the RDMA CM (cm.c), where the device connects no other way (iWARP). The
+ * passive side expects the connection of `peer_node`'s incarnation `peer_epoch` to
+ * this QP of ours (`node`, `epoch`); the active side starts it towards the peer's
+ * address (`remote_gid`, v4-mapped). Either way lite_rust_qp_connected says when
+ * the other side's hello came, or that the connection failed or ended; the QP's
+ * teardown ends it.
+ */
+int lite_qp_cm_expect(struct lite_qp *qp, unsigned int peer_node, unsigned long long peer_epoch,
+		      unsigned int node, unsigned long long epoch);
+int lite_qp_cm_connect(struct lite_qp *qp, const unsigned char remote_gid[16],
+		       unsigned int node, unsigned long long epoch, unsigned int peer_node,
+		       unsigned long long peer_epoch);
+/*
+ * Sends this side's hello: the active side's goes when the connection is
+ * established (cm.c); the passive side answers once it knows the peer's mailbox.
+ */
+int lite_qp_cm_hello(struct lite_qp *qp);
+/*
+ * Ends the QP's RDMA CM connection, if any (the QP goes to error), and waits until
+ * no CM event or hello of it runs any more: from then on nothing of cm.c calls
+ * lite_rust_qp_connected for it. Also part of lite_qp_destroy.
+ */
+void lite_qp_cm_end(struct lite_qp *qp);
 /* Current QP state (IB_QPS_*) or -errno. */
 int lite_qp_state(struct lite_qp *qp);
 int lite_qp_to_error(struct lite_qp *qp);

@@ -163,6 +163,27 @@ pub unsafe extern "C" fn lite_rust_recv(
     Lite::on_recv(lite, peer, index, imm);
 }
 
+/// On a QP connected through the RDMA CM the other side's hello came (`status` 0),
+/// or the connection failed or ended (CM handler or CQ workqueue context).
+///
+/// # Safety
+/// Called only by the C glue (`cm.c`), between `lite_glue_init` and the end of
+/// `lite_glue_exit`, with the pointers it was handed for this object (see each
+/// `SAFETY` comment below).
+#[no_mangle]
+pub unsafe extern "C" fn lite_rust_qp_connected(
+    _ctx: *mut c_void,
+    rust_peer: *mut c_void,
+    index: c_uint,
+    status: c_int,
+) {
+    // SAFETY: CM events and completions come only while the QP exists (its teardown
+    // destroys the CM id first, waiting for a running handler), and the peer,
+    // created as an `Arc`, outlives its QPs.
+    let peer = unsafe { &*(rust_peer as *const Peer) };
+    peer.on_cm_event(index, status);
+}
+
 /// A send failed with a status other than flush (CQ workqueue context).
 ///
 /// # Safety

@@ -23,6 +23,10 @@ void lite_rust_send_error(void *ctx, void *rust_peer, unsigned int index, int st
  * it: the peer made a request its keys or the protocol do not allow (workqueue). */
 void lite_rust_peer_violation(void *ctx, void *rust_peer, unsigned int index);
 
+/* On QP `index` of the peer, connected through the RDMA CM, the peer's hello came
+ * (0), or the connection failed or ended (-errno). CM handler or CQ workqueue. */
+void lite_rust_qp_connected(void *ctx, void *rust_peer, unsigned int index, int status);
+
 int lite_rust_open(void *ctx, void **file_priv);
 void lite_rust_release(void *ctx, void *file_priv);
 long lite_rust_ioctl(void *ctx, void *file_priv, unsigned int cmd, unsigned long arg);

@@ -422,10 +422,16 @@ impl Lite {
         Ok((arg.local, arg.created != 0))
     }
 
-    /// Connects the QPs prepared for `peer` to its side `remote`.
-    pub fn connect_peer(&self, peer: u32, epoch: u64, remote: &ConnInfo) -> Result<()> {
+    /// Connects the QPs prepared for `peer` to its side `remote`. `Ok(false)`: the
+    /// connection is under way (through the RDMA CM, on iWARP devices) and `peers`
+    /// shows the peer connected once it is up.
+    pub fn connect_peer(&self, peer: u32, epoch: u64, remote: &ConnInfo) -> Result<bool> {
         let mut arg = LitePeerConnect { peer_id: peer, reserved: 0, peer_epoch: epoch, remote: *remote };
-        self.ioctl("connect peer", Some(peer), LITE_IOC_PEER_CONNECT, &mut arg)
+        match self.ioctl("connect peer", Some(peer), LITE_IOC_PEER_CONNECT, &mut arg) {
+            Ok(()) => Ok(true),
+            Err(Error::Sys { errno: Errno::EINPROGRESS, .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Tears down everything to `peer` and shows it as down.

@@ -51,17 +51,22 @@ impl Network {
 
     // ---- devices (ib_client callbacks) ----
 
-    /// A device to use, if LITE-RS can connect its QPs: by hand (InfiniBand and
-    /// RoCE), not yet through the RDMA CM, which is all iWARP devices allow.
+    /// A device to use. Its QPs connect by hand (InfiniBand and RoCE) or through
+    /// the RDMA CM (iWARP); the first device is the one peers are reached on.
     pub(crate) fn device_added(&self, dev: Arc<Device>) -> Result {
-        if dev.caps().flags & LITE_CAP_CM_CONNECT != 0 {
-            pr_warn!(
-                "{}: its QPs connect only through the RDMA CM, which LITE-RS does not use yet: not used\n",
+        let mut st = self.state.lock();
+        if !st.devices.is_empty() {
+            pr_info!(
+                "{}: not used; peers are reached on the first RDMA device\n",
                 dev.display_name()
             );
-            return Err(crate::errno::EOPNOTSUPP());
+        } else if dev.connects_through_cm() {
+            pr_info!(
+                "{}: its QPs connect through the RDMA CM\n",
+                dev.display_name()
+            );
         }
-        self.state.lock().devices.push(dev, GFP_KERNEL)?;
+        st.devices.push(dev, GFP_KERNEL)?;
         Ok(())
     }
 
@@ -140,7 +145,7 @@ impl Network {
                 info.port_state = port.state;
                 info.active_mtu = port.mtu;
             }
-            if let Ok((gid, _)) = dev.roce_gid() {
+            if let Ok((gid, _)) = dev.ip_gid() {
                 info.gid = gid;
             }
             info.remote_access = match dev.remote_access() {
@@ -206,8 +211,12 @@ impl Network {
         replaced: &mut bool,
     ) -> Result<(LiteConnInfo, bool)> {
         let mut st = self.state.lock();
-        let me = st.node.as_ref().ok_or_else(ENOTCONN)?.id;
-        if peer_id == me || peer_id >= LITE_MAX_NODES {
+        let me = st
+            .node
+            .as_ref()
+            .map(|n| (n.id, n.epoch))
+            .ok_or_else(ENOTCONN)?;
+        if peer_id == me.0 || peer_id >= LITE_MAX_NODES {
             return Err(EINVAL);
         }
         if let Some(i) = st.peer_index(peer_id) {
@@ -225,6 +234,7 @@ impl Network {
         let services = Some(dispatch.peer_services()?);
         let peer = Peer::new(
             &dev,
+            me,
             peer_id,
             epoch,
             self.qps_per_peer,
@@ -341,7 +351,7 @@ impl Network {
             }
             (id, epoch, st.devices.first().ok_or(ENODEV)?.clone())
         };
-        let peer = Peer::new(&dev, id, epoch, 1, self.qos.clone(), None)?;
+        let peer = Peer::new(&dev, (id, epoch), id, epoch, 1, self.qos.clone(), None)?;
         peer.connect(&peer.local_info())?;
         let (chosen, unused) = {
             let mut st = self.state.lock();

@@ -2,7 +2,7 @@
 //! A peer: another node, one incarnation of it, reached over K RC QPs with a
 //! mailbox each way; its setup, connection, failure and teardown.
 
-use crate::errno::{EHOSTDOWN, ENETDOWN, ETIMEDOUT};
+use crate::errno::{EHOSTDOWN, EINPROGRESS, ENETDOWN, EOPNOTSUPP, ETIMEDOUT};
 use crate::net::polling::PollBudget;
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::qos::Qos;
@@ -57,6 +57,8 @@ pub(crate) struct Link {
     pub(crate) qps: KVec<Arc<Qp>>,
     pub(crate) mailbox: Option<Mailbox>,
     pub(crate) remote: Option<LiteConnInfo>,
+    /// Through the RDMA CM: the QPs (bits) on which the other side's hello came.
+    pub(crate) cm_hellos: u32,
 }
 
 impl Link {
@@ -68,6 +70,11 @@ impl Link {
         }
         qps
     }
+
+    /// Every QP's bit.
+    fn all_qps(&self) -> u32 {
+        (1u32 << self.qps.len()) - 1
+    }
 }
 
 /// Another node, one incarnation of it (`epoch`), reached over K RC QPs.
@@ -75,6 +82,8 @@ impl Link {
 pub(crate) struct Peer {
     pub(crate) id: u32,
     pub(crate) epoch: u64,
+    /// This node's id and epoch when the peer was prepared.
+    me: (u32, u64),
     /// Identifies the device the QPs live on; its verbs are only used while it is registered.
     pub(crate) dev: Arc<Device>,
     pub(crate) sgid_index: i32,
@@ -99,6 +108,8 @@ pub(crate) struct Peer {
     pub(crate) qos: Arc<Qos>,
     /// How long small operations to this peer busy-poll for their completion.
     pub(crate) poll: PollBudget,
+    /// Where the READ that ends a transfer of writes lands (`fence_writes`).
+    pub(crate) fence_sink: DmaBuf,
     /// What the services above net keep per peer (our calls to its RPC servers);
     /// none for the loopback peer.
     services: Option<Arc<dyn PeerServices>>,
@@ -107,6 +118,7 @@ pub(crate) struct Peer {
 impl Peer {
     pub(crate) fn new(
         dev: &Arc<Device>,
+        me: (u32, u64),
         id: u32,
         epoch: u64,
         nr_qps: u32,
@@ -119,7 +131,11 @@ impl Peer {
         }
         qos.port_is(port.speed, port.width);
         let mtu = port.mtu;
-        let (gid, sgid_index) = dev.roce_gid()?;
+        let (gid, sgid_index) = dev.ip_gid()?;
+        if dev.connects_through_cm() && id == me.0 {
+            // A QP connected to itself: only the NIC's atomics use one (loopback).
+            return Err(EOPNOTSUPP());
+        }
         let mut inbox = DmaBuf::new(dev, wire::MAILBOX_SIZE)?;
         // Written by the peer's messages, read by its latency probe (`Peer::probe`).
         inbox.expose(0, wire::MAILBOX_SIZE, REMOTE_WRITE | REMOTE_READ)?;
@@ -127,17 +143,25 @@ impl Peer {
             inbox,
             outbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
         };
+        let fence_sink = DmaBuf::new(dev, 8)?;
         let peer = Arc::pin_init(
             pin_init!(Peer {
                 id,
                 epoch,
+                me,
                 dev: dev.clone(),
                 sgid_index,
                 gid,
                 mtu,
                 failed: AtomicBool::new(false),
                 link <- new_spinlock!(
-                    Link { state: LITE_PEER_PREPARED, qps: KVec::new(), mailbox: Some(mailbox), remote: None },
+                    Link {
+                        state: LITE_PEER_PREPARED,
+                        qps: KVec::new(),
+                        mailbox: Some(mailbox),
+                        remote: None,
+                        cm_hellos: 0,
+                    },
                     "lite:peer.link"
                 ),
                 calls <- new_spinlock!(Calls { slots: [Slot::Free; SLOTS], next_seq: 1 }, "lite:peer.calls"),
@@ -147,6 +171,7 @@ impl Peer {
                 next_qp: AtomicUsize::new(0),
                 qos,
                 poll: PollBudget::new(),
+                fence_sink,
                 services,
             }),
             GFP_KERNEL,
@@ -155,10 +180,18 @@ impl Peer {
         let mut qps = KVec::with_capacity(nr_qps as usize, GFP_KERNEL)?;
         for index in 0..nr_qps {
             let qp = dev.create_qp(&*peer as *const Peer as *const c_void, index, RECV_DEPTH)?;
+            if dev.connects_through_cm() && !peer.cm_active() {
+                qp.cm_expect((id, epoch), me)?;
+            }
             qps.push(Arc::new(qp, GFP_KERNEL)?, GFP_KERNEL)?;
         }
         peer.link.lock().qps = qps;
         Ok(peer)
+    }
+
+    /// Through the RDMA CM, the node with the lower id connects; the other accepts.
+    fn cm_active(&self) -> bool {
+        self.me.0 < self.id
     }
 
     /// What the peer needs to connect its QPs to ours and to write to our mailbox.
@@ -201,7 +234,11 @@ impl Peer {
 
     /// Connects every QP to the peer's published side. Idempotent for the same info.
     /// Caller holds `Network::state`, so the QPs cannot be shut down meanwhile.
+    /// Through the RDMA CM the connection completes later: EINPROGRESS until then.
     pub(crate) fn connect(&self, remote: &LiteConnInfo) -> Result {
+        if self.dev.connects_through_cm() {
+            return self.connect_through_cm(remote);
+        }
         let mut qps = KVec::with_capacity(LITE_MAX_QPS_PER_PEER as usize, GFP_KERNEL)?;
         {
             let link = self.link.lock();
@@ -235,6 +272,101 @@ impl Peer {
             link.state = LITE_PEER_CONNECTED;
         }
         Ok(())
+    }
+
+    /// The RDMA CM's side of `connect`: the active side starts every QP's connection
+    /// and sends a hello on each once established (cm.c); the passive side answers
+    /// the hellos once it has the active side's mailbox here. So neither side is
+    /// connected before the other can answer it.
+    fn connect_through_cm(&self, remote: &LiteConnInfo) -> Result {
+        let (qps, answered) = {
+            let mut link = self.link.lock();
+            match &link.remote {
+                Some(known) if known == remote => return Self::cm_outcome(&link),
+                Some(_) => return Err(EEXIST),
+                None => {}
+            }
+            if remote.nr_qps as usize != link.qps.len() {
+                return Err(EINVAL);
+            }
+            link.remote = Some(*remote);
+            if self.cm_active() {
+                (link.qp_refs(), Ok(()))
+            } else {
+                (Default::default(), self.answer_hellos(&mut link))
+            }
+        };
+        let started = qps
+            .iter()
+            .flatten()
+            .try_for_each(|qp| qp.cm_connect(&remote.gid, self.me, (self.id, self.epoch)));
+        if let Err(e) = answered.and(started) {
+            pr_warn!(
+                "cannot connect to node {} through the RDMA CM ({:?}); marking it failed\n",
+                self.id,
+                e
+            );
+            self.mark_failed();
+            return Err(e);
+        }
+        Self::cm_outcome(&self.link.lock())
+    }
+
+    fn cm_outcome(link: &Link) -> Result {
+        match link.state {
+            LITE_PEER_CONNECTED => Ok(()),
+            LITE_PEER_PREPARED => Err(EINPROGRESS()),
+            _ => Err(EHOSTDOWN()),
+        }
+    }
+
+    /// The passive side, once every QP's hello came and the active side's mailbox
+    /// is known: connected, and a hello back on every QP. Under `link`, which every
+    /// message takes to be sent, so that on each QP the hello goes first.
+    fn answer_hellos(&self, link: &mut Link) -> Result {
+        if link.state != LITE_PEER_PREPARED
+            || link.remote.is_none()
+            || link.qps.is_empty()
+            || link.cm_hellos != link.all_qps()
+        {
+            return Ok(());
+        }
+        link.state = LITE_PEER_CONNECTED;
+        for qp in link.qps.iter() {
+            qp.cm_hello()?;
+        }
+        Ok(())
+    }
+
+    /// On QP `index`, connected through the RDMA CM, the other side's hello came
+    /// (`status` 0), or the connection failed or ended (a negative errno).
+    pub(crate) fn on_cm_event(&self, index: u32, status: i32) {
+        let answered = if status == 0 {
+            let mut link = self.link.lock();
+            link.cm_hellos |= 1u32.checked_shl(index).unwrap_or(0);
+            if self.cm_active() {
+                // The passive side answers only once it can answer us.
+                if link.state == LITE_PEER_PREPARED && link.remote.is_some() {
+                    link.state = LITE_PEER_CONNECTED;
+                }
+                Ok(())
+            } else {
+                self.answer_hellos(&mut link)
+            }
+        } else {
+            Err(Error::from_errno(status))
+        };
+        if let Err(e) = answered {
+            if !self.failed.load(Ordering::Acquire) {
+                pr_warn!(
+                    "the RDMA CM connection of QP {} to node {} failed or ended ({:?}); marking it failed\n",
+                    index,
+                    self.id,
+                    e
+                );
+            }
+            self.mark_failed();
+        }
     }
 
     /// `op` missed its deadline (deadline.rs) with work requests still posted: the
@@ -336,12 +468,18 @@ impl Peer {
 
     /// Stops all traffic and destroys the QPs (draining reaps every completion),
     /// then frees the mailbox, which no work request or peer can reach any more.
+    /// An RDMA CM event handler may hold QP references of its own (`mark_failed`):
+    /// every connection is ended first, which waits for such handlers, so that no
+    /// QP outlives the peer its callbacks point to.
     pub(crate) fn shutdown(&self) {
         let (qps, mailbox) = {
             let mut link = self.link.lock();
             link.state = LITE_PEER_DOWN;
             (core::mem::take(&mut link.qps), link.mailbox.take())
         };
+        for qp in qps.iter() {
+            qp.end_cm();
+        }
         drop(qps);
         drop(mailbox);
         self.fail_waiters();

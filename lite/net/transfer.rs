@@ -153,6 +153,9 @@ impl Peer {
         if posted.is_ok() && count > 0 {
             posted = post(&sges[..count], at, at_rkey, &mut wr_bytes);
         }
+        if posted.is_ok() && write && self.dev.connects_through_cm() {
+            posted = self.fence_writes(qp_index, op, deadline);
+        }
         let completed = self.wait(
             op,
             wait,
@@ -178,6 +181,36 @@ impl Peer {
         let op = Op::new()?;
         let mut deadline = Deadline::starting(now_ns());
         self.transfer(&op, true, Wait::Sleep, pieces, &mut deadline)
+    }
+
+    /// Ends a transfer of writes with an 8-byte RDMA READ of the peer's inbox on the
+    /// same QP. On iWARP a WRITE's completion says only that its data left, and a
+    /// later message on another QP (an RPC reply's notice, a user's next call) may
+    /// reach the peer first; a READ completes only once the peer placed every WRITE
+    /// before it on the QP. So a transfer ends when its data is there, as on RoCE.
+    fn fence_writes(&self, qp_index: usize, op: &Op, deadline: &mut Deadline) -> Result {
+        // An op counts at most MAX_INFLIGHT work requests in flight.
+        if !op.wait_below(MAX_INFLIGHT as u32 - 1, deadline.left_ns(now_ns())) {
+            return Err(self.wc_error(self.expire(op)));
+        }
+        let link = self.link.lock();
+        let Some(remote) = link.remote.filter(|_| link.state == LITE_PEER_CONNECTED) else {
+            return Err(EHOSTDOWN());
+        };
+        let qp = link.qps.get(qp_index).ok_or_else(EHOSTDOWN)?;
+        let sink = [ffi::lite_sge {
+            addr: self.fence_sink.dma(),
+            len: 8,
+            reserved: 0,
+        }];
+        qp.post_rdma(
+            op,
+            false,
+            &sink,
+            remote.mailbox_addr,
+            remote.mailbox_rkey,
+            Pacing::Exempt,
+        )
     }
 
     /// Posts the RDMA read or write gathered in `sges` on QP `qp_index` as the ticket

@@ -121,6 +121,11 @@ impl Device {
         }
     }
 
+    /// Whether its QPs connect only through the RDMA CM (iWARP), not by hand.
+    pub(crate) fn connects_through_cm(&self) -> bool {
+        self.caps.flags & LITE_CAP_CM_CONNECT != 0
+    }
+
     /// What the device can do, as read at attach.
     pub(crate) fn caps(&self) -> &LiteDevCaps {
         &self.caps
@@ -169,11 +174,12 @@ impl Device {
         Ok(a)
     }
 
-    /// The port's RoCE v2 IPv4-mapped GID and its index in the GID table.
-    pub(crate) fn roce_gid(&self) -> Result<([u8; 16], i32)> {
+    /// The port's IPv4 address as a v4-mapped GID, and its index in the GID table
+    /// (RoCE v2's entry; 0 on iWARP, which has no such table entry).
+    pub(crate) fn ip_gid(&self) -> Result<([u8; 16], i32)> {
         let mut gid = [0u8; 16];
         // SAFETY: `self.raw` is valid and `gid` has the 16 bytes the helper writes.
-        let index = unsafe { ffi::lite_dev_roce_gid(self.raw.as_ptr(), gid.as_mut_ptr()) };
+        let index = unsafe { ffi::lite_dev_ip_gid(self.raw.as_ptr(), gid.as_mut_ptr()) };
         to_result(index.min(0))?;
         Ok((gid, index))
     }

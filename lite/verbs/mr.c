@@ -4,7 +4,8 @@
  * range the module exposes gets its own fast-registered MR, whose rkey reaches
  * only that range, and deregistering it is what revokes the range at the NIC.
  * A registration is a work request, which needs a QP in RTS: each device has one
- * connected to itself that only ever carries them. No policy lives here.
+ * connected to itself (iWARP: to a partner QP, through the RDMA CM) that only ever
+ * carries them. No policy lives here.
  */
 #include <linux/log2.h>
 #include <linux/mutex.h>
@@ -30,33 +31,48 @@ static void lite_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 	complete(&wait->done);
 }
 
-/* The device's registration QP, made on first use (the port's GID must exist by then). */
-static struct lite_qp *lite_reg_qp(struct lite_dev *dev, int *err)
+/*
+ * Connects the registration QP to itself by hand, or through the RDMA CM to a
+ * partner QP where the device connects only that way (iWARP).
+ */
+static int lite_reg_qp_connect(struct lite_dev *dev, struct lite_qp *qp)
 {
 	struct ib_port_attr port;
 	unsigned char gid[16];
-	struct lite_qp *qp;
-	int sgid_index;
+	int sgid_index, err;
 	u32 psn;
+
+	if (rdma_protocol_iwarp(dev->ibdev, dev->port)) {
+		dev->reg_partner = lite_qp_create(dev, NULL, 0, 1, &err);
+		return dev->reg_partner ? lite_cm_connect_pair(qp, dev->reg_partner) : err;
+	}
+	sgid_index = lite_dev_ip_gid(dev, gid);
+	if (sgid_index < 0)
+		return sgid_index;
+	err = ib_query_port(dev->ibdev, dev->port, &port);
+	if (err)
+		return err;
+	psn = get_random_u32() & 0xffffff;
+	return lite_qp_connect(qp, gid, sgid_index, lite_qp_num(qp), psn, psn, port.active_mtu);
+}
+
+/* The device's registration QP, made on first use (the port's address must exist by then). */
+static struct lite_qp *lite_reg_qp(struct lite_dev *dev, int *err)
+{
+	struct lite_qp *qp;
 
 	lockdep_assert_held(&dev->reg_lock);
 	if (dev->reg_qp)
 		return dev->reg_qp;
-	sgid_index = lite_dev_roce_gid(dev, gid);
-	if (sgid_index < 0) {
-		*err = sgid_index;
-		return NULL;
-	}
-	*err = ib_query_port(dev->ibdev, dev->port, &port);
-	if (*err)
-		return NULL;
 	qp = lite_qp_create(dev, NULL, 0, 1, err);
 	if (!qp)
 		return NULL;
-	psn = get_random_u32() & 0xffffff;
-	*err = lite_qp_connect(qp, gid, sgid_index, lite_qp_num(qp), psn, psn, port.active_mtu);
+	*err = lite_reg_qp_connect(dev, qp);
 	if (*err) {
 		lite_qp_destroy(qp);
+		if (dev->reg_partner)
+			lite_qp_destroy(dev->reg_partner);
+		dev->reg_partner = NULL;
 		return NULL;
 	}
 	dev->reg_qp = qp;
@@ -68,6 +84,9 @@ void lite_mr_dev_cleanup(struct lite_dev *dev)
 	if (dev->reg_qp)
 		lite_qp_destroy(dev->reg_qp);
 	dev->reg_qp = NULL;
+	if (dev->reg_partner)
+		lite_qp_destroy(dev->reg_partner);
+	dev->reg_partner = NULL;
 }
 
 int lite_dev_remote_chunks(const struct lite_dev *dev)

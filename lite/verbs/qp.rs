@@ -53,6 +53,37 @@ impl Qp {
         })
     }
 
+    /// Waits, on a device that connects through the RDMA CM, for `peer`'s
+    /// connection to this QP: the passive side (`peer` and `me` are node id and
+    /// epoch). The connection's outcome comes as `lite_rust_qp_connected`.
+    pub(crate) fn cm_expect(&self, peer: (u32, u64), me: (u32, u64)) -> Result {
+        // SAFETY: `self.raw` is live.
+        to_result(unsafe { ffi::lite_qp_cm_expect(self.raw.as_ptr(), peer.0, peer.1, me.0, me.1) })
+    }
+
+    /// Starts the connection of this QP to `peer`'s, whose address is `gid`, through
+    /// the RDMA CM: the active side. The outcome comes as `lite_rust_qp_connected`.
+    pub(crate) fn cm_connect(&self, gid: &[u8; 16], me: (u32, u64), peer: (u32, u64)) -> Result {
+        // SAFETY: `self.raw` is live; `gid` points to 16 readable bytes.
+        to_result(unsafe {
+            ffi::lite_qp_cm_connect(self.raw.as_ptr(), gid.as_ptr(), me.0, me.1, peer.0, peer.1)
+        })
+    }
+
+    /// Sends this side's hello through the RDMA CM connection (the passive side's
+    /// answer; the active side's goes when the connection is established).
+    pub(crate) fn cm_hello(&self) -> Result {
+        // SAFETY: `self.raw` is live.
+        to_result(unsafe { ffi::lite_qp_cm_hello(self.raw.as_ptr()) })
+    }
+
+    /// Ends the QP's RDMA CM connection, if any, and waits until none of its CM
+    /// events runs any more (each may call back into the QP's peer).
+    pub(crate) fn end_cm(&self) {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_qp_cm_end(self.raw.as_ptr()) };
+    }
+
     /// Error state: the QP neither sends nor accepts anything more; what is posted
     /// on it is flushed.
     pub(crate) fn to_error(&self) -> Result {

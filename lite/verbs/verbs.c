@@ -5,6 +5,7 @@
  * device's places for paced work requests (memory the device reaches: dma.c).
  * No policy lives here.
  */
+#include <linux/inetdevice.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
@@ -45,11 +46,36 @@ int lite_dev_query_port(struct lite_dev *dev, unsigned int *state, unsigned int 
 	return 0;
 }
 
-int lite_dev_roce_gid(struct lite_dev *dev, unsigned char gid[16])
+/* The first IPv4 address of the netdev an iWARP port runs over, v4-mapped. */
+static int lite_dev_iwarp_gid(struct lite_dev *dev, unsigned char gid[16])
+{
+	struct net_device *ndev = ib_device_get_netdev(dev->ibdev, dev->port);
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	int err = -EADDRNOTAVAIL;
+
+	if (!ndev)
+		return -ENODEV;
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(ndev);
+	ifa = in_dev ? rcu_dereference(in_dev->ifa_list) : NULL;
+	if (ifa) {
+		ipv6_addr_set_v4mapped(ifa->ifa_local, (struct in6_addr *)gid);
+		err = 0;
+	}
+	rcu_read_unlock();
+	dev_put(ndev);
+	return err;
+}
+
+int lite_dev_ip_gid(struct lite_dev *dev, unsigned char gid[16])
 {
 	struct ib_port_attr port;
-	int i, err = ib_query_port(dev->ibdev, dev->port, &port);
+	int i, err;
 
+	if (rdma_protocol_iwarp(dev->ibdev, dev->port))
+		return lite_dev_iwarp_gid(dev, gid);
+	err = ib_query_port(dev->ibdev, dev->port, &port);
 	if (err)
 		return err;
 	for (i = 0; i < port.gid_tbl_len; i++) {
@@ -140,6 +166,8 @@ static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	/* The value is read: the buffer may take the next one. */
 	lite_qp_post_recv(qp, recv->index);
+	if (valid && READ_ONCE(qp->cm_wait_hello) && lite_cm_take_hello(qp, value))
+		return;
 	if (valid)
 		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, value);
 }
@@ -152,6 +180,8 @@ static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
 	WRITE_ONCE(qp->send_failed, true);
+	if (!qp->rust_peer)
+		return;
 	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
 }
 
@@ -232,6 +262,7 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 	qp->index = index;
 	qp->send_cqe.done = lite_send_done;
 	INIT_DELAYED_WORK(&qp->wrong_work, lite_wrong_work);
+	lite_cm_init_qp(qp);
 	*err = lite_qp_alloc_recvs(qp, recv_depth);
 	if (*err) {
 		kfree(qp);
@@ -393,6 +424,8 @@ void lite_qp_drain(struct lite_qp *qp)
 void lite_qp_destroy(struct lite_qp *qp)
 {
 	WRITE_ONCE(qp->closing, true);
+	/* Before the drain: the CM holds the QP while its connection lives. */
+	lite_qp_cm_end(qp);
 	ib_drain_qp(qp->qp);
 	ib_destroy_qp(qp->qp);
 	cancel_delayed_work_sync(&qp->wrong_work);

@@ -6,6 +6,8 @@
 #ifndef LITE_VERBS_H
 #define LITE_VERBS_H
 
+#include <linux/completion.h>
+#include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -23,6 +25,8 @@ struct lite_dev {
 	/* The QP registrations are posted on (mr.c), made on first use under reg_lock. */
 	struct mutex reg_lock;
 	struct lite_qp *reg_qp;
+	/* Where the CM connects reg_qp on devices that connect only through it (cm.c). */
+	struct lite_qp *reg_partner;
 	struct ib_cq *send_cq;
 	struct ib_cq *recv_cq;
 	void *rust;
@@ -46,6 +50,20 @@ struct lite_dev {
 	/* When one of them was last posted or completed (ktime ns). */
 	atomic64_t unpaced_moved_ns;
 };
+
+/*
+ * What the active side of an RDMA CM connection sends as private data (cm.c), and
+ * what a passive QP waits for: which node and incarnation connects which of its
+ * QPs to which node and incarnation. 32 bytes, within the IB CM's 56.
+ */
+struct lite_cm_key {
+	__be32 magic;
+	__be32 from_node;
+	__be64 from_epoch;
+	__be32 to_node;
+	__be32 index;
+	__be64 to_epoch;
+} __packed;
 
 /*
  * One posted receive: where a SEND's 32-bit value lands (a write-with-immediate
@@ -76,10 +94,34 @@ struct lite_qp {
 	 * in which a send error of ours may still explain it. */
 	atomic_t went_wrong;
 	struct delayed_work wrong_work;
+	/*
+	 * Through the RDMA CM (cm.c): the connection's id once there is one; while
+	 * passive and unclaimed, on cm.c's list under `cm_key`. The QP is up once
+	 * the other side's hello arrived (cm_wait_hello cleared); cm_done completes
+	 * then or at a failure, with cm_status.
+	 */
+	struct rdma_cm_id *cm_id;
+	struct list_head cm_expected;
+	struct lite_cm_key cm_key;
+	bool cm_active;
+	bool cm_wait_hello;
+	bool cm_reported;
+	int cm_status;
+	struct completion cm_done;
+	/* The active side's hello again, until the answer comes (cm.c). */
+	struct delayed_work cm_hello_work;
+	unsigned int cm_hello_tries;
 };
 
 /* Deletes the device's registration QP (mr.c); before its CQs go. */
 void lite_mr_dev_cleanup(struct lite_dev *dev);
+
+/* cm.c, for verbs.c: a QP's CM state, and a receive that is the other side's hello. */
+void lite_cm_init_qp(struct lite_qp *qp);
+bool lite_cm_take_hello(struct lite_qp *qp, u32 value);
+/* cm.c: connects `qp` to `partner` on the same device (mr.c's registration QP). */
+int lite_cm_connect_pair(struct lite_qp *qp, struct lite_qp *partner);
+void lite_cm_exit(void);
 
 /* The Rust side's context (helpers.c), handed back to every callback. */
 extern void *lite_ctx;

@@ -33,6 +33,8 @@ pub(crate) enum ImmKind {
     RpcReply = 4,
     /// A server consumed one of our rings up to an offset (`decode_ring_imm`).
     RpcHead = 5,
+    // 15 is no kind: RDMA CM connections' hellos carry it (verbs/cm.c), and one
+    // repeated after its answer arrives as an unknown kind, ignored.
 }
 
 impl ImmKind {
@@ -99,6 +101,7 @@ mod tests {
         assert_eq!(decode_imm(0), None);
         assert_eq!(decode_imm(0xF000_0000), None);
         assert_eq!(decode_imm(6 << PAYLOAD_BITS), None);
+        assert_eq!(decode_imm(0xfc4d_0001), None, "verbs/cm.c's LITE_CM_HELLO");
     }
 
     #[test]

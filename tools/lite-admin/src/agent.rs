@@ -225,7 +225,8 @@ impl Session<'_> {
             }
         }
         match self.lite.connect_peer(from, from_epoch, &remote) {
-            Ok(()) => eprintln!("agent: connected to node {from} (epoch {from_epoch})"),
+            Ok(true) => eprintln!("agent: connected to node {from} (epoch {from_epoch})"),
+            Ok(false) => eprintln!("agent: connecting to node {from} (epoch {from_epoch}) through the RDMA CM"),
             Err(e) => eprintln!("agent: connecting to node {from}: {e}"),
         }
         Ok(())
