@@ -4,6 +4,7 @@
 #   KERNEL=release|debug  guest kernel variant (demo/cluster: release; test: debug);
 #                         KERNEL=debian: Debian's stock kernel (tools/kernel/debian.sh)
 #   NODES=N               virtual cluster size (default 3)
+#   PROVIDER=rxe|siw      cluster, bench: the guests' soft RDMA device (siw: our kernels only)
 #   BOTTLENECK=NODE:RATE[:QUEUE]  cluster: NODE's port behind a RATE bytes/s queue (e.g. 1:4M)
 #   SEGMENT=bridge                cluster: tap ports on a Linux bridge, tc links, jumbo frames
 #   SMP=N                 cluster: vCPUs per guest (default 2; 1 keeps a bottleneck's wire the
@@ -13,6 +14,7 @@
 
 KERNEL ?= release
 NODES ?= 3
+PROVIDER ?= rxe
 TEST_KERNEL ?= debug
 
 SHELL := /bin/bash
@@ -28,7 +30,7 @@ CARGO ?= cargo
 # Times a phase of make test (build/test-phases).
 PHASE := tools/phase.sh
 
-.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm test-scale test-link lint lint-module fuzz soak clean
+.PHONY: all deps kernel module userspace guest headers cluster cluster-down shell demo bench bench-access bench-qos test test-host test-vm test-scale test-link test-siw lint lint-module fuzz soak clean
 
 all: guest
 
@@ -87,7 +89,7 @@ headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers
 
 cluster: guest
-	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK)) $(if $(SEGMENT),--segment $(SEGMENT)) $(if $(SMP),--smp $(SMP))
+	tools/vcluster.py up --nodes $(NODES) --kernel $(KERNEL) --provider $(PROVIDER) --join $(if $(BOTTLENECK),--bottleneck $(BOTTLENECK)) $(if $(SEGMENT),--segment $(SEGMENT)) $(if $(SMP),--smp $(SMP))
 
 cluster-down:
 	tools/vcluster.py down
@@ -100,9 +102,9 @@ demo: guest
 
 # LITE vs perftest/libibverbs on one 3-node cluster: ratio table, build/bench/results.json, latency.svg.
 bench: guest
-	tools/bench.py --kernel $(KERNEL)
-	tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
-	tools/qos_bench.py --kernel $(KERNEL) --regime cpu
+	tools/bench.py --kernel $(KERNEL) --provider $(PROVIDER)
+	[ "$(PROVIDER)" != rxe ] || tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
+	[ "$(PROVIDER)" != rxe ] || tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 
 # Priority classes where a link is the bottleneck (3 runs, modes alternating), then
 # where the emulating CPU is.
@@ -181,6 +183,14 @@ test-link:
 	@mkdir -p build
 	$(MAKE) --no-print-directory guest KERNEL=debian
 	tools/vmtest.py --kernel debian --suite link --run-dir build/vmtest-link
+
+# The link suite on Soft-iWARP (siw), whose QPs connect through the RDMA CM: on the
+# release kernel (Debian's stock kernel has no siw). make test runs siw's functional
+# tests and one partition at the end of the debug suite (vmtests/siw.py).
+test-siw:
+	@mkdir -p build
+	$(MAKE) --no-print-directory guest KERNEL=release
+	tools/vmtest.py --kernel release --suite link --provider siw --run-dir build/vmtest-siw-link
 
 # Eight nodes on one cluster (release kernel; tools/litebench/vmtests/scale.py): all join
 # with K x 7 QPs and every pair pings, an LMR striped over all eight, a multicast RPC to

@@ -114,10 +114,13 @@ class Input:
 
     @property
     def group(self):
-        # A run of some sections only (`--only`) neither hides nor is hidden by a
-        # whole run: each set of sections has its own latest date.
-        only = tuple((self.data.get("config") or {}).get("only") or ())
-        return (KINDS.index(self.kind), self.regime != "link", self.regime or "", only)
+        # A run of some sections only (`--only`), or on another RDMA device
+        # (`--provider`), neither hides nor is hidden by a whole run on rxe: each
+        # has its own latest date.
+        config = self.data.get("config") or {}
+        only = tuple(config.get("only") or ())
+        return (KINDS.index(self.kind), self.regime != "link", self.regime or "", config.get("provider") or "rxe",
+                only)
 
 
 def latest(inputs):
@@ -205,6 +208,7 @@ def link_to(path, doc):
 def bench_lines(data):
     config = data.get("config") or {}
     facts = [f"{config['kernel']} kernel" if config.get("kernel") else None,
+             f"on {config['provider']}" if config.get("provider") not in (None, "rxe") else None,
              f"{config['nodes']} nodes" if config.get("nodes") else None,
              "--quick" if config.get("quick") else None,
              f"--only {','.join(config['only'])}" if config.get("only") else None]

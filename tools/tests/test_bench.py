@@ -357,7 +357,8 @@ class Orchestration(unittest.TestCase):
             c = FakeCluster(tmp)
             args = argparse.Namespace(lat_sizes=[8, 4096], lat_iters=50, lat_rounds=2, warmup=5, bw_sizes=[65536, 4194304],
                                       bw_mib=16, bw_seconds=60, bw_threads=1, malloc_size=1 << 30, malloc_rounds=2,
-                                      lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900, only=None)
+                                      lmr_counts=[1, 1000, 100000], lmr_iters=50, step_timeout=900, only=None,
+                                      provider="rxe")
             results = {"config": {"lat_sizes": args.lat_sizes, "bw_sizes": args.bw_sizes, "bw_threads": 1},
                        "native": {}, "lite": {}}
             b = Bench(c, args)
@@ -373,6 +374,15 @@ class Orchestration(unittest.TestCase):
         self.assertIn(f"[1/{some.total}] ib_write_bw 64 KiB", part.getvalue())
         with self.assertRaises(argparse.ArgumentTypeError):
             sections_arg("bw,nonsense")
+        # On siw perftest connects through the RDMA CM, and what it cannot run is left out.
+        siw_args = argparse.Namespace(**{**vars(args), "only": sections_arg("lat,atomics,paths"), "provider": "siw"})
+        with tempfile.TemporaryDirectory() as tmp:
+            on_siw = FakeCluster(tmp)
+            with contextlib.redirect_stdout(io.StringIO()):
+                run_steps(Bench(on_siw, siw_args), {"config": results["config"], "native": {}, "lite": {}}, siw_args)
+        perftests = [s for n, s in on_siw.commands if s.startswith("ib_") and n == 0]
+        self.assertTrue(perftests and all("-d siw0 -R -s " in s for s in perftests), perftests[:2])
+        self.assertFalse(any(s.startswith(("ib_atomic_lat", "reload lite.ko")) for _, s in on_siw.commands))
         self.assertEqual(b.errors, [])
         self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4
                          + 2 * PATHS_ROUNDS + 1)

@@ -87,7 +87,7 @@ class ReportTest(unittest.TestCase):
     def test_passing_tests_and_the_run_s_checks_are_counted(self):
         rc, lines, cluster = vmtest("none", "-k", "module_loads,ping_between")
         self.assertEqual(rc, 0, lines)
-        self.assertEqual(cluster, ["up ['mem', 'nodes', 'segment', 'variant', 'wires']", "down"], "booted once")
+        self.assertEqual(cluster, ["up ['mem', 'nodes', 'provider', 'segment', 'variant', 'wires']", "down"], "booted once")
         self.assertRegex(lines[0], r"^PASS module_loads_and_unloads_10_times \(\d+\.\d s\)$")
         self.assertRegex(lines[1], r"^PASS ping_between_all_pairs \(\d+\.\d s\)$")
         self.assertEqual(lines[-5:-3], ["PASS no kernel bug reports in any guest console",

@@ -49,8 +49,8 @@ from pathlib import Path
 from litebench import plots
 from litebench.bench.report import TARGETS, chart_panels, comparisons, fmt_size, format_table
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
-from litebench.bench.steps import MALLOC_HOLDERS, SECTIONS, run_steps
-from litebench.cluster.cluster import Cluster, CommandFailed, REPO
+from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
+from litebench.cluster.cluster import PROVIDERS, REPO, Cluster, CommandFailed
 
 OUT_DIR = REPO / "build" / "bench"
 
@@ -107,6 +107,9 @@ def main():
                     help="rounds of ibv_reg_mr and each LT_malloc+map; medians are compared (default 3)")
     ap.add_argument("--lmr-counts", type=sizes_arg, help="LMR counts (default 1,1000,100000; --quick 1,1000,10000)")
     ap.add_argument("--lmr-iters", type=int, help="timed writes per LMR-count point (default 200; --quick 50)")
+    ap.add_argument("--provider", default="rxe", choices=list(PROVIDERS),
+                    help="the guests' soft RDMA device, LITE and perftest alike: rxe (default) or siw (Soft-iWARP: "
+                         f"perftest connects through the RDMA CM, -R; no {' or '.join(NOT_ON_SIW)} sections)")
     ap.add_argument("--only", type=sections_arg,
                     help=f"run only these sections, comma-separated ({','.join(SECTIONS)})")
     ap.add_argument("--step-timeout", type=int, default=900,
@@ -139,7 +142,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))  # runs the finally below
     started = time.time()
     results = {
-        "config": {"kernel": args.kernel, "nodes": NODES, "client": CLIENT, "server": SERVER, "quick": args.quick,
+        "config": {"kernel": args.kernel, "provider": args.provider, "nodes": NODES, "client": CLIENT, "server": SERVER, "quick": args.quick,
                    "only": args.only, "mem_mib": args.mem, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
                    "lat_rounds": args.lat_rounds,
                    "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
@@ -160,7 +163,7 @@ def main():
     rc = 0
     try:
         try:
-            c.up(nodes=NODES, variant=args.kernel, mem=args.mem)
+            c.up(nodes=NODES, variant=args.kernel, mem=args.mem, provider=args.provider)
             c.join(range(NODES))
             results["config"]["accel"] = c.meta.get("accel")
             print(f"\n== {NODES} nodes joined ({time.time() - started:.0f} s after start); client node {CLIENT}, "

@@ -6,7 +6,7 @@ import threading
 import time
 
 from litebench.bench.output import last_json
-from litebench.cluster.cluster import CommandFailed, guest_address
+from litebench.cluster.cluster import PROVIDERS, CommandFailed, guest_address
 
 NODES = 3
 CLIENT, SERVER = 0, 1
@@ -82,7 +82,9 @@ class Bench:
     def perftest(self, tool, size, iters, flags=""):
         """One perftest run: server on SERVER in the background, client on CLIENT."""
         c = self.c
-        common = f"-d rxe0 -x 1 -s {size} -n {iters} -F {flags + ' ' if flags else ''}-p {PERFTEST_PORT}"
+        # siw's QPs connect only through the RDMA CM (-R); rxe's GID 1 is its RoCE v2 IPv4 one.
+        device = PROVIDERS[self.args.provider] + (" -R" if self.args.provider == "siw" else " -x 1")
+        common = f"-d {device} -s {size} -n {iters} -F {flags + ' ' if flags else ''}-p {PERFTEST_PORT}"
         c.exec(SERVER, f"{tool} {common} >/run/lite/{tool}-{size}-server.log 2>&1 & echo $! >/tmp/bench-perftest.pid")
         # Until the server listens (busybox netstat; a fixed pause without it).
         c.exec(SERVER, f"command -v netstat >/dev/null || {{ sleep 3; exit 0; }}; "

@@ -7,7 +7,7 @@ import os
 import sys
 
 from litebench.cluster import cluster, wire
-from litebench.cluster.cluster import DEFAULT_RUN, Cluster
+from litebench.cluster.cluster import DEFAULT_RUN, PROVIDERS, Cluster
 from litebench.cluster.guest import KERNELS
 from litebench.cluster.process import log
 
@@ -42,6 +42,9 @@ def main():
     up.add_argument("--segment", default="vde", choices=["vde", "bridge"],
                     help="vde (default: wirefilter links, faults, MTU 1500) or bridge (tc links, MTU 9000 for "
                          "RoCE MTU 4096; bottlenecks only)")
+    up.add_argument("--provider", default=os.environ.get("PROVIDER", "rxe"), choices=list(PROVIDERS),
+                    help="the guests' soft RDMA device: rxe (Soft-RoCE, default) or siw (Soft-iWARP; our kernels "
+                         "only, Debian's has no siw)")
     up.add_argument("--wired", default="", metavar="LIST",
                     help="comma-separated nodes whose ports sit behind a wire without limits (for `fault`)")
     fa = sub.add_parser("fault", help="change node N's wire while it runs (see `fault -h`)",
@@ -74,7 +77,7 @@ def main():
         if args.smp < 1:
             ap.error("--smp: at least 1")
         c.up(args.nodes, args.kernel, mem=args.mem, smp=args.smp, lifetime=args.lifetime, cache_guest=False,
-             wires=wires, segment=args.segment)
+             wires=wires, segment=args.segment, provider=args.provider)
         if args.join:
             c.join(range(args.nodes), timeout=60)
             log("all nodes joined")

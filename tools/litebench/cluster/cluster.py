@@ -31,6 +31,9 @@ DEFAULT_RUN = REPO / "build" / "cluster"
 # LITE_VMTEST_TRACE=1: print how long every synchronous command took.
 TRACE = os.environ.get("LITE_VMTEST_TRACE") == "1"
 MANAGER_PORT = 18500
+# The soft RDMA devices a guest can make at boot (tools/guest/init: lite_rdma=),
+# and each one's device name.
+PROVIDERS = {"rxe": "rxe0", "siw": "siw0"}
 
 # Kernel messages that mean a bug: any of them in a console log fails a test run.
 SPLAT = re.compile(
@@ -173,14 +176,15 @@ class Cluster:
         return proc
 
     def up(self, nodes=3, variant="release", mem=1536, smp=2, lifetime=4 * 3600, boot_timeout=180, cache_guest=True,
-           wires=None, segment="vde"):
+           wires=None, segment="vde", provider="rxe"):
         """Boots `nodes` guests. `cache_guest`: the guests keep the programs and lite.ko
         they read from build/VARIANT/guest in their page cache (9p cache=loose): an
         exec costs milliseconds instead of seconds on the debug kernel, but files
         rebuilt while the cluster runs are not seen (`make cluster` turns it off).
         `wires`: {node: (rate bytes/s or 0 for none, queue bytes)}: those nodes'
         ports sit behind a wirefilter (wire.py), or on segment "bridge" behind a
-        veth shaped by tc, with jumbo frames (bridge.py; rates only)."""
+        veth shaped by tc, with jumbo frames (bridge.py; rates only). `provider`: the
+        soft RDMA device each guest makes at boot, rxe0 or siw0 (PROVIDERS)."""
         if segment == "bridge" and any(not rate for rate, _ in (wires or {}).values()):
             raise SystemExit("vcluster: the bridge segment takes bottlenecks only; faults need vde wires (--wired)")
         if self.meta_path.exists():
@@ -196,7 +200,7 @@ class Cluster:
         accel = choose_accel(kdir, initramfs, self.run)
         self.meta = {"variant": variant, "kernel": str(kdir), "guest": str(guest), "accel": accel,
                      "mem": mem, "smp": smp, "lifetime": lifetime, "started": time.time(), "nodes": [],
-                     "cache_guest": cache_guest, "segment": segment,
+                     "cache_guest": cache_guest, "segment": segment, "provider": provider,
                      "wires": {str(n): {"rate": rate, "queue": queue} for n, (rate, queue) in (wires or {}).items()}}
         self._save()
         if segment == "bridge":
@@ -302,7 +306,7 @@ class Cluster:
         (run / f"node{n}.ready").unlink(missing_ok=True)
         self._keep_console(n, f"boot{len(list(run.glob(f'node{n}.console.boot*'))) + 1}")
         append = (f"console=ttyS0 panic=-1 loglevel=6 rcupdate.rcu_cpu_stall_timeout=120 acpi=noirq "
-                  f"lite_node={n} lite_cache={int(m.get('cache_guest', False))}"
+                  f"lite_node={n} lite_cache={int(m.get('cache_guest', False))} lite_rdma={m.get('provider', 'rxe')}"
                   + (f" lite_mtu={bridge.JUMBO_MTU}" if m.get("segment") == "bridge" else "")
                   + (" lite_root=9p net.ifnames=0" if root else ""))
         argv = ["qemu-system-x86_64", "-name", f"lite-node{n}", "-accel", m["accel"], "-cpu", GUEST_CPU,

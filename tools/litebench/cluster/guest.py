@@ -20,6 +20,8 @@ CACHE = Path(os.environ.get("LITE_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lite-rs")
 
 # Programs the guests get from the host, with every library they load.
+# libibverbs' providers of the soft RDMA devices a guest can make (Soft-RoCE, Soft-iWARP).
+PROVIDER_LIBS = ["rxe", "siw"]
 GUEST_PROGRAMS = [
     "/usr/bin/rdma", "/usr/bin/ibv_devices", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_rc_pingpong",
     "/usr/bin/ib_write_lat", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_lat", "/usr/bin/ib_read_bw",
@@ -64,16 +66,19 @@ def build_initramfs(kernel_dir, guest_dir, out):
         if not prog.startswith(str(guest_dir)):
             put(prog)
         libs.update(ldd(prog))
-    provider = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob("librxe-rdmav*.so"))
-    if not provider:
-        raise SystemExit("vcluster: librxe provider missing: run tools/deps.sh")
-    libs.add(str(provider[0]))
-    libs.update(ldd(provider[0]))
+    # The user-space providers of both soft devices (Cluster.up's provider).
+    for name in PROVIDER_LIBS:
+        provider = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob(f"lib{name}-rdmav*.so"))
+        if not provider:
+            raise SystemExit(f"vcluster: lib{name} provider missing: run tools/deps.sh")
+        libs.add(str(provider[0]))
+        libs.update(ldd(provider[0]))
     # glibc dlopens libgcc_s for pthread_exit/cancellation.
     libs.update(str(p) for p in Path("/usr/lib/x86_64-linux-gnu").glob("libgcc_s.so.1"))
     for lib in libs:
         put(lib)
-    put("/etc/libibverbs.d/rxe.driver")
+    for name in PROVIDER_LIBS:
+        put(f"/etc/libibverbs.d/{name}.driver")
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\n")
     tmp = out.with_suffix(".tmp")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from litebench.cluster.cluster import PROVIDERS
 from litebench.cluster.guest import KERNELS
 from litebench.vmtests.report import Report
 from litebench.vmtests.suites import FUZZ_CALLS, FUZZ_PROCESSES, MODULES, RUN_DIR, SUITES, marker_expression
@@ -32,7 +33,7 @@ def pytest_args(args):
     argv = [str(HERE / f"{module}.py") for module in MODULES]
     argv += ["-p", "no:terminal", "--capture=no", "-m", marker_expression(args.suite, args.kernel),
              "--junitxml", str(Path(args.run_dir) / "junit.xml"),
-             "--kernel", args.kernel, "--suite", args.suite, "--run-dir", args.run_dir,
+             "--kernel", args.kernel, "--suite", args.suite, "--run-dir", args.run_dir, "--provider", args.provider,
              "--calls", str(args.calls), "--processes", str(args.processes)]
     if args.only:
         argv += ["--only", args.only]
@@ -52,6 +53,8 @@ def main():
     ap.add_argument("--kernel", default="debug", choices=KERNELS,
                     help="debian: Debian's stock kernel, unmodified (make guest KERNEL=debian)")
     ap.add_argument("--run-dir", default=str(RUN_DIR))
+    ap.add_argument("--provider", default="rxe", choices=list(PROVIDERS),
+                    help="the guests' soft RDMA device: rxe (Soft-RoCE) or siw (Soft-iWARP; our kernels only)")
     ap.add_argument("--suite", default="full", choices=list(SUITES),
                     help="full: every test but the big, link, bridge and fuzz ones; big: the data-heavy ones "
                          "(a kernel without sanitizers); stock: full and big on one cluster (make test's on "

@@ -5,7 +5,7 @@ another off."""
 
 import pytest
 
-from litebench.cluster.cluster import Cluster
+from litebench.cluster.cluster import PROVIDERS, Cluster
 from litebench.cluster.guest import KERNELS
 from litebench.vmtests.harness import TestFailed
 from litebench.vmtests.suites import FUZZ_BATCH, FUZZ_CALLS, FUZZ_PROCESSES, RUN_DIR, SUITES, cluster_setup
@@ -19,6 +19,8 @@ def pytest_addoption(parser):
     group.addoption("--kernel", default="debug", choices=KERNELS, help="the guests' kernel")
     group.addoption("--suite", default="full", choices=list(SUITES), help="the suite whose cluster to boot")
     group.addoption("--run-dir", default=str(RUN_DIR), help="the cluster's run directory")
+    group.addoption("--provider", default="rxe", choices=list(PROVIDERS),
+                    help="the guests' soft RDMA device (siw: our kernels only)")
     group.addoption("--calls", type=int, default=FUZZ_CALLS, help="fuzz suite: calls in all")
     group.addoption("--processes", type=int, default=FUZZ_PROCESSES,
                     help="fuzz suite: fuzzing processes on each of the two nodes")
@@ -50,7 +52,8 @@ def c(request):
     cluster = Cluster(config.getoption("run_dir"))
     config.stash[CLUSTER] = cluster
     try:
-        cluster.up(variant=config.getoption("kernel"), **cluster_setup(config.getoption("suite")))
+        cluster.up(variant=config.getoption("kernel"), provider=config.getoption("provider"),
+                   **cluster_setup(config.getoption("suite")))
         yield cluster
     finally:
         cluster.down(quiet=True)

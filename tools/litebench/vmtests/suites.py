@@ -35,7 +35,7 @@ SUITES = {
 
 # The test modules in the order they run.
 MODULES = ["bringup", "lmr", "reach", "rpc", "paths", "kapi", "apps", "qos", "link", "class_change", "hostile", "membership",
-           "packages", "scale", "final"]
+           "packages", "scale", "siw", "final"]
 
 LINK_RATE = 4 << 20
 # At 4 MiB/s a 2-core host of 2026-11-27 was the bottleneck as much as the link
