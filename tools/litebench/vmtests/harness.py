@@ -50,6 +50,17 @@ def ping(c, src, dst, count=20, check_ok=True):
     return res
 
 
+def ping_every_pair(c, nodes, what):
+    """Every pair of `nodes` pings both ways, and node 0 pings node 1 with a full
+    mailbox slot (4080 B); `what` names the path in a failure."""
+    for src in nodes:
+        for dst in nodes:
+            if src != dst:
+                ping(c, src, dst, count=5)
+    res = c.exec(0, "lite-admin ping 1 --count 10 --size 4080 --timeout-ms 10000 --json", check=False)
+    check(res.rc == 0 and '"size":4080' in res.out, f"4080 B ping over {what}: {res.out.strip()}")
+
+
 def kmemleak(c, n):
     return c.exec(n, "test -e /sys/kernel/debug/kmemleak && echo yes || echo no").out.strip() == "yes"
 

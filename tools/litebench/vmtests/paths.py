@@ -14,7 +14,7 @@ import pytest
 
 from litebench.cluster.cluster import MANAGER_PORT, guest_address
 from litebench.vmtests import lmr, rpc
-from litebench.vmtests.harness import check, ping
+from litebench.vmtests.harness import check, ping, ping_every_pair
 
 STAND_INS = "messages=send atomics=holder"
 NODES = (0, 1, 2)
@@ -32,12 +32,7 @@ def test_stand_in_paths_carry_messages_rpc_atomics_and_locks(c):
         check(uses(c, n) == ("write+send", "holder"), f"node {n} with {STAND_INS}: {c.status(n)['device_caps']}")
     out = c.exec(0, "lite-admin status").out
     check("device uses: write+send for messages and RPC, atomics by the holder's kernel" in out, out)
-    for src in NODES:
-        for dst in NODES:
-            if src != dst:
-                ping(c, src, dst, count=5)
-    res = c.exec(0, "lite-admin ping 1 --count 10 --size 4080 --timeout-ms 10000 --json", check=False)
-    check(res.rc == 0 and '"size":4080' in res.out, f"4080 B ping over WRITE + SEND: {res.out.strip()}")
+    ping_every_pair(c, NODES, "WRITE + SEND")
     # The services' own tests, unchanged (siw.py runs the rest of them on siw).
     rpc.test_rpc_one_way_messages_all_arrive(c)
     lmr.test_atomics_from_every_node_add_up_exactly(c)

@@ -13,7 +13,7 @@ link suite on siw. On the debug kernel only: Debian's stock kernel has no siw.""
 import pytest
 
 from litebench.vmtests import link, lmr, rpc
-from litebench.vmtests.harness import check, ping
+from litebench.vmtests.harness import check, ping_every_pair
 
 NODES = (0, 1, 2)
 
@@ -46,12 +46,7 @@ def test_every_node_rejoins_on_siw_through_the_rdma_cm(c):
             check(len(states) == st["qps_per_peer"] and set(states) == {"RTS"}, f"node {n} peer {p['id']}: {states}")
     out = c.exec(0, "dmesg").out
     check("siw0: its QPs connect through the RDMA CM" in out, f"node 0's kernel log:\n{out[-2000:]}")
-    for src in NODES:
-        for dst in NODES:
-            if src != dst:
-                ping(c, src, dst, count=5)
-    res = c.exec(0, "lite-admin ping 1 --count 10 --size 4080 --timeout-ms 10000 --json", check=False)
-    check(res.rc == 0 and '"size":4080' in res.out, f"4080 B ping over siw: {res.out.strip()}")
+    ping_every_pair(c, NODES, "siw")
 
 
 @pytest.mark.sanitizer_run
