@@ -382,6 +382,9 @@ def snapshot(inputs, into, command):
             continue
         name = {"bench": "bench", "access": "access", "qos": f"qos-{i.regime}",
                 "qos-hostile": "qos-hostile" if i.regime == "link" else f"qos-hostile-{i.regime}"}[i.kind]
+        provider = (i.data.get("config") or {}).get("provider")
+        if provider not in (None, "rxe"):
+            name += f"-{provider}"
         target = Path(into) / f"{i.date}-{name}.json"
         if target.exists():
             raise Error(f"{target} exists already: name the snapshot yourself (cp) or remove it")

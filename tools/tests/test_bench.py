@@ -382,7 +382,7 @@ class Orchestration(unittest.TestCase):
                 run_steps(Bench(on_siw, siw_args), {"config": results["config"], "native": {}, "lite": {}}, siw_args)
         perftests = [s for n, s in on_siw.commands if s.startswith("ib_") and n == 0]
         self.assertTrue(perftests and all("-d siw0 -R -s " in s for s in perftests), perftests[:2])
-        self.assertFalse(any(s.startswith(("ib_atomic_lat", "reload lite.ko")) for _, s in on_siw.commands))
+        self.assertFalse(any(s.startswith(("ib_atomic_lat", "reload lite.ko")) or " -e " in s for _, s in on_siw.commands))
         self.assertEqual(b.errors, [])
         self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4
                          + 2 * PATHS_ROUNDS + 1)

@@ -179,6 +179,11 @@ class BenchDocsTest(unittest.TestCase):
         self.assertEqual(saved["snapshot"]["command"], "make bench")
         self.assertEqual(saved["comparisons"], bench_json()["comparisons"])
         self.assertEqual(self.run_tool("--snapshot", into, path)[0], 1, "never overwrites a snapshot")
+        on_siw = bench_json()
+        on_siw["config"] = {**on_siw.get("config", {}), "provider": "siw"}
+        rc, out, _ = self.run_tool("--snapshot", into, self.write("siw.json", on_siw))
+        self.assertEqual(rc, 0, out)
+        self.assertTrue((into / "2026-11-24-bench-siw.json").exists(), "a provider's run beside rxe's")
 
     def test_the_committed_block_is_fresh(self):
         snapshots = sorted((bd.REPO / "docs" / "measurements").glob("*.json"))

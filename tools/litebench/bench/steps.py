@@ -93,8 +93,11 @@ def lat_steps(b, a, lite, native):
             steps.append((f"lite-bench lat write {fmt_size(size)}{of}", lat_lite("write", size)))
             steps.append((f"ib_read_lat {fmt_size(size)}{of}", lat_native(b, native, per_round, "ib_read_lat", size)))
             steps.append((f"lite-bench lat read {fmt_size(size)}{of}", lat_lite("read", size)))
-            steps.append((f"ib_read_lat {EVENTS} {fmt_size(size)}{of}",
-                          lat_native(b, native, per_round, "ib_read_lat", size, EVENTS)))
+            # perftest's event mode hangs on siw (`ib_read_lat -e -R` of 4 KiB stopped
+            # at its first round, twice; 8 B passed): a context row, left out there.
+            if a.provider != "siw":
+                steps.append((f"ib_read_lat {EVENTS} {fmt_size(size)}{of}",
+                              lat_native(b, native, per_round, "ib_read_lat", size, EVENTS)))
     return steps
 
 
