@@ -177,9 +177,9 @@ pub unsafe extern "C" fn lite_rust_qp_connected(
     index: c_uint,
     status: c_int,
 ) {
-    // SAFETY: CM events and completions come only while the QP exists (its teardown
-    // destroys the CM id first, waiting for a running handler), and the peer,
-    // created as an `Arc`, outlives its QPs.
+    // CM events and completions come only while the QP exists: its teardown destroys
+    // the CM id first, waiting for a running handler.
+    // SAFETY: so `rust_peer` is the QP's peer, created as an `Arc`, which outlives its QPs.
     let peer = unsafe { &*(rust_peer as *const Peer) };
     peer.on_cm_event(index, status);
 }

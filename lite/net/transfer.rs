@@ -188,7 +188,7 @@ impl Peer {
     /// later message on another QP (an RPC reply's notice, a user's next call) may
     /// reach the peer first; a READ completes only once the peer placed every WRITE
     /// before it on the QP. So a transfer ends when its data is there, as on RoCE.
-    fn fence_writes(&self, qp_index: usize, op: &Op, deadline: &mut Deadline) -> Result {
+    fn fence_writes(&self, qp_index: usize, op: &Op, deadline: &Deadline) -> Result {
         // An op counts at most MAX_INFLIGHT work requests in flight.
         if !op.wait_below(MAX_INFLIGHT as u32 - 1, deadline.left_ns(now_ns())) {
             return Err(self.wc_error(self.expire(op)));

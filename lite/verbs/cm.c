@@ -58,21 +58,17 @@ static struct rdma_cm_id *lite_cm_listener;
 static DEFINE_SPINLOCK(lite_cm_lock);
 static LIST_HEAD(lite_cm_expected);
 
-static void lite_cm_key_set(struct lite_cm_key *key, u32 from, u64 from_epoch, u32 to,
-			    u64 to_epoch, u32 index)
+/* The QP's key, as the connection is still to come. Under lite_cm_lock. */
+static void lite_cm_prepare(struct lite_qp *qp, u32 from, u64 from_epoch, u32 to, u64 to_epoch)
 {
+	struct lite_cm_key *key = &qp->cm_key;
+
 	key->magic = cpu_to_be32(LITE_CM_MAGIC);
 	key->from_node = cpu_to_be32(from);
 	key->from_epoch = cpu_to_be64(from_epoch);
 	key->to_node = cpu_to_be32(to);
 	key->to_epoch = cpu_to_be64(to_epoch);
-	key->index = cpu_to_be32(index);
-}
-
-/* The QP's key, as the connection is still to come. Under lite_cm_lock. */
-static void lite_cm_prepare(struct lite_qp *qp, u32 from, u64 from_epoch, u32 to, u64 to_epoch)
-{
-	lite_cm_key_set(&qp->cm_key, from, from_epoch, to, to_epoch, qp->index);
+	key->index = cpu_to_be32(qp->index);
 	qp->cm_status = -EINPROGRESS;
 	WRITE_ONCE(qp->cm_wait_hello, true);
 }

@@ -50,7 +50,8 @@ from litebench import plots
 from litebench.bench.report import TARGETS, chart_panels, comparisons, fmt_size, format_table
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
 from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
-from litebench.cluster.cluster import PROVIDERS, REPO, Cluster, CommandFailed
+from litebench.cluster.cluster import REPO, Cluster, CommandFailed
+from litebench.cluster.guest import PROVIDERS
 
 OUT_DIR = REPO / "build" / "bench"
 

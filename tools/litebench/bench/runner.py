@@ -6,7 +6,8 @@ import threading
 import time
 
 from litebench.bench.output import last_json
-from litebench.cluster.cluster import PROVIDERS, CommandFailed, guest_address
+from litebench.cluster.cluster import CommandFailed, guest_address
+from litebench.cluster.guest import PROVIDERS
 
 NODES = 3
 CLIENT, SERVER = 0, 1

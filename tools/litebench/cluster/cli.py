@@ -7,8 +7,8 @@ import os
 import sys
 
 from litebench.cluster import cluster, wire
-from litebench.cluster.cluster import DEFAULT_RUN, PROVIDERS, Cluster
-from litebench.cluster.guest import KERNELS
+from litebench.cluster.cluster import DEFAULT_RUN, Cluster
+from litebench.cluster.guest import KERNELS, PROVIDERS
 from litebench.cluster.process import log
 
 USAGE = """\

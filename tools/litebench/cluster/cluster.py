@@ -31,9 +31,6 @@ DEFAULT_RUN = REPO / "build" / "cluster"
 # LITE_VMTEST_TRACE=1: print how long every synchronous command took.
 TRACE = os.environ.get("LITE_VMTEST_TRACE") == "1"
 MANAGER_PORT = 18500
-# The soft RDMA devices a guest can make at boot (tools/guest/init: lite_rdma=),
-# and each one's device name.
-PROVIDERS = {"rxe": "rxe0", "siw": "siw0"}
 
 # Kernel messages that mean a bug: any of them in a console log fails a test run.
 SPLAT = re.compile(

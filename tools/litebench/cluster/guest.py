@@ -20,8 +20,9 @@ CACHE = Path(os.environ.get("LITE_CACHE") or
              Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "lite-rs")
 
 # Programs the guests get from the host, with every library they load.
-# libibverbs' providers of the soft RDMA devices a guest can make (Soft-RoCE, Soft-iWARP).
-PROVIDER_LIBS = ["rxe", "siw"]
+# The soft RDMA devices a guest can make at boot (tools/guest/init: lite_rdma=), each
+# with its device's name; libibverbs has a provider of the same name for each.
+PROVIDERS = {"rxe": "rxe0", "siw": "siw0"}
 GUEST_PROGRAMS = [
     "/usr/bin/rdma", "/usr/bin/ibv_devices", "/usr/bin/ibv_devinfo", "/usr/bin/ibv_rc_pingpong",
     "/usr/bin/ib_write_lat", "/usr/bin/ib_write_bw", "/usr/bin/ib_read_lat", "/usr/bin/ib_read_bw",
@@ -67,7 +68,7 @@ def build_initramfs(kernel_dir, guest_dir, out):
             put(prog)
         libs.update(ldd(prog))
     # The user-space providers of both soft devices (Cluster.up's provider).
-    for name in PROVIDER_LIBS:
+    for name in PROVIDERS:
         provider = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob(f"lib{name}-rdmav*.so"))
         if not provider:
             raise SystemExit(f"vcluster: lib{name} provider missing: run tools/deps.sh")
@@ -77,7 +78,7 @@ def build_initramfs(kernel_dir, guest_dir, out):
     libs.update(str(p) for p in Path("/usr/lib/x86_64-linux-gnu").glob("libgcc_s.so.1"))
     for lib in libs:
         put(lib)
-    for name in PROVIDER_LIBS:
+    for name in PROVIDERS:
         put(f"/etc/libibverbs.d/{name}.driver")
     (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
     (root / "etc/group").write_text("root:x:0:\n")

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from litebench.cluster.cluster import PROVIDERS
-from litebench.cluster.guest import KERNELS
+from litebench.cluster.guest import KERNELS, PROVIDERS
 from litebench.vmtests.report import Report
 from litebench.vmtests.suites import FUZZ_CALLS, FUZZ_PROCESSES, MODULES, RUN_DIR, SUITES, marker_expression
 

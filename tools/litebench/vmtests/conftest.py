@@ -5,8 +5,8 @@ another off."""
 
 import pytest
 
-from litebench.cluster.cluster import PROVIDERS, Cluster
-from litebench.cluster.guest import KERNELS
+from litebench.cluster.cluster import Cluster
+from litebench.cluster.guest import KERNELS, PROVIDERS
 from litebench.vmtests.harness import TestFailed
 from litebench.vmtests.suites import FUZZ_BATCH, FUZZ_CALLS, FUZZ_PROCESSES, RUN_DIR, SUITES, cluster_setup
 
