@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(
   rustc-web rust-web-src rust-web-clippy clang lld llvm libclang-dev
-  bc flex bison libelf-dev libssl-dev cpio kmod
+  bc flex bison libelf-dev libssl-dev cpio kmod patch
   linux-source-6.12 qemu-system-x86 busybox-static iproute2
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils perftest libibverbs-dev
   vde2 socat python3 python3-matplotlib python3-pytest

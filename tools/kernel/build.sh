@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the guest kernel (Linux 6.12 from Debian's linux-source-6.12, Rust enabled)
-# into a cache outside the repository, keyed by kernel version, variant and config.
+# Build the guest kernel (Linux 6.12 from Debian's linux-source-6.12, Rust enabled,
+# with the testbed's patches in tools/kernel/patches/) into a cache outside the
+# repository, keyed by kernel version, patches, variant and config.
 #   tools/kernel/build.sh [release|debug]       build if needed, print the output dir
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,17 +21,24 @@ tarball=/usr/src/linux-source-6.12.tar.xz
 version=$(dpkg-query -W -f='${Version}' linux-source-6.12)
 fragments=("$here/guest.config")
 [ "$variant" = debug ] && fragments+=("$here/debug.config")
-key=$( (echo "$version"; /usr/bin/rustc --version; cat "${fragments[@]}") | sha256sum | cut -c1-12)
-src=$LITE_CACHE/linux-$version
+patches=("$here"/patches/*.patch)
+patched=$(cat "${patches[@]}" | sha256sum | cut -c1-8)
+key=$( (echo "$version"; /usr/bin/rustc --version; cat "${fragments[@]}" "${patches[@]}") | sha256sum | cut -c1-12)
+src=$LITE_CACHE/linux-$version-$patched
 out=$LITE_CACHE/kernel-$version-$variant-$key
 if [ -f "$out/done" ]; then echo "$out"; exit 0; fi
 
 log() { echo "kernel: $*" >&2; }
 if [ ! -f "$src/.extracted" ]; then
-  log "extracting $tarball (once)"
+  log "extracting $tarball and applying ${#patches[@]} patch(es) (once)"
   rm -rf "$src" && mkdir -p "$src"
   tar -xf "$tarball" -C "$src" --strip-components=1
+  for p in "${patches[@]}"; do patch -s -d "$src" -p1 < "$p"; done
   touch "$src/.extracted"
+  # Trees with other patch sets are dead weight.
+  for old in "$LITE_CACHE"/linux-"$version"*; do
+    [ "$old" = "$src" ] || rm -rf "$old"
+  done
 fi
 
 mkflags=(LLVM=1 RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc "BINDGEN=$LITE_TOOLBIN/bindgen")
