@@ -18,6 +18,18 @@ pub(crate) const BASE_NS: u64 = 30_000_000_000;
 /// 1 MiB/s wire get 16 KiB/s each), so that only a broken link misses it.
 pub(crate) const FLOOR_BYTES_PER_S: u64 = 4 << 10;
 
+/// How long an operation's work requests may go without one being posted or
+/// completing, where the transport bounds its retries by nothing of its own:
+/// iWARP's QPs ride on TCP, to which the verbs API passes no retry count and which
+/// retransmits for many minutes (`tcp_retries2`). As long as RC's retry budget.
+pub(crate) const STALL_NS: u64 = 15_000_000_000;
+
+/// When an operation whose work requests were last posted or completed at
+/// `progress_ns` counts as stalled.
+pub(crate) const fn stalls_at(progress_ns: u64) -> u64 {
+    progress_ns.saturating_add(STALL_NS)
+}
+
 /// How long an operation that moves `bytes` may take (ns).
 pub(crate) const fn allowance_ns(bytes: u64) -> u64 {
     BASE_NS.saturating_add(bytes.saturating_mul(1_000_000_000 / FLOOR_BYTES_PER_S))
@@ -75,6 +87,12 @@ mod tests {
         // 1 MiB at 4 KiB/s: 256 s on top of the base.
         let mib = allowance_ns(1 << 20);
         assert!((285 * S..286 * S).contains(&mib), "{mib}");
+    }
+
+    #[test]
+    fn a_stall_is_counted_from_the_last_progress() {
+        assert_eq!(stalls_at(100 * S), 115 * S);
+        assert_eq!(stalls_at(u64::MAX - 1), u64::MAX, "saturated, not wrapped");
     }
 
     #[test]

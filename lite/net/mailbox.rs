@@ -7,7 +7,7 @@ use crate::errno::{EHOSTDOWN, EOPNOTSUPP, ETIMEDOUT};
 use crate::net::deadline;
 use crate::net::wire::{self, Header, ImmKind, MsgKind, RpcDone, CALL_SLOTS, HEADER_LEN, SLOTS};
 use crate::uapi::*;
-use crate::verbs::{Op, WriteImm, TIMED_OUT};
+use crate::verbs::{Op, WriteImm};
 use crate::workqueue::module_queue;
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -251,11 +251,11 @@ impl Peer {
             qp.post_write_imm(data, rkey, imm, op.as_ref())?;
         }
         match op {
-            Some(op) => match op.wait_timeout(deadline::allowance_ns(data.len as u64)) {
-                Ok(()) => Ok(()),
-                Err(TIMED_OUT) => Err(self.wc_error(self.expire(&op))),
-                Err(status) => Err(self.wc_error(status)),
-            },
+            Some(op) => self
+                .wait_alive(&op, deadline::allowance_ns(data.len as u64), |ns| {
+                    op.wait_timeout(ns)
+                })
+                .map_err(|status| self.wc_error(status)),
             None => Ok(()),
         }
     }

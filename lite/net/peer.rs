@@ -2,7 +2,9 @@
 //! A peer: another node, one incarnation of it, reached over K RC QPs with a
 //! mailbox each way; its setup, connection, failure and teardown.
 
+use crate::compat::now_ns;
 use crate::errno::{EHOSTDOWN, EINPROGRESS, ENETDOWN, EOPNOTSUPP, ETIMEDOUT};
+use crate::net::deadline::{self, STALL_NS};
 use crate::net::polling::PollBudget;
 use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::qos::Qos;
@@ -382,6 +384,51 @@ impl Peer {
         self.mark_failed();
         let _ = op.wait();
         TIMED_OUT
+    }
+
+    /// Waits with `wait`, given the ns it may take (`TIMED_OUT` when they ran out),
+    /// for at most `left_ns`, then `expire`s `op`. Where the transport bounds no
+    /// retries itself (iWARP) it also gives up once `op` went `STALL_NS` without a
+    /// work request posted or completed, as RC's retry budget would: the link
+    /// counts as failed then too, and the status is WC_RETRY_EXC_ERR. Returns what
+    /// `wait` returned otherwise.
+    pub(crate) fn wait_alive(
+        &self,
+        op: &Op,
+        left_ns: u64,
+        mut wait: impl FnMut(u64) -> core::result::Result<(), i32>,
+    ) -> core::result::Result<(), i32> {
+        let end = now_ns().saturating_add(left_ns);
+        let watch = self.dev.connects_through_cm();
+        let stalls_at = || {
+            if watch {
+                deadline::stalls_at(op.progress_ns())
+            } else {
+                u64::MAX
+            }
+        };
+        loop {
+            match wait(end.min(stalls_at()).saturating_sub(now_ns())) {
+                Err(TIMED_OUT) => {}
+                done => return done,
+            }
+            let now = now_ns();
+            if now >= end {
+                return Err(self.expire(op));
+            }
+            if now >= stalls_at() {
+                if !self.failed.load(Ordering::Acquire) {
+                    pr_warn!(
+                        "RDMA to node {} made no progress for {} s; marking it failed\n",
+                        self.id,
+                        STALL_NS / 1_000_000_000
+                    );
+                }
+                self.mark_failed();
+                let _ = op.wait();
+                return Err(WC_RETRY_EXC_ERR);
+            }
+        }
     }
 
     /// A failed work request: the QP is in error, the peer unreachable.

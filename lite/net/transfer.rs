@@ -190,9 +190,7 @@ impl Peer {
     /// before it on the QP. So a transfer ends when its data is there, as on RoCE.
     fn fence_writes(&self, qp_index: usize, op: &Op, deadline: &Deadline) -> Result {
         // An op counts at most MAX_INFLIGHT work requests in flight.
-        if !op.wait_below(MAX_INFLIGHT as u32 - 1, deadline.left_ns(now_ns())) {
-            return Err(self.wc_error(self.expire(op)));
-        }
+        self.wait_below(op, MAX_INFLIGHT as u32 - 1, deadline.left_ns(now_ns()))?;
         let link = self.link.lock();
         let Some(remote) = link.remote.filter(|_| link.state == LITE_PEER_CONNECTED) else {
             return Err(EHOSTDOWN());
@@ -264,9 +262,11 @@ impl Peer {
             // Its tokens are taken while its earlier work requests are still in flight.
             // One let go unpaced just before pacing began still goes unpaced, and paced
             // ones wait until it completed, as for all others (Pacing::Unpaced).
-            if !op.wait_below(inflight.may_remain(admit.bytes), deadline.left_ns(admitted)) {
-                return Err(self.wc_error(self.expire(op)));
-            }
+            self.wait_below(
+                op,
+                inflight.may_remain(admit.bytes),
+                deadline.left_ns(admitted),
+            )?;
             inflight.posted(admit.bytes);
             let pacing = match ticket.paced_places() {
                 Some(places) => {
@@ -297,6 +297,19 @@ impl Peer {
                 return Ok(admit.next);
             }
         }
+    }
+
+    /// Waits until at most `outstanding` work requests of `op` are in flight, for
+    /// at most `left_ns` (`wait_alive`).
+    fn wait_below(&self, op: &Op, outstanding: u32, left_ns: u64) -> Result {
+        self.wait_alive(op, left_ns, |ns| {
+            if op.wait_below(outstanding, ns) {
+                Ok(())
+            } else {
+                Err(TIMED_OUT)
+            }
+        })
+        .map_err(|status| self.wc_error(status))
     }
 
     /// A place among this node's paced work requests in flight (at most `places`).
@@ -348,8 +361,8 @@ impl Peer {
         Ok(now_ns() - start)
     }
 
-    /// Waits for `op`, `bytes` of `class` posted since `start_ns`, until `deadline`:
-    /// users' small operations of the latency and default classes busy-poll first,
+    /// Waits for `op`, `bytes` of `class` posted since `start_ns`, until `deadline`
+    /// (`wait_alive`): users' small operations of the latency and default classes busy-poll first,
     /// one waiter per peer at a time (polling.rs). Called with no lock held that a
     /// completion handler takes.
     fn wait(
@@ -361,12 +374,10 @@ impl Peer {
         start_ns: u64,
         deadline: &Deadline,
     ) -> core::result::Result<(), i32> {
-        let left = deadline.left_ns(now_ns());
-        let completed = self.wait_within(op, polling::polls(wait, class, bytes), start_ns, left);
-        match completed {
-            Err(TIMED_OUT) => Err(self.expire(op)),
-            completed => completed,
-        }
+        let polls = polling::polls(wait, class, bytes);
+        self.wait_alive(op, deadline.left_ns(now_ns()), |ns| {
+            self.wait_within(op, polls, start_ns, ns)
+        })
     }
 
     /// `wait`'s wait, for at most `left` ns: polling first if `polls`, the peer's

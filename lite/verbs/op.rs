@@ -71,6 +71,13 @@ impl Op {
         unsafe { ffi::lite_op_done_ns(self.raw.as_ptr()) }
     }
 
+    /// When one of its work requests was last posted or completed (ns, `Ktime`
+    /// clock; 0: none yet).
+    pub(crate) fn progress_ns(&self) -> u64 {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_op_progress_ns(self.raw.as_ptr()) }
+    }
+
     /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
     pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live.
