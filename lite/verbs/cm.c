@@ -84,7 +84,7 @@ static void lite_cm_report(struct lite_qp *qp, int status)
 	spin_lock_bh(&lite_cm_lock);
 	if (status) {
 		tell = !qp->cm_reported;
-		qp->cm_reported = true;
+		WRITE_ONCE(qp->cm_reported, true);
 		qp->cm_status = status;
 	} else {
 		tell = qp->cm_status == -EINPROGRESS;
@@ -368,6 +368,11 @@ void lite_qp_cm_end(struct lite_qp *qp)
 {
 	struct rdma_cm_id *id;
 
+	/*
+	 * The module ends the connection: the QP's error that follows (siw raises
+	 * one when a READ response can no longer be sent) is nothing to report.
+	 */
+	WRITE_ONCE(qp->closing, true);
 	spin_lock_bh(&lite_cm_lock);
 	list_del_init(&qp->cm_expected);
 	id = qp->cm_id;

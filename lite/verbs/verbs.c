@@ -116,17 +116,19 @@ static void lite_wrong_work(struct work_struct *work)
 {
 	struct lite_qp *qp = container_of(to_delayed_work(work), struct lite_qp, wrong_work);
 
-	if (!READ_ONCE(qp->closing) && !READ_ONCE(qp->send_failed))
+	/* An RDMA CM connection that ended meanwhile explains it too (iWARP: TCP's end). */
+	if (!READ_ONCE(qp->closing) && !READ_ONCE(qp->send_failed) && !READ_ONCE(qp->cm_reported))
 		lite_rust_peer_violation(lite_ctx, qp->rust_peer, qp->index);
 }
 
 /*
  * The QP went to error while the module did not move it there. Neither rxe nor
- * every NIC says why, but only two things do that: a send of ours that failed
- * (reported as such, maybe a little later by the send CQ's handler) or a request
- * from the peer that the responder refused (a key, address or access its MRs do
- * not allow, or a malformed one). After a grace period for the first (a quarter
- * second: the send CQ's handler runs well within it), the second is reported.
+ * every NIC says why, but only three things do that: a send of ours that failed
+ * (reported as such, maybe a little later by the send CQ's handler), the end of
+ * its RDMA CM connection (iWARP; reported by cm.c), or a request from the peer
+ * that the responder refused (a key, address or access its MRs do not allow, or
+ * a malformed one). After a grace period for the first two (a quarter second:
+ * their handlers run well within it), the third is reported.
  */
 static void lite_qp_went_wrong(struct lite_qp *qp)
 {
