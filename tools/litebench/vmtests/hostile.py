@@ -21,6 +21,7 @@ def test_random_ioctls_do_not_hurt_the_kernel(c):
     ping(c, 2, 0, count=5)
 
 
+@pytest.mark.sanitizer_run
 def test_hostile_user_calls_are_bounded_and_undone(c):
     serve = Background(c, 1, "uhsrv", "lite-selftest rpc-serve 4242")
     try:

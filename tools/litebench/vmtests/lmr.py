@@ -74,6 +74,7 @@ def test_lmr_register_limit_is_64_mib(c):
     check_no_lmr_state(c)
 
 
+@pytest.mark.sanitizer_run
 def test_lmr_killed_processes_release_everything(c):
     master = Background(c, 1, "victim", "lite-selftest lmr-serve victim --size 300000 --holders 0,1,2 --perm rw")
     master.wait_for("ready")
@@ -155,6 +156,7 @@ def test_atomics_from_every_node_add_up_exactly(c):
     check_no_lmr_state(c)
 
 
+@pytest.mark.sanitizer_run
 def test_locks_and_barriers_from_every_node(c):
     # Lock word at offset 0 and a plain counter at 8, held by node 2 (its callers go
     # through loopback): every node's threads increment the counter with LT_read and

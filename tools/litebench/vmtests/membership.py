@@ -35,6 +35,7 @@ def test_leaving_node_is_torn_down_and_can_rejoin(c):
     ping(c, 2, 1, count=5)
 
 
+@pytest.mark.sanitizer_run
 def test_a_holder_that_rejoins_is_reached_by_no_old_mapping(c):
     # Node 1 masters an LMR whose memory node 2 holds; node 0 maps it. Node 2 leaves
     # and comes back as a new incarnation, which may reuse that memory for anything
@@ -111,6 +112,7 @@ def crash_mid_operations(c, caller, waiter, barriers, writer):
           flush=True)
 
 
+@pytest.mark.sanitizer_run
 @pytest.mark.fails_nodes
 def test_killed_node_is_marked_down_and_others_keep_working(c):
     # Node 1 dies (qemu SIGKILL) while: a call from node 0 waits at its slow server;
@@ -143,6 +145,7 @@ def test_killed_node_is_marked_down_and_others_keep_working(c):
     check_no_lmr_state(c, nodes=(0, 2))
 
 
+@pytest.mark.sanitizer_run
 @pytest.mark.fails_nodes
 def test_rpc_multicast_reports_each_node_with_one_down(c):
     servers = [Background(c, n, f"mc{n}", "lite-selftest rpc-serve 11") for n in (0, 2)]
@@ -155,6 +158,7 @@ def test_rpc_multicast_reports_each_node_with_one_down(c):
     check_no_rpc_state(c, nodes=(0, 2))
 
 
+@pytest.mark.sanitizer_run
 @pytest.mark.fails_nodes
 def test_restarted_manager_rebuilds_from_the_nodes(c):
     restart_manager(c, (0, 2))
@@ -164,6 +168,7 @@ def test_restarted_manager_rebuilds_from_the_nodes(c):
     ping(c, 0, 2)
 
 
+@pytest.mark.sanitizer_run
 @pytest.mark.fails_nodes
 def test_killed_node_reboots_and_rejoins(c):
     # The node killed above boots again with the same id: the manager makes it a new

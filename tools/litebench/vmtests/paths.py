@@ -13,7 +13,7 @@ the stock suite saved)."""
 import pytest
 
 from litebench.cluster.cluster import MANAGER_PORT, guest_address
-from litebench.vmtests import lmr, rpc
+from litebench.vmtests import lmr
 from litebench.vmtests.harness import check, ping, ping_every_pair
 
 STAND_INS = "messages=send atomics=holder"
@@ -33,8 +33,8 @@ def test_stand_in_paths_carry_messages_rpc_atomics_and_locks(c):
     out = c.exec(0, "lite-admin status").out
     check("device uses: write+send for messages and RPC, atomics by the holder's kernel" in out, out)
     ping_every_pair(c, NODES, "WRITE + SEND")
-    # The services' own tests, unchanged (siw.py runs the rest of them on siw).
-    rpc.test_rpc_one_way_messages_all_arrive(c)
+    # Holder-served atomics on a NIC that has its own; siw.py runs the services'
+    # tests, messages and RPC among them, over the same paths.
     lmr.test_atomics_from_every_node_add_up_exactly(c)
 
 

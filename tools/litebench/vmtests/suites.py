@@ -6,7 +6,8 @@ in every suite; `big`, `link`, `bridge` and `fuzz`, a suite each (a test without
 one is in `full`; `stock` is `full` and `big` on one cluster, as make test runs
 them on Debian's stock kernel: one boot instead of two); `fails_nodes`, a test in which a node may fence another off;
 `test_hooks`, a test for the debug kernel only; `sanitizer_run`, one not for
-Debian's stock kernel; `stock_kernel`, one for Debian's stock kernel only. Later tests build on the state earlier ones leave, so they
+Debian's stock kernel (a failure, teardown or race test that the debug kernel's
+sanitizers watch: its repeat on the stock kernel did not fit make test's time); `stock_kernel`, one for Debian's stock kernel only. Later tests build on the state earlier ones leave, so they
 run in the order of MODULES, each module's tests in the order they are defined.
 
 The big suite needs a kernel without sanitizers: Soft-RoCE moves ~0.2 MB/s on the
