@@ -189,8 +189,8 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns);
 /* When the op's last completion ran (ktime ns; 0: none yet). */
 unsigned long long lite_op_done_ns(const struct lite_op *op);
-/* When one of its WRs was last posted or completed (ktime ns; 0: none yet). */
-unsigned long long lite_op_progress_ns(const struct lite_op *op);
+/* How long ago one of its WRs was last posted or completed (ns, to a jiffy). */
+unsigned long long lite_op_idle_ns(const struct lite_op *op);
 void lite_op_free(struct lite_op *op);
 /*
  * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever

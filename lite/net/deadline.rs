@@ -24,10 +24,10 @@ pub(crate) const FLOOR_BYTES_PER_S: u64 = 4 << 10;
 /// retransmits for many minutes (`tcp_retries2`). As long as RC's retry budget.
 pub(crate) const STALL_NS: u64 = 15_000_000_000;
 
-/// When an operation whose work requests were last posted or completed at
-/// `progress_ns` counts as stalled.
-pub(crate) const fn stalls_at(progress_ns: u64) -> u64 {
-    progress_ns.saturating_add(STALL_NS)
+/// How long an operation whose work requests were last posted or completed
+/// `idle_ns` ago may still wait before it counts as stalled (0: it does).
+pub(crate) const fn stall_left_ns(idle_ns: u64) -> u64 {
+    STALL_NS.saturating_sub(idle_ns)
 }
 
 /// How long an operation that moves `bytes` may take (ns).
@@ -91,8 +91,9 @@ mod tests {
 
     #[test]
     fn a_stall_is_counted_from_the_last_progress() {
-        assert_eq!(stalls_at(100 * S), 115 * S);
-        assert_eq!(stalls_at(u64::MAX - 1), u64::MAX, "saturated, not wrapped");
+        assert_eq!(stall_left_ns(0), 15 * S);
+        assert_eq!(stall_left_ns(10 * S), 5 * S);
+        assert_eq!(stall_left_ns(u64::MAX), 0, "stalled, not wrapped");
     }
 
     #[test]

@@ -381,9 +381,15 @@ impl Peer {
                 self.id
             );
         }
+        self.fail_op(op, TIMED_OUT)
+    }
+
+    /// Marks the link failed, so that `op`'s work requests are flushed, waits for
+    /// them and returns `status`.
+    fn fail_op(&self, op: &Op, status: i32) -> i32 {
         self.mark_failed();
         let _ = op.wait();
-        TIMED_OUT
+        status
     }
 
     /// Waits with `wait`, given the ns it may take (`TIMED_OUT` when they ran out),
@@ -400,23 +406,22 @@ impl Peer {
     ) -> core::result::Result<(), i32> {
         let end = now_ns().saturating_add(left_ns);
         let watch = self.dev.connects_through_cm();
-        let stalls_at = || {
+        let stall_left = || {
             if watch {
-                deadline::stalls_at(op.progress_ns())
+                deadline::stall_left_ns(op.idle_ns())
             } else {
                 u64::MAX
             }
         };
         loop {
-            match wait(end.min(stalls_at()).saturating_sub(now_ns())) {
+            match wait(end.saturating_sub(now_ns()).min(stall_left())) {
                 Err(TIMED_OUT) => {}
                 done => return done,
             }
-            let now = now_ns();
-            if now >= end {
+            if now_ns() >= end {
                 return Err(self.expire(op));
             }
-            if now >= stalls_at() {
+            if stall_left() == 0 {
                 if !self.failed.load(Ordering::Acquire) {
                     pr_warn!(
                         "RDMA to node {} made no progress for {} s; marking it failed\n",
@@ -424,9 +429,7 @@ impl Peer {
                         STALL_NS / 1_000_000_000
                     );
                 }
-                self.mark_failed();
-                let _ = op.wait();
-                return Err(WC_RETRY_EXC_ERR);
+                return Err(self.fail_op(op, WC_RETRY_EXC_ERR));
             }
         }
     }

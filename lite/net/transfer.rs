@@ -362,9 +362,9 @@ impl Peer {
     }
 
     /// Waits for `op`, `bytes` of `class` posted since `start_ns`, until `deadline`
-    /// (`wait_alive`): users' small operations of the latency and default classes busy-poll first,
-    /// one waiter per peer at a time (polling.rs). Called with no lock held that a
-    /// completion handler takes.
+    /// (`wait_alive`): users' small operations of the latency and default classes
+    /// busy-poll first, one waiter per peer at a time (polling.rs). Called with no
+    /// lock held that a completion handler takes.
     fn wait(
         &self,
         op: &Op,

@@ -71,11 +71,11 @@ impl Op {
         unsafe { ffi::lite_op_done_ns(self.raw.as_ptr()) }
     }
 
-    /// When one of its work requests was last posted or completed (ns, `Ktime`
-    /// clock; 0: none yet).
-    pub(crate) fn progress_ns(&self) -> u64 {
+    /// How long ago one of its work requests was last posted or completed (ns, to
+    /// a jiffy; meaningful once one was posted).
+    pub(crate) fn idle_ns(&self) -> u64 {
         // SAFETY: `self.raw` is live.
-        unsafe { ffi::lite_op_progress_ns(self.raw.as_ptr()) }
+        unsafe { ffi::lite_op_idle_ns(self.raw.as_ptr()) }
     }
 
     /// Waits until every posted work request completed; `Err(wc_status)` if one failed.

@@ -584,8 +584,8 @@ struct lite_op {
 	int status;
 	/* When the last completion ran (ktime ns; 0: none yet). */
 	u64 done_ns;
-	/* When a WR was last posted or completed (ktime ns). */
-	u64 progress_ns;
+	/* When a WR was last posted or completed (jiffies: a load, on every WR). */
+	unsigned long progressed;
 	wait_queue_head_t progress;
 	/* Complete an RDMA READ or WRITE exempt from pacing, and an unpaced bulk one. */
 	struct ib_cqe rdma_cqe;
@@ -610,7 +610,7 @@ static void lite_op_count(struct lite_op *op, int posted)
 	spin_lock_irqsave(&op->lock, flags);
 	op->pending += posted;
 	if (posted > 0)
-		WRITE_ONCE(op->progress_ns, ktime_get_ns());
+		WRITE_ONCE(op->progressed, jiffies);
 	if (posted < 0)
 		wake_up(&op->progress);
 	spin_unlock_irqrestore(&op->lock, flags);
@@ -734,9 +734,9 @@ static void lite_op_complete(struct lite_op *op, const struct ib_wc *wc, bool rd
 	}
 	if (wc->status != IB_WC_SUCCESS && !op->status)
 		op->status = wc->status;
-	WRITE_ONCE(op->progress_ns, ktime_get_ns());
+	WRITE_ONCE(op->progressed, jiffies);
 	if (!--op->pending)
-		WRITE_ONCE(op->done_ns, READ_ONCE(op->progress_ns));
+		WRITE_ONCE(op->done_ns, ktime_get_ns());
 	wake_up(&op->progress);
 	spin_unlock_irqrestore(&op->lock, flags);
 }
@@ -853,9 +853,9 @@ unsigned long long lite_op_done_ns(const struct lite_op *op)
 	return READ_ONCE(op->done_ns);
 }
 
-unsigned long long lite_op_progress_ns(const struct lite_op *op)
+unsigned long long lite_op_idle_ns(const struct lite_op *op)
 {
-	return READ_ONCE(op->progress_ns);
+	return jiffies_to_nsecs(jiffies - READ_ONCE(op->progressed));
 }
 
 void lite_op_free(struct lite_op *op)
@@ -885,7 +885,7 @@ static int lite_op_count_rdma(struct lite_op *op, struct lite_dev *dev, u32 byte
 		op->rdma_bytes[op->rdma_posted++ % LITE_OP_MAX_RDMA] = bytes;
 		op->rdma_dev = dev;
 		op->pending++;
-		WRITE_ONCE(op->progress_ns, ktime_get_ns());
+		WRITE_ONCE(op->progressed, jiffies);
 		if (unpaced) {
 			atomic64_set(&dev->unpaced_moved_ns, ktime_get_ns());
 			atomic64_add(bytes, &dev->unpaced_bytes);
