@@ -71,8 +71,8 @@ def test_a_relative_target99_follows_the_latency_class_alone(c):
     latency = ("sh -c 'echo $$ > /tmp/latency.pid; lite-admin class set --pid $$ latency >/dev/null && "
                "exec lite-bench --quiet flow --holder 1 --size 16 --threads 8 --seconds {s}'")
     # Eight threads, as long as it takes the node to count the 256 operations alone
-    # that the p99 alone wants: a debug guest behind node 2's wire completed 4 to 20
-    # operations a second in each.
+    # that the p99 alone wants: a debug guest completed 4 to 20 operations a second
+    # in each.
     deadline = time.time() + 180
     while True:
         flow_json(2, c.exec(2, latency.format(s=6), timeout=600), "latency flow alone")
