@@ -180,10 +180,10 @@ enum Command {
         count: u64,
         #[arg(long, default_value_t = 1)]
         threads: u32,
-        /// Request bytes (at least 16).
+        /// Request bytes: from 16 on, they ask for --reply bytes; fewer are echoed.
         #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = 64)]
         size: u64,
-        /// Reply bytes asked for (and output buffer size).
+        /// Reply bytes asked for (and output buffer size), or the buffer for an echo.
         #[arg(long, value_name = "BYTES", value_parser = lite::parse_size, default_value_t = 64)]
         reply: u64,
         /// One-way messages (LT_send) instead of calls.

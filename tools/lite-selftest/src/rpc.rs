@@ -29,9 +29,16 @@ fn pattern_ok(buf: &[u8], seed: u64) -> bool {
     want == buf
 }
 
-/// Builds a request asking for `reply` bytes, with `size` bytes in all (at least 16).
+/// Builds a request of `size` bytes. From 16 bytes on, its first 8 ask for `reply`
+/// bytes and the next 8 seed the pattern of the rest and of the reply; a shorter
+/// request is all pattern, and rpc-serve echoes it, as it does the kernel caller's.
 fn request(size: usize, reply: usize, seed: u64) -> Vec<u8> {
-    let mut req = vec![0u8; size.max(16)];
+    if size < 16 {
+        let mut req = vec![0u8; size];
+        fill(&mut req, seed);
+        return req;
+    }
+    let mut req = vec![0u8; size];
     req[..8].copy_from_slice(&(reply as u64).to_le_bytes());
     req[8..16].copy_from_slice(&seed.to_le_bytes());
     fill(&mut req[16..], seed);
@@ -170,6 +177,7 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
     if a.kernel_caller {
         return kernel_call(lite, a);
     }
+    let echoed = a.echo || a.size < 16;
     let failures = AtomicU64::new(0);
     let first_error = std::sync::Mutex::new(None::<String>);
     let crossings_before = lite.crossings();
@@ -192,9 +200,9 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
                     };
                     mine.push(began.elapsed().as_nanos() as u64);
                     let problem = match (result, a.expect_error) {
-                        (Ok(len), None) if a.echo && out.get(..len) == Some(&req[..]) => None,
+                        (Ok(len), None) if echoed && (a.oneway || out.get(..len) == Some(&req[..])) => None,
                         (Ok(len), None)
-                            if !a.echo && (a.oneway || (len == a.reply && pattern_ok(&out[..len], seed + 1))) =>
+                            if !echoed && (a.oneway || (len == a.reply && pattern_ok(&out[..len], seed + 1))) =>
                         {
                             None
                         }
@@ -378,4 +386,22 @@ pub(crate) fn hostile(lite: &Lite, node: u32, id: u32) -> Checks {
         other => c.fail(&format!("kernel caller: got {other:?}, want 3 timed calls")),
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_request_is_all_pattern_and_a_long_one_asks_for_its_reply() {
+        let short = request(8, 4096, 5);
+        let mut want = vec![0u8; 8];
+        fill(&mut want, 5);
+        assert_eq!(short, want);
+        let long = request(40, 4096, 5);
+        assert_eq!(long.len(), 40);
+        assert_eq!(u64::from_le_bytes(long[..8].try_into().unwrap()), 4096);
+        assert_eq!(u64::from_le_bytes(long[8..16].try_into().unwrap()), 5);
+        assert!(pattern_ok(&long[16..], 5));
+    }
 }
