@@ -204,7 +204,7 @@ test-scale:
 
 # CALLS unprivileged random ioctls on the debug kernel (KASAN, lockdep, kmemleak) from
 # PROCESSES processes on each of 2 nodes, with the membership checked between batches
-# (make test runs a 20 000-call slice from 4 a node). About 370 calls/s on the
+# (make test runs a 10 000-call slice from 4 a node). About 370 calls/s on the
 # emulated cluster with 6 a node, 210 with 2.
 CALLS ?= 1000000
 PROCESSES ?= 6

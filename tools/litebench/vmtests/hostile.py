@@ -98,8 +98,10 @@ def fuzz_nodes(c, calls, seed, processes=2):
 @pytest.mark.sanitizer_run
 def test_unprivileged_random_ioctls_leave_membership_as_it_was(c):
     # As the load of issue 47: 4 processes on each of two nodes at once, with their
-    # forks killed mid-call, reopens and scribbles on the shared page.
-    fuzz_nodes(c, 20_000, 1919, processes=4)
+    # forks killed mid-call, reopens and scribbles on the shared page. 10 000 calls
+    # (76 s for 20 000 on the slowest host) to fit make test's time; `make fuzz` runs
+    # campaigns of a million.
+    fuzz_nodes(c, 10_000, 1919, processes=4)
 
 
 LISTING = re.compile(r"listing the kernel's peers took ([0-9.]+) s")

@@ -11,15 +11,18 @@ from litebench.cluster.cluster import Background
 from litebench.vmtests.harness import check, check_no_rpc_state, rpc_calls
 
 
-def test_rpc_calls_from_many_processes_and_threads_are_checked(c):
+# (request, reply) sizes: 992 B is the largest reply that rides in its completion
+# record (REPLY_INLINE_MAX), 993 B the smallest written into the caller's buffer first.
+RPC_SIZES = ((16, 4096), (5000, 0), (16, 64), (16, 992), (16, 993))
+
+
+def test_rpc_calls_from_many_processes_and_threads_are_checked(c, sizes=RPC_SIZES):
     serve = Background(c, 1, "rpcsrv", "lite-selftest rpc-serve 7")
     serve.wait_for("ready")
     # Two processes x three threads on every node (node 1's own calls are local), at once.
     script = ("for p in 1 2; do lite-selftest rpc-call 1 7 --count 4 --threads 3 --size {size} --reply {reply} "
               "> /tmp/rc$p 2>&1 & done; wait; cat /tmp/rc1 /tmp/rc2")
-    # 992 B is the largest reply that rides in its completion record
-    # (REPLY_INLINE_MAX), 993 B the smallest written into the caller's buffer first.
-    for size, reply in ((16, 4096), (5000, 0), (16, 64), (16, 992), (16, 993)):
+    for size, reply in sizes:
         outs = []
         for n in (0, 1, 2):
             outs.append(c.exec_async(n, script.format(size=size, reply=reply)))
@@ -30,7 +33,7 @@ def test_rpc_calls_from_many_processes_and_threads_are_checked(c):
                   f"node {n}, {size} B requests, {reply} B replies: {out[-2000:]}")
             for s in summaries:
                 check(s["crossings_per_call"] <= 2.0, f"more than 2 crossings per call: {s}")
-    print("    5 x 72 calls checked from nodes 0, 1 (local) and 2", flush=True)
+    print(f"    {len(sizes)} x 72 calls checked from nodes 0, 1 (local) and 2", flush=True)
     serve.close()
     check_no_rpc_state(c)
 
