@@ -33,12 +33,11 @@ fn pattern_ok(buf: &[u8], seed: u64) -> bool {
 /// bytes and the next 8 seed the pattern of the rest and of the reply; a shorter
 /// request is all pattern, and rpc-serve echoes it, as it does the kernel caller's.
 fn request(size: usize, reply: usize, seed: u64) -> Vec<u8> {
+    let mut req = vec![0u8; size];
     if size < 16 {
-        let mut req = vec![0u8; size];
         fill(&mut req, seed);
         return req;
     }
-    let mut req = vec![0u8; size];
     req[..8].copy_from_slice(&(reply as u64).to_le_bytes());
     req[8..16].copy_from_slice(&seed.to_le_bytes());
     fill(&mut req[16..], seed);

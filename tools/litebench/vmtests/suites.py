@@ -70,11 +70,10 @@ def cluster_setup(suite):
     The big and stock suites hold a third of 1 GiB per node. Only the link suite
     injects faults, so only it runs on the vde segment, with node 2 behind a wire
     without a rate and node 1 behind a wirefilter link of LINK_RATE. The others run on
-    the bridge segment (bridge.py): the kernel's bridge carries a frame for a fraction
-    of the host CPU that vde_switch and a wirefilter take, and its jumbo frames give
-    rxe RoCE MTU 4096. On the slow 2-core host of 2026-12-03 the stock suite took
-    731 s there against 893 s on vde, its 1 GiB round trip 120 s against 186 s. The
-    bridge suite's node 1 sits behind a tc link of BRIDGE_RATE."""
+    the bridge segment (bridge.py), which forwards frames for a fraction of the host
+    CPU that vde_switch and a wirefilter take, with jumbo frames (RoCE MTU 4096;
+    measured in docs/architecture.md). The bridge suite's node 1 sits behind a tc
+    link of BRIDGE_RATE."""
     queue = wire.DEFAULT_QUEUE
     if suite == "scale":
         # Eight guests of one vCPU on two host cores: each takes about 200 MiB of RSS.
