@@ -45,7 +45,7 @@ pub use lmr::{Lmr, LmrStat, LockGuard, MallocOptions, Perm};
 pub use qos::{
     Class, ClassRule, ClassSource, ClassStat, Pacing, Phases, QosChange, QosMode, QosSettings, QosStat, RuleTarget,
 };
-pub use rpc::{Incoming, ReplyToken, RpcStat};
+pub use rpc::{CallPhases, Incoming, ReplyToken, RpcStat};
 pub use size::parse_size;
 
 use lite_uapi::*;

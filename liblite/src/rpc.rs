@@ -38,6 +38,35 @@ pub struct RpcStat {
     pub bindings: u32,
     pub calls: u32,
     pub requests: u32,
+    /// Where answered calls to other nodes spent their time: user-space callers'
+    /// (`[0]`) and the kernel's own (`[1]`, `Lite::kernel_rpc_bench`).
+    pub call_phases: [CallPhases; 2],
+}
+
+/// Time answered calls spent in each phase in the kernel, summed: the difference
+/// of two snapshots gives the means between them. What a caller measures beyond
+/// their sum is its kernel crossings and its own wait on its slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallPhases {
+    pub calls: u64,
+    /// Until the output buffer was pinned and mapped.
+    pub pin: Duration,
+    /// Until the server had a key to it (replies too large for the completion record).
+    pub register: Duration,
+    /// Until the request was ready to post: staging, a call slot, ring room.
+    pub stage: Duration,
+    /// Until the reply's completion record was handled: the post, the NICs, the
+    /// network, the server.
+    pub round_trip: Duration,
+    /// Until the result was in the caller's slot.
+    pub publish: Duration,
+    /// After that, until the call's key was revoked and its pages let go (the
+    /// completion handler's time, not the caller's).
+    pub release: Duration,
+    /// Callers that were asleep in the kernel when their result came.
+    pub woken: u64,
+    /// From the result in the slot until those ran again.
+    pub wakeup: Duration,
 }
 
 fn spin_budget() -> Duration {
@@ -304,6 +333,17 @@ impl Lite {
             bindings: s.bindings,
             calls: s.calls,
             requests: s.requests,
+            call_phases: s.call_phases.map(|p| CallPhases {
+                calls: p.calls,
+                pin: Duration::from_nanos(p.pin_ns),
+                register: Duration::from_nanos(p.register_ns),
+                stage: Duration::from_nanos(p.stage_ns),
+                round_trip: Duration::from_nanos(p.round_trip_ns),
+                publish: Duration::from_nanos(p.publish_ns),
+                release: Duration::from_nanos(p.release_ns),
+                woken: p.woken,
+                wakeup: Duration::from_nanos(p.wakeup_ns),
+            }),
         })
     }
 

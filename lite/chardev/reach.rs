@@ -2,7 +2,8 @@
 //! `LITE_IOC_REACH`, built only for the debug test suite (`lite_test_hooks`): raw
 //! RDMA to a peer with any address and key, past every check of the module, and
 //! a canary page outside every LMR, so that the tests see what the peer's NIC
-//! lets through (with `remote_access=chunks`: only live ranges under their keys).
+//! lets through (with `remote_access=chunks`: only live ranges under their keys);
+//! and RPC replies held in their handler, to race the next call on their slot.
 
 use crate::lmr::FileLmrs;
 use crate::net::polling::Wait;
@@ -78,6 +79,9 @@ pub(super) fn ioctl(
                 Wait::Sleep,
             )?;
             req.data[..8].copy_from_slice(&old.to_ne_bytes());
+        }
+        LITE_REACH_HOLD_REPLIES => {
+            crate::rpc::REPLY_HOLD_MS.store(req.len, core::sync::atomic::Ordering::Relaxed);
         }
         _ => return Err(EINVAL),
     }

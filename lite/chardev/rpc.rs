@@ -6,7 +6,7 @@ use crate::compat::user_slice;
 use crate::errno::{ECONNRESET, EMSGSIZE};
 use crate::iobuf::{Sink, Source};
 use crate::node::Lite;
-use crate::rpc::{FileRpc, Received};
+use crate::rpc::{Caller, FileRpc, Received};
 use crate::uapi::*;
 use crate::uarg::{read_in, reserved_zero, write_out};
 use core::mem::size_of;
@@ -40,7 +40,10 @@ pub(super) fn ioctl(lite: &Lite, rpc: &Arc<FileRpc>, cmd: u32, arg: usize) -> Re
         LITE_IOC_WAIT => {
             let req: LiteWait = read_in(arg)?;
             reserved_zero(&[req.reserved])?;
-            rpc.wait(req.slot as usize)
+            if let Some(ns) = rpc.wait(req.slot as usize)? {
+                lite.rpc.caller_woke(Caller::User, ns);
+            }
+            Ok(())
         }
         LITE_IOC_RPC_RECV => {
             let mut req: LiteRpcRecv = read_in(arg)?;

@@ -33,10 +33,11 @@ mod net {
     #[allow(unused_imports)]
     pub(crate) mod wire;
 }
-// The RPC rings' pure part, at its path in the module.
+// The RPC rings' pure part and the calls' phase sums, at their paths in the module.
 #[path = "../rpc"]
 mod rpc {
     // As for pacer: the re-exports serve the module's users.
+    pub(crate) mod phases;
     #[allow(unused_imports)]
     pub(crate) mod ring;
 }

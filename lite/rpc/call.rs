@@ -4,6 +4,7 @@
 
 use super::client::{end_call, Call, ClientBinding, Output};
 use super::file::{FileRpc, LocalCaller, LocalCharge};
+use super::phases::{CallStamps, Caller};
 use super::ring::{self, RecordHeader, FLAG_ABANDONED, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::Request;
 use super::RpcNode;
@@ -81,12 +82,22 @@ impl RpcNode {
         }
         let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
         let timed = sender.class.map(|class| (class, started));
+        let caller = if sender.class.is_some() {
+            Caller::User
+        } else {
+            Caller::Kernel
+        };
+        let mut stamps = CallStamps {
+            entry: started,
+            ..Default::default()
+        };
         let peer = self.net.peer(node)?;
         let out = match output {
             OutputSpec::None => Output::None,
             OutputSpec::User { addr, len } => Output::User(UserPages::pin(&dev, addr, len, true)?),
             OutputSpec::Kernel(buf) => Output::Kernel(buf),
         };
+        stamps.pinned = now_ns();
         let mut runs = KVec::new();
         match &out {
             Output::None => {}
@@ -99,6 +110,7 @@ impl RpcNode {
         }
         let out_cap: u64 = runs.iter().map(|r| r.1 as u64).sum();
         let (reply_key, runs) = reply_runs(&dev, &runs, out_cap)?;
+        stamps.registered = now_ns();
         let nruns = runs.len() as u32;
         let head_len = ring::HEADER_LEN + runs.len() * RUN_LEN;
         let in_len = input.len();
@@ -125,7 +137,7 @@ impl RpcNode {
         let calls = RpcPeer::of(&peer)?;
         let (slot, seq) = calls.claim(deadline, waiter.as_ref().map(|(file, _)| &**file))?;
         if let Some((file, user_slot)) = &waiter {
-            if let Err(e) = file.claim(*user_slot, seq, deadline) {
+            if let Err(e) = file.claim(*user_slot, seq, deadline, true) {
                 calls.unclaim(slot);
                 return Err(e);
             }
@@ -153,6 +165,8 @@ impl RpcNode {
                         output,
                         _stage: stage.clone(),
                         timed,
+                        caller,
+                        stamps,
                     };
                     Some(KBox::new(call, GFP_KERNEL).map_err(|e| fail(e.into()))?)
                 }
@@ -191,12 +205,13 @@ impl RpcNode {
             header: &header,
         };
         let qp = peer.message_qp(sender.class, slot);
-        let Some(call) = call else {
+        let Some(mut call) = call else {
             let posted = self.post_record(&peer, &record, qp, true);
             binding.put_user();
             calls.unclaim(slot);
             return posted.map(|()| seq);
         };
+        call.stamps.ready = now_ns();
         // Active before the immediate goes out: the reply may come at once.
         if let Err(call) = calls.activate(slot, call) {
             end_call(call, Err(EHOSTDOWN()));
@@ -245,7 +260,7 @@ impl RpcNode {
                         (Output::Kernel(buf), size)
                     }
                 };
-                waiter.claim(user_slot, seq, deadline)?;
+                waiter.claim(user_slot, seq, deadline, false)?;
                 Some(LocalCaller {
                     id,
                     waiter,

@@ -4,8 +4,9 @@
 //! in flight owns until its completion record arrives.
 
 use super::file::FileRpc;
+use super::phases::{CallStamps, Caller};
 use super::ring::{self, ClientRing, Reservation, RING_BYTES};
-use super::{jiffies_until, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
+use super::{jiffies_until, now_ns, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
 use crate::errno::ENOTCONN;
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::lmr::layout::Extent;
@@ -135,6 +136,9 @@ pub(crate) struct Call {
     pub(crate) _stage: Arc<DmaBuf>,
     /// A user's call: its class and when it was made, for its round trip.
     pub(crate) timed: Option<(u32, u64)>,
+    /// Who made it, and when it passed each phase until it was posted.
+    pub(crate) caller: Caller,
+    pub(crate) stamps: CallStamps,
 }
 
 enum CallSlot {
@@ -390,8 +394,13 @@ impl Output {
     }
 }
 
-/// Ends a call taken out of its slot: the ring room is released, the caller told.
-pub(crate) fn end_call(call: KBox<Call>, result: Result<u64>) {
+/// Ends a call taken out of its slot: the ring room is released, the caller told,
+/// and then what the call held let go (its key revoked, its pages unpinned).
+/// Returns when the caller was told (ns).
+pub(crate) fn end_call(call: KBox<Call>, result: Result<u64>) -> u64 {
     call.binding.put_user();
     call.waiter.complete(call.user_slot, call.seq, result);
+    let told = now_ns();
+    drop(call);
+    told
 }

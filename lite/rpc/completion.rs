@@ -2,7 +2,7 @@
 //! Completion context: a record landed in one of our rings, the completion
 //! record of one of our calls landed, or a server reported its ring's head.
 
-use super::client::{end_call, Output};
+use super::client::end_call;
 use super::error_of;
 use super::ring::{FLAG_ABANDONED, FLAG_ONEWAY};
 use super::server::{answer, Request};
@@ -63,15 +63,25 @@ impl RpcNode {
 
     /// The completion record of our call in `slot` to `peer` landed.
     pub(crate) fn on_rpc_reply(&self, peer: &Peer, slot: usize) {
+        let handled = now_ns();
         let Some(done) = peer.read_done(slot) else {
             return;
         };
         let Ok(calls) = RpcPeer::of(peer) else {
             return;
         };
+        // Copied while the call still holds its slot: once `take` frees it, the next
+        // call there may be answered, and its reply land over this one.
+        let mut inline = [0u8; wire::REPLY_INLINE_MAX];
+        let inline = match done.status {
+            0 => read_inline_reply(peer, slot, done.len, &mut inline),
+            _ => Ok(&[][..]),
+        };
         let Some(mut call) = calls.take(slot, Some(done.seq)) else {
             return;
         };
+        #[cfg(lite_test_hooks)]
+        hold_reply();
         if call.binding.index == done.binding {
             call.binding.head_reported(done.head);
         }
@@ -82,7 +92,9 @@ impl RpcNode {
                         .qos
                         .call_returned(class, now_ns().saturating_sub(started));
                 }
-                take_inline_reply(peer, slot, &mut call.output, done.len).map(|()| done.len)
+                inline
+                    .and_then(|reply| call.output.fill(reply))
+                    .map(|()| done.len)
             }
             status if error_of(status) == EOVERFLOW() => {
                 call.binding.put_user();
@@ -92,7 +104,11 @@ impl RpcNode {
             }
             status => Err(error_of(status)),
         };
-        end_call(call, result);
+        let answered = result.is_ok().then_some((call.caller, call.stamps));
+        let published = end_call(call, result);
+        if let Some((caller, stamps)) = answered {
+            self.call_answered(caller, &stamps, [handled, published, now_ns()]);
+        }
     }
 
     /// A server reports how far it consumed one of our rings.
@@ -107,17 +123,38 @@ impl RpcNode {
     }
 }
 
+/// How long each reply's handling waits once its slot is free (ms), for the debug
+/// suite's `LITE_REACH_HOLD_REPLIES`.
+#[cfg(lite_test_hooks)]
+pub(crate) static REPLY_HOLD_MS: core::sync::atomic::AtomicU32 =
+    core::sync::atomic::AtomicU32::new(0);
+
+#[cfg(lite_test_hooks)]
+fn hold_reply() {
+    let ms = REPLY_HOLD_MS.load(core::sync::atomic::Ordering::Relaxed);
+    if ms > 0 {
+        // SAFETY: the receive CQ's work item: process context, no lock held. Its
+        // result (a fatal signal) cannot concern a kernel worker.
+        let _ = unsafe { crate::ffi::lite_sleep_ns(u64::from(ms) * 1_000_000) };
+    }
+}
+
 /// A successful reply of at most `REPLY_INLINE_MAX` bytes followed its record in
-/// the mailbox: it goes into the caller's buffer now. A larger one is there already.
-fn take_inline_reply(peer: &Peer, slot: usize, output: &mut Output, len: u64) -> Result {
+/// the mailbox: its bytes, read into `buf`. A larger one is in the caller's
+/// buffer already (none here).
+fn read_inline_reply<'a>(
+    peer: &Peer,
+    slot: usize,
+    len: u64,
+    buf: &'a mut [u8; wire::REPLY_INLINE_MAX],
+) -> Result<&'a [u8]> {
     let Some(len) = usize::try_from(len)
         .ok()
         .filter(|&len| len <= wire::REPLY_INLINE_MAX)
     else {
-        return Ok(());
+        return Ok(&[]);
     };
-    let mut reply = [0u8; wire::REPLY_INLINE_MAX];
-    let reply = &mut reply[..len];
+    let reply = &mut buf[..len];
     peer.read_inline_reply(slot, reply)?;
-    output.fill(reply)
+    Ok(reply)
 }

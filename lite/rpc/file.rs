@@ -20,13 +20,18 @@ use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, Mutex, Sp
 /// What the kernel knows of a shared-page slot.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum SlotUse {
-    Idle,
-    /// A call is in flight on it until `deadline` (ns).
+    /// No call in flight. `answered`: when the last call on it, to another node,
+    /// got its result (ns), for its waiter's wake-up; 0 for none.
+    Idle { answered: u64 },
+    /// A call is in flight on it until `deadline` (ns); `remote`: to another node.
     Pending {
         seq: u64,
         deadline: u64,
+        remote: bool,
     },
 }
+
+const IDLE: SlotUse = SlotUse::Idle { answered: 0 };
 
 /// A local request's share of the sender's and the node's queue bounds, given
 /// back when the request is received or dropped.
@@ -140,7 +145,7 @@ impl FileRpc {
         Arc::pin_init(
             pin_init!(FileRpc {
                 page,
-                slots <- new_spinlock!([SlotUse::Idle; SLOTS], "lite:file.slots"),
+                slots <- new_spinlock!([IDLE; SLOTS], "lite:file.slots"),
                 slot_done <- new_condvar!("lite:file.slot_done"),
                 owed <- new_mutex!(RBTree::new(), "lite:file.owed"),
                 ids <- new_mutex!(KVec::new(), "lite:file.ids"),
@@ -159,16 +164,21 @@ impl FileRpc {
         self.page.count_crossing();
     }
 
-    /// Claims `slot` for a call until `deadline`; EBUSY while another call uses it.
-    pub(crate) fn claim(&self, slot: usize, seq: u64, deadline: u64) -> Result {
+    /// Claims `slot` for a call (`remote`: to another node) until `deadline`;
+    /// EBUSY while another call uses it.
+    pub(crate) fn claim(&self, slot: usize, seq: u64, deadline: u64, remote: bool) -> Result {
         let mut slots = self.slots.lock();
         let now = now_ns();
         match slots.get(slot) {
             // A call abandoned past its deadline (its late result is ignored by seq).
-            Some(SlotUse::Idle) | Some(SlotUse::Pending { deadline: _, .. })
+            Some(SlotUse::Idle { .. }) | Some(SlotUse::Pending { deadline: _, .. })
                 if Self::expired(&slots[slot], now) =>
             {
-                slots[slot] = SlotUse::Pending { seq, deadline };
+                slots[slot] = SlotUse::Pending {
+                    seq,
+                    deadline,
+                    remote,
+                };
                 self.page.publish(slot, LITE_SLOT_PENDING, 0, 0, seq);
                 Ok(())
             }
@@ -179,7 +189,7 @@ impl FileRpc {
 
     fn expired(slot: &SlotUse, now: u64) -> bool {
         match slot {
-            SlotUse::Idle => true,
+            SlotUse::Idle { .. } => true,
             SlotUse::Pending { deadline, .. } => now >= *deadline,
         }
     }
@@ -188,11 +198,17 @@ impl FileRpc {
     /// A call abandoned at its deadline finds its slot reused or idle: ignored.
     pub(crate) fn complete(&self, slot: usize, seq: u64, result: Result<u64>) {
         let mut slots = self.slots.lock();
-        match slots.get(slot) {
-            Some(&SlotUse::Pending { seq: pending, .. }) if pending == seq => {}
+        let remote = match slots.get(slot) {
+            Some(&SlotUse::Pending {
+                seq: pending,
+                remote,
+                ..
+            }) if pending == seq => remote,
             _ => return,
-        }
-        slots[slot] = SlotUse::Idle;
+        };
+        slots[slot] = SlotUse::Idle {
+            answered: if remote { now_ns() } else { 0 },
+        };
         let (status, len) = match result {
             Ok(len) => (0, len),
             Err(e) => (status_of(e), 0),
@@ -209,7 +225,7 @@ impl FileRpc {
         {
             return;
         }
-        slots[slot] = SlotUse::Idle;
+        slots[slot] = IDLE;
         self.page
             .publish(slot, LITE_SLOT_DONE, status_of(EOVERFLOW()), len, seq);
         drop(slots);
@@ -218,21 +234,28 @@ impl FileRpc {
 
     /// LITE_IOC_WAIT: sleeps until the call on `slot` is done; at its deadline the
     /// call completes with ETIMEDOUT (its late reply, if any, is ignored).
-    pub(crate) fn wait(&self, slot: usize) -> Result {
+    /// Returns how long after its call to another node got its result the caller
+    /// ran again, when it slept.
+    pub(crate) fn wait(&self, slot: usize) -> Result<Option<u64>> {
         let mut slots = self.slots.lock();
+        let mut slept = false;
         loop {
             let (seq, deadline) = match slots.get(slot) {
                 None => return Err(EINVAL),
-                Some(SlotUse::Idle) => return Ok(()),
-                Some(&SlotUse::Pending { seq, deadline }) => (seq, deadline),
+                Some(&SlotUse::Idle { answered }) => {
+                    let woke = (slept && answered != 0).then(|| now_ns().saturating_sub(answered));
+                    return Ok(woke);
+                }
+                Some(&SlotUse::Pending { seq, deadline, .. }) => (seq, deadline),
             };
             let Some(left) = jiffies_until(deadline) else {
-                slots[slot] = SlotUse::Idle;
+                slots[slot] = IDLE;
                 self.page
                     .publish(slot, LITE_SLOT_DONE, status_of(ETIMEDOUT()), 0, seq);
-                return Ok(());
+                return Ok(None);
             };
             wait_result(self.slot_done.wait_interruptible_timeout(&mut slots, left))?;
+            slept = true;
         }
     }
 }

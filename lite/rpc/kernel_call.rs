@@ -5,6 +5,7 @@
 use super::call::{Input, OutputSpec, Sender};
 use super::error_of;
 use super::file::FileRpc;
+use super::phases::Caller;
 use super::ring::MAX_MSG;
 use super::RpcNode;
 use crate::compat::now_ns;
@@ -40,7 +41,9 @@ impl RpcNode {
             },
             timeout_ms,
         )?;
-        waiter.wait(0)?;
+        if let Some(ns) = waiter.wait(0)? {
+            self.caller_woke(Caller::Kernel, ns);
+        }
         let (status, len, done_seq) = waiter.page.result(0);
         if done_seq != seq {
             return Err(EIO);

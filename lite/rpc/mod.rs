@@ -38,6 +38,7 @@
 //! - `completion`: records, replies and head reports landing (completion context).
 //! - `serve`: bind, head and unbind requests from peers.
 //! - `kernel_call`: calls from kernel code (LITE_IOC_RPC_BENCH).
+//! - `phases`: where calls spend their time (`LiteRpcStat::call_phases`).
 
 mod call;
 mod client;
@@ -45,13 +46,17 @@ mod completion;
 mod file;
 mod kernel_call;
 mod page;
+mod phases;
 mod receive;
 pub(crate) mod ring;
 mod serve;
 mod server;
 
 pub(crate) use client::RpcPeer;
+#[cfg(lite_test_hooks)]
+pub(crate) use completion::REPLY_HOLD_MS;
 pub(crate) use file::FileRpc;
+pub(crate) use phases::Caller;
 pub(crate) use server::{Received, RpcNode};
 
 use crate::compat::now_ns;
@@ -162,6 +167,19 @@ impl RpcNode {
         for s in servers.iter() {
             stat.requests += s.queue.lock().requests.len() as u32;
         }
+        stat.call_phases = *self.call_phases.lock();
         Ok(stat)
+    }
+
+    /// A call from `caller` that was stamped `stamps` got its reply: `after` are
+    /// when its reply was handled, its result in the caller's slot and what it
+    /// held let go (ns).
+    fn call_answered(&self, caller: Caller, stamps: &phases::CallStamps, after: [u64; 3]) {
+        stamps.add_to(&mut self.call_phases.lock()[caller as usize], after);
+    }
+
+    /// A `caller` that slept for its call's result ran again `ns` after it was there.
+    pub(crate) fn caller_woke(&self, caller: Caller, ns: u64) {
+        phases::add_wakeup(&mut self.call_phases.lock()[caller as usize], ns);
     }
 }

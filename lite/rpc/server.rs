@@ -11,6 +11,7 @@ use crate::kvec::Fifo;
 use crate::lmr::layout::{self, Extent};
 use crate::net::wire::{self, RpcDone};
 use crate::net::{Network, Peer};
+use crate::uapi::LiteCallPhases;
 use crate::verbs::DmaBuf;
 use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
@@ -186,6 +187,9 @@ pub(crate) struct RpcNode {
     #[pin]
     pub(crate) bind_lock: Mutex<()>,
     pub(crate) next_token: AtomicU64,
+    /// Calls' phases, summed by caller (`LiteRpcStat::call_phases`).
+    #[pin]
+    pub(crate) call_phases: SpinLock<[LiteCallPhases; 2]>,
 }
 
 /// What a receive found.
@@ -276,6 +280,7 @@ impl RpcNode {
                 bindings <- new_spinlock!(KVec::new(), "lite:rpc.server_bindings"),
                 bind_lock <- new_mutex!((), "lite:rpc.bind_serial"),
                 next_token: AtomicU64::new(1),
+                call_phases <- new_spinlock!([LiteCallPhases::default(); 2], "lite:rpc.call_phases"),
             }),
             GFP_KERNEL,
         )

@@ -311,7 +311,7 @@
 /*
  `_IOR('L', 29, LiteRpcStat)`
  */
-#define LITE_IOC_RPC_STAT 2149600285
+#define LITE_IOC_RPC_STAT 2159037469
 
 /*
  `LiteAtomic::op`: add `operand` to the word; `old` is its value before.
@@ -531,6 +531,13 @@
  lands in the first 8 bytes of `data`.
  */
 #define LITE_REACH_ATOMIC 5
+
+/*
+ `LiteReach::op`: this node's kernel holds each RPC reply it handles for `len`
+ ms once the call's slot is free again (0: no more), so that the next call on
+ that slot can be answered meanwhile; node-wide.
+ */
+#define LITE_REACH_HOLD_REPLIES 6
 
 /*
  Bytes a canary page is filled with.

@@ -85,7 +85,8 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteRpcReply>(), 3 * 8);
     assert_eq!(size_of::<LiteRpcReplyRecv>(), size_of::<LiteRpcReply>() + size_of::<LiteRpcRecv>());
     assert_eq!(size_of::<LiteRpcBench>(), 4 * 4 + 4 * 8);
-    assert_eq!(size_of::<LiteRpcStat>(), 4 + 4 + 8 + 4 * 4);
+    assert_eq!(size_of::<LiteCallPhases>(), 9 * 8);
+    assert_eq!(size_of::<LiteRpcStat>(), 4 + 4 + 8 + 4 * 4 + 2 * size_of::<LiteCallPhases>());
     assert_eq!(size_of::<LiteAtomic>(), 8 + 8 + 4 + 4 + 8 * 3);
     assert_eq!(size_of::<LiteLock>(), 8 + 8 + 4 + 4);
     assert_eq!(size_of::<LiteBarrier>(), 8 + 8 + 4 + 4);

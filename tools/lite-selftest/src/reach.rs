@@ -9,6 +9,8 @@
 //!   read NODE ADDR RKEY LEN     -> `ok HEX` or the errno's name (raw RDMA READ)
 //!   write NODE ADDR RKEY LEN BYTE -> `ok` or the errno's name (raw RDMA WRITE)
 //!   atomic NODE ADDR RKEY       -> `ok OLD` or the errno's name (raw fetch-and-add 1)
+//!   hold-replies MS             -> `ok`: this node's kernel holds each RPC reply MS ms
+//!                                  once its call slot is free (0: no more)
 //!
 //! Numbers are decimal or 0x-prefixed hex; the answer to a malformed line is
 //! `usage: ...`. Exits on EOF.
@@ -94,6 +96,10 @@ fn command<'a>(lite: &'a Lite, lmrs: &mut Vec<Option<Lmr<'a>>>, line: &str) -> O
             }
         }
         "canary" => raw(lite, LiteReach { op: LITE_REACH_CANARY, ..Default::default() }, |r| format!("{:#x}", r.addr)),
+        "hold-replies" => {
+            let len = u32::try_from(next()?).ok()?;
+            raw(lite, LiteReach { op: LITE_REACH_HOLD_REPLIES, len, ..Default::default() }, |_| String::new());
+        }
         "read" | "write" | "atomic" => {
             let node = u32::try_from(next()?).ok()?;
             let (addr, rkey) = (next()?, u32::try_from(next()?).ok()?);
@@ -133,7 +139,7 @@ pub fn run(lite: &Lite) -> std::process::ExitCode {
         let Ok(line) = line else { break };
         if command(lite, &mut lmrs, &line).is_none() {
             say("usage: malloc SIZE HOLDER | extent I K | fill I BYTE | check I BYTE | free I | canary | \
-                 read NODE ADDR RKEY LEN | write NODE ADDR RKEY LEN BYTE | atomic NODE ADDR RKEY");
+                 read NODE ADDR RKEY LEN | write NODE ADDR RKEY LEN BYTE | atomic NODE ADDR RKEY | hold-replies MS");
         }
     }
     std::process::ExitCode::SUCCESS

@@ -7,7 +7,7 @@
 
 use crate::Checks;
 use lite::uapi::*;
-use lite::{Error, Lite};
+use lite::{Error, Lite, RpcStat};
 use lite_stats::Rng;
 use nix::errno::Errno;
 use std::io::Write;
@@ -177,6 +177,7 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
         return kernel_call(lite, a);
     }
     let echoed = a.echo || a.size < 16;
+    let phases_before = lite.rpc_stat().ok();
     let failures = AtomicU64::new(0);
     let first_error = std::sync::Mutex::new(None::<String>);
     let crossings_before = lite.crossings();
@@ -226,11 +227,13 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
     let pct = |p: f64| lite_stats::percentile(&lat, p);
     let failed = failures.load(Ordering::Relaxed);
     let crossings = lite.crossings() - crossings_before;
+    let phases = phases_json(phases_before, lite.rpc_stat().ok(), 0, &lat);
     let summary = serde_json::json!({
         "calls": calls, "failed": failed, "seconds": elapsed,
         "calls_per_s": calls as f64 / elapsed.max(1e-9),
         "p50_ns": pct(50.0), "p99_ns": pct(99.0),
         "crossings_per_call": crossings as f64 / calls.max(1) as f64,
+        "phases": phases,
         "first_error": first_error.into_inner().unwrap_or_else(|e| e.into_inner()),
     });
     println!("{summary}");
@@ -244,14 +247,17 @@ pub(crate) fn call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
 /// The kernel's own caller: `count` calls of `size` bytes (echoed by rpc-serve
 /// when under 16 bytes) into a `reply`-byte kernel buffer.
 fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
+    let phases_before = lite.rpc_stat().ok();
     match lite.kernel_rpc_bench(a.node, a.id, a.count as u32, a.size, a.reply, a.timeout) {
         Ok(lat) => {
             let mut ns: Vec<u64> = lat.iter().map(|d| d.as_nanos() as u64).collect();
             ns.sort_unstable();
             let pct = |p: f64| lite_stats::percentile(&ns, p);
+            let phases = phases_json(phases_before, lite.rpc_stat().ok(), 1, &ns);
             println!(
                 "{}",
-                serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(50.0), "p99_ns": pct(99.0)})
+                serde_json::json!({"calls": ns.len(), "failed": 0, "p50_ns": pct(50.0), "p99_ns": pct(99.0),
+                                   "phases": phases})
             );
             std::process::ExitCode::SUCCESS
         }
@@ -260,6 +266,42 @@ fn kernel_call(lite: &Lite, a: &CallArgs) -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// The kernel's account of the calls `caller` (0: user space, 1: the kernel) made
+/// between two snapshots of the node's RPC statistics, each phase's mean per call
+/// (ns), beside the mean of `latencies` as the caller timed them: `outside_ns` is
+/// what the kernel did not see (crossings, the caller's own wait on its slot).
+/// Null without both snapshots or without an answered call.
+fn phases_json(before: Option<RpcStat>, after: Option<RpcStat>, caller: usize, latencies: &[u64]) -> serde_json::Value {
+    let (Some(before), Some(after)) = (before, after) else {
+        return serde_json::Value::Null;
+    };
+    let (b, n) = (&before.call_phases[caller], &after.call_phases[caller]);
+    let calls = n.calls.saturating_sub(b.calls);
+    if calls == 0 || latencies.is_empty() {
+        return serde_json::Value::Null;
+    }
+    let per_call = |now: Duration, was: Duration| now.saturating_sub(was).as_nanos() as f64 / calls as f64;
+    let woken = n.woken.saturating_sub(b.woken);
+    let wakeup_per_call = per_call(n.wakeup, b.wakeup);
+    let inside = [
+        per_call(n.pin, b.pin),
+        per_call(n.register, b.register),
+        per_call(n.stage, b.stage),
+        per_call(n.round_trip, b.round_trip),
+        per_call(n.publish, b.publish),
+        wakeup_per_call,
+    ];
+    let mean = latencies.iter().sum::<u64>() as f64 / latencies.len() as f64;
+    serde_json::json!({
+        "calls": calls, "mean_ns": mean,
+        "pin_ns": inside[0], "register_ns": inside[1], "stage_ns": inside[2],
+        "round_trip_ns": inside[3], "publish_ns": inside[4],
+        "release_ns": per_call(n.release, b.release),
+        "woken_share": woken as f64 / calls as f64, "wakeup_ns": wakeup_per_call,
+        "outside_ns": mean - inside.iter().sum::<f64>(),
+    })
 }
 
 /// Multicast to `nodes`: prints each node's outcome as `node: ok|ERRNO`.

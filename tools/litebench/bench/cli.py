@@ -47,7 +47,8 @@ import time
 from pathlib import Path
 
 from litebench import plots
-from litebench.bench.report import TARGETS, chart_panels, comparisons, fmt_size, format_table
+from litebench.bench.report import (TARGETS, call_phases, chart_panels, comparisons, fmt_size, format_call_phases,
+                                    format_table)
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
 from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
 from litebench.cluster.cluster import REPO, Cluster, CommandFailed
@@ -190,6 +191,7 @@ def main():
     met = [r for r in rows if r["met"] is not None]
     results["targets_met"] = sum(1 for r in met if r["met"])
     results["targets_evaluated"] = len(met)
+    results["rpc_call_phases"] = call_phases(results.get("lite", {}))
 
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
@@ -201,6 +203,10 @@ def main():
     print(format_table(rows))
     # Context rows (no target) are not missing data.
     missing = sum(1 for r in rows if r["met"] is None and TARGETS[r["kind"]] is not None)
+    if results["rpc_call_phases"]:
+        print("\n== LT_RPC 8 B: where each caller's call goes, by the kernel's stamps "
+              "(median over rounds of each round's mean per call) ==")
+        print(format_call_phases(results["rpc_call_phases"]))
     print(f"\n{results['targets_met']} of {results['targets_evaluated']} targets met"
           + (f"; {missing} without data" if missing else ""))
     if results["errors"]:

@@ -2,6 +2,8 @@
 against native verbs from results.json, its formatting, and the panels of the
 latency chart."""
 
+import statistics
+
 # kind -> (comparison, target): ratio = LITE / native, except malloc (native / LITE: a speedup)
 # and LMR counts (N LMRs / 1 LMR).
 TARGETS = {
@@ -88,6 +90,41 @@ def format_table(rows):
     out = [line(head), "  ".join("-" * w for w in widths)]
     out += [line(cells) for cells in body]
     return "\n".join(x.rstrip() for x in out)
+
+
+# The kernel's phase account of the two RPC callers (lite-selftest rpc-call's "phases").
+CALL_PHASES = [("pin_ns", "pin the output"), ("register_ns", "register its key"),
+               ("stage_ns", "stage, slot, ring room"), ("round_trip_ns", "post to reply handled"),
+               ("publish_ns", "publish the result"), ("wakeup_ns", "wake the caller"),
+               ("outside_ns", "outside the kernel's stamps"), ("mean_ns", "the call, as timed"),
+               ("release_ns", "after it: revoke the key, unpin")]
+
+
+def call_phases(lite):
+    """Per phase, each caller's median over its rounds of the round's mean per call (ns):
+    {"user": {phase: ns}, "kernel": {...}}, from the rounds of `rpc_user` and `rpc_kernel`."""
+    out = {}
+    for key, who in (("rpc_user", "user"), ("rpc_kernel", "kernel")):
+        rounds = [r["phases"] for r in lite.get(key, {}).get("rounds", []) if r.get("phases")]
+        if rounds:
+            out[who] = {k: statistics.median(r.get(k, 0) for r in rounds) for k, _ in CALL_PHASES}
+            out[who]["rounds"] = len(rounds)
+    return out
+
+
+def format_call_phases(phases):
+    """The phase account as a table: phase, user, kernel, user - kernel."""
+    user, kern = phases.get("user", {}), phases.get("kernel", {})
+    rows = [["phase", "user caller", "kernel caller", "difference"]]
+    for k, label in CALL_PHASES:
+        u, n = user.get(k), kern.get(k)
+        rows.append([label, fmt_value(u, "ns"), fmt_value(n, "ns"),
+                     "-" if u is None or n is None else fmt_ns(u - n) if u >= n else "-" + fmt_ns(n - u)])
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(x.rstrip() for x in lines)
 
 
 # ---- the latency chart ----

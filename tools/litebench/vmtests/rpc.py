@@ -38,6 +38,31 @@ def test_rpc_calls_from_many_processes_and_threads_are_checked(c, sizes=RPC_SIZE
     check_no_rpc_state(c)
 
 
+@pytest.mark.test_hooks
+def test_an_inline_reply_is_taken_before_its_slot_is_reused(c):
+    # Node 0's kernel holds each reply it handles for 30 ms once the call's slot is
+    # free again, so that another thread's next call takes that slot and is
+    # answered into the same mailbox slot meanwhile. Each caller must still get
+    # its own reply, every byte checked: until the reply was copied before the
+    # slot was let go, one call in a few hundred got another's (make bench, 8
+    # threads), here most runs.
+    serve = Background(c, 1, "holdsrv", "lite-selftest rpc-serve 22 --threads 2")
+    serve.wait_for("ready")
+
+    def hold(ms):
+        out = c.exec(0, f"echo 'hold-replies {ms}' | lite-selftest reach").out
+        check("ok" in out.split("ready", 1)[-1], f"hold-replies {ms}: {out}")
+
+    hold(30)
+    try:
+        calls = rpc_calls(c, 0, "1 22 --count 10 --threads 4 --size 16 --reply 64", timeout=300)
+    finally:
+        hold(0)
+        serve.close()
+    check(calls["failed"] == 0 and calls["calls"] == 40, f"calls with their replies held: {calls}")
+    check_no_rpc_state(c)
+
+
 def test_rpc_one_way_messages_all_arrive(c):
     serve = Background(c, 1, "msgsrv", "lite-selftest rpc-serve 8 --limit 24")
     serve.wait_for("ready")

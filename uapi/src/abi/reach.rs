@@ -18,6 +18,10 @@ pub const LITE_REACH_WRITE: u32 = 4;
 /// `LiteReach::op`: RDMA fetch-and-add of 1 on the 8 bytes there; the old value
 /// lands in the first 8 bytes of `data`.
 pub const LITE_REACH_ATOMIC: u32 = 5;
+/// `LiteReach::op`: this node's kernel holds each RPC reply it handles for `len`
+/// ms once the call's slot is free again (0: no more), so that the next call on
+/// that slot can be answered meanwhile; node-wide.
+pub const LITE_REACH_HOLD_REPLIES: u32 = 6;
 /// Bytes a canary page is filled with.
 pub const LITE_REACH_CANARY_BYTE: u8 = 0xC5;
 /// Bytes of `LiteReach::data` (its array length, written out for the ABI checks).

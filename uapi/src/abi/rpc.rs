@@ -134,7 +134,7 @@ pub struct LiteRpcBench {
 }
 
 /// This node's RPC bookkeeping (`LITE_IOC_RPC_STAT`): tests check it returns to
-/// zero after every scenario.
+/// zero after every scenario (all but `call_phases`, which only grows).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiteRpcStat {
@@ -151,6 +151,39 @@ pub struct LiteRpcStat {
     /// Requests and messages queued for this node's server processes.
     pub requests: u32,
     pub reserved: u32,
+    /// Where calls from this node to other nodes spent their time: user-space
+    /// callers' (`[0]`) and the kernel's own (`[1]`, `LITE_IOC_RPC_BENCH`).
+    pub call_phases: [LiteCallPhases; 2],
+}
+
+/// The time calls that were answered spent in each phase, summed (ns), from the
+/// module's entry to the caller running again: differences of two snapshots give
+/// the means over the calls between them. What a user-space caller measures
+/// beyond their sum is its two kernel crossings and its own wait on the slot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteCallPhases {
+    /// Calls summed (every phase but the wake-up).
+    pub calls: u64,
+    /// From the call's entry until its output buffer was pinned and mapped.
+    pub pin_ns: u64,
+    /// From then until the server was given a key to it (a reply too large to
+    /// ride in the completion record).
+    pub register_ns: u64,
+    /// From then until the request was ready to post: staging, a call slot, ring room.
+    pub stage_ns: u64,
+    /// From then until the reply's completion record was handled: the post, the
+    /// NICs, the network, the server and its reply.
+    pub round_trip_ns: u64,
+    /// From then until the result was in the caller's slot: an inline reply copied.
+    pub publish_ns: u64,
+    /// From then until what the call held was let go, its key revoked and its
+    /// pages unpinned: off the caller's path, on the completion handler's.
+    pub release_ns: u64,
+    /// Calls whose caller was asleep in the kernel when the result came.
+    pub woken: u64,
+    /// From the result in the slot until those callers ran again.
+    pub wakeup_ns: u64,
 }
 
 /// `_IOW('L', 21, LiteRpcId)`
@@ -170,4 +203,4 @@ pub const LITE_IOC_RPC_REPLY_RECV: u32 = 0xC050_4C1B;
 /// `_IOWR('L', 28, LiteRpcBench)`
 pub const LITE_IOC_RPC_BENCH: u32 = 0xC030_4C1C;
 /// `_IOR('L', 29, LiteRpcStat)`
-pub const LITE_IOC_RPC_STAT: u32 = 0x8020_4C1D;
+pub const LITE_IOC_RPC_STAT: u32 = 0x80B0_4C1D;
