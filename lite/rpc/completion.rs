@@ -72,10 +72,9 @@ impl RpcNode {
         };
         // Copied while the call still holds its slot: once `take` frees it, the next
         // call there may be answered, and its reply land over this one.
-        let mut inline = [0u8; wire::REPLY_INLINE_MAX];
         let inline = match done.status {
-            0 => read_inline_reply(peer, slot, done.len, &mut inline),
-            _ => Ok(&[][..]),
+            0 => read_inline_reply(peer, slot, done.len),
+            _ => Ok(KVec::new()),
         };
         let Some(mut call) = calls.take(slot, Some(done.seq)) else {
             return;
@@ -93,7 +92,7 @@ impl RpcNode {
                         .call_returned(class, now_ns().saturating_sub(started));
                 }
                 inline
-                    .and_then(|reply| call.output.fill(reply))
+                    .and_then(|reply| call.output.fill(&reply))
                     .map(|()| done.len)
             }
             status if error_of(status) == EOVERFLOW() => {
@@ -140,21 +139,16 @@ fn hold_reply() {
 }
 
 /// A successful reply of at most `REPLY_INLINE_MAX` bytes followed its record in
-/// the mailbox: its bytes, read into `buf`. A larger one is in the caller's
-/// buffer already (none here).
-fn read_inline_reply<'a>(
-    peer: &Peer,
-    slot: usize,
-    len: u64,
-    buf: &'a mut [u8; wire::REPLY_INLINE_MAX],
-) -> Result<&'a [u8]> {
+/// the mailbox: its bytes. A larger one is in the caller's buffer already (none
+/// here).
+fn read_inline_reply(peer: &Peer, slot: usize, len: u64) -> Result<KVec<u8>> {
     let Some(len) = usize::try_from(len)
         .ok()
         .filter(|&len| len <= wire::REPLY_INLINE_MAX)
     else {
-        return Ok(&[]);
+        return Ok(KVec::new());
     };
-    let reply = &mut buf[..len];
-    peer.read_inline_reply(slot, reply)?;
+    let mut reply = KVec::from_elem(0u8, len, GFP_KERNEL)?;
+    peer.read_inline_reply(slot, &mut reply)?;
     Ok(reply)
 }

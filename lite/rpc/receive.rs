@@ -351,18 +351,20 @@ impl RpcNode {
             Owed::Remote { capacity, .. } => capacity,
         };
         // The server's buffer is read or pinned while the reply is still owed.
-        let mut staged = [0u8; wire::REPLY_INLINE_MAX];
         let reply = if len > capacity {
             Ok(Reply::Overflow)
         } else if len as usize <= wire::REPLY_INLINE_MAX {
-            let bytes = &mut staged[..len as usize];
-            match from {
-                Source::User { addr, .. } => {
-                    user_slice(addr, bytes.len()).reader().read_slice(bytes)
-                }
-                Source::Kernel(data) => copy_exact(bytes, data),
-            }
-            .map(|()| Reply::Inline(bytes))
+            KVec::from_elem(0u8, len as usize, GFP_KERNEL)
+                .map_err(Error::from)
+                .and_then(|mut bytes| {
+                    match from {
+                        Source::User { addr, .. } => user_slice(addr, bytes.len())
+                            .reader()
+                            .read_slice(&mut bytes),
+                        Source::Kernel(data) => copy_exact(&mut bytes, data),
+                    }
+                    .map(|()| Reply::Inline(bytes))
+                })
         } else {
             match self.net.device() {
                 Ok(dev) => match from {
@@ -480,11 +482,11 @@ fn owe_again(file: &FileRpc, token: u64, owed: Owed) {
 }
 
 /// What a server's reply to a remote call becomes.
-enum Reply<'a> {
+enum Reply {
     /// Larger than the caller's buffer: the call fails with EOVERFLOW and its size.
     Overflow,
-    /// Small enough to ride in the completion record.
-    Inline(&'a [u8]),
+    /// Small enough to ride in the completion record: a copy of it.
+    Inline(KVec<u8>),
     /// Written from the server's pinned buffer first.
     Pages(UserPages),
     /// Written from a copy of a kernel server's reply first.

@@ -14,9 +14,11 @@ pub(crate) const HEADER_LEN: usize = 16;
 pub(crate) const BODY_MAX: usize = SLOT_SIZE - HEADER_LEN;
 /// RPCs one node may have in flight to another (LITE: 64).
 pub(crate) const CALL_SLOTS: usize = 64;
-/// Bytes of an RPC completion record slot: the record, then a reply small
-/// enough to ride in it (`REPLY_INLINE_MAX`). One packet at a 1 KiB MTU.
-pub(crate) const DONE_SIZE: usize = 1024;
+/// Bytes of an RPC completion record slot: the 32-byte record, then a reply of
+/// up to a page that rides in it (`REPLY_INLINE_MAX`). A larger reply needs a
+/// key to the caller's buffer, registered for that call alone, which costs more
+/// than the copy of a page.
+pub(crate) const DONE_SIZE: usize = 32 + 4096;
 /// Bytes of one mailbox (request and response slots, RPC completion records).
 pub(crate) const MAILBOX_SIZE: usize = 2 * SLOTS * SLOT_SIZE + CALL_SLOTS * DONE_SIZE;
 
@@ -123,6 +125,7 @@ mod tests {
         assert_eq!(done_offset(0), response_offset(SLOTS - 1) + SLOT_SIZE);
         assert_eq!(done_offset(CALL_SLOTS - 1) + DONE_SIZE, MAILBOX_SIZE);
         assert_eq!(RpcDone::LEN + REPLY_INLINE_MAX, DONE_SIZE);
+        assert_eq!(REPLY_INLINE_MAX, 4096);
     }
 
     #[test]

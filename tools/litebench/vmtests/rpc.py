@@ -11,9 +11,10 @@ from litebench.cluster.cluster import Background
 from litebench.vmtests.harness import check, check_no_rpc_state, rpc_calls
 
 
-# (request, reply) sizes: 992 B is the largest reply that rides in its completion
-# record (REPLY_INLINE_MAX), 993 B the smallest written into the caller's buffer first.
-RPC_SIZES = ((16, 4096), (5000, 0), (16, 64), (16, 992), (16, 993))
+# (request, reply) sizes: 4 KiB is the largest reply that rides in its completion
+# record (REPLY_INLINE_MAX), 4 KiB + 1 the smallest written into the caller's buffer
+# first; 8 KiB spans pages of the caller's buffer.
+RPC_SIZES = ((16, 8192), (5000, 0), (16, 64), (16, 4096), (16, 4097))
 
 
 def test_rpc_calls_from_many_processes_and_threads_are_checked(c, sizes=RPC_SIZES):

@@ -55,7 +55,7 @@ def test_services_run_unchanged_on_siw(c):
     # The master's permission checks travel as these messages do: not repeated here.
     # A reply written into the caller's buffer (WRITE, then the fencing READ), a
     # request too large to ride in its record, the largest inline reply.
-    rpc.test_rpc_calls_from_many_processes_and_threads_are_checked(c, sizes=((16, 4096), (5000, 0), (16, 992)))
+    rpc.test_rpc_calls_from_many_processes_and_threads_are_checked(c, sizes=((16, 8192), (5000, 0), (16, 4096)))
     rpc.test_rpc_one_way_messages_all_arrive(c)
     lmr.test_atomics_from_every_node_add_up_exactly(c)
     lmr.test_locks_and_barriers_from_every_node(c)
