@@ -60,8 +60,9 @@ pub struct CallPhases {
     pub round_trip: Duration,
     /// Until the result was in the caller's slot.
     pub publish: Duration,
-    /// After that, until the call's key was revoked and its pages let go (the
-    /// completion handler's time, not the caller's).
+    /// After that, until the completion handler was done with the call: waking
+    /// the caller, revoking its key, unpinning (the handler's time, beside the
+    /// caller's wake-up).
     pub release: Duration,
     /// Callers that were asleep in the kernel when their result came.
     pub woken: u64,

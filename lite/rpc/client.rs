@@ -6,7 +6,7 @@
 use super::file::FileRpc;
 use super::phases::{CallStamps, Caller};
 use super::ring::{self, ClientRing, Reservation, RING_BYTES};
-use super::{jiffies_until, now_ns, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
+use super::{jiffies_until, wait_result, CALLS_PER_FILE, HEAD_POLL_MS};
 use crate::errno::ENOTCONN;
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::lmr::layout::Extent;
@@ -396,11 +396,8 @@ impl Output {
 
 /// Ends a call taken out of its slot: the ring room is released, the caller told,
 /// and then what the call held let go (its key revoked, its pages unpinned).
-/// Returns when the caller was told (ns).
+/// Returns when the result was there for the caller (ns).
 pub(crate) fn end_call(call: KBox<Call>, result: Result<u64>) -> u64 {
     call.binding.put_user();
-    call.waiter.complete(call.user_slot, call.seq, result);
-    let told = now_ns();
-    drop(call);
-    told
+    call.waiter.complete(call.user_slot, call.seq, result)
 }

@@ -196,18 +196,20 @@ impl FileRpc {
 
     /// The call `seq` on `slot` ended: publish its result and wake the waiter.
     /// A call abandoned at its deadline finds its slot reused or idle: ignored.
-    pub(crate) fn complete(&self, slot: usize, seq: u64, result: Result<u64>) {
+    /// Returns when the result was there for the caller to see (ns).
+    pub(crate) fn complete(&self, slot: usize, seq: u64, result: Result<u64>) -> u64 {
         let mut slots = self.slots.lock();
+        let now = now_ns();
         let remote = match slots.get(slot) {
             Some(&SlotUse::Pending {
                 seq: pending,
                 remote,
                 ..
             }) if pending == seq => remote,
-            _ => return,
+            _ => return now,
         };
         slots[slot] = SlotUse::Idle {
-            answered: if remote { now_ns() } else { 0 },
+            answered: if remote { now } else { 0 },
         };
         let (status, len) = match result {
             Ok(len) => (0, len),
@@ -216,6 +218,7 @@ impl FileRpc {
         self.page.publish(slot, LITE_SLOT_DONE, status, len, seq);
         drop(slots);
         self.slot_done.notify_all();
+        now
     }
 
     /// Like `complete` for an EOVERFLOW whose true size the caller learns.

@@ -11,7 +11,8 @@ from pathlib import Path
 from litebench import plots
 from litebench.bench.cli import sections_arg, sizes_arg
 from litebench.bench.output import last_json, parse_perftest_bw, parse_perftest_lat
-from litebench.bench.report import chart_panels, compare, comparisons, fmt_ns, fmt_size, format_table
+from litebench.bench.report import (call_phases, chart_panels, compare, comparisons, fmt_ns, fmt_size,
+                                    format_call_phases, format_table)
 from litebench.bench.runner import Bench
 from litebench.bench.steps import PATHS_ROUNDS, RPC_CALLER_ROUNDS, run_steps
 from litebench.cluster.cluster import Result
@@ -243,6 +244,24 @@ def write_chart(test, panels):
         return svg.read_text()
 
 
+class CallPhaseTable(unittest.TestCase):
+    def test_each_phase_is_the_median_of_the_rounds(self):
+        def rnd(pin, round_trip):
+            return {"p50_ns": 1, "phases": {"pin_ns": pin, "register_ns": 0, "stage_ns": 0, "round_trip_ns": round_trip,
+                                            "publish_ns": 0, "wakeup_ns": 0, "outside_ns": 0, "mean_ns": round_trip,
+                                            "release_ns": 0}}
+        lite = {"rpc_user": {"rounds": [rnd(10, 100), rnd(30, 300), rnd(20, 900)]},
+                "rpc_kernel": {"rounds": [rnd(1, 200), {"p50_ns": 1, "phases": None}]}}
+        phases = call_phases(lite)
+        self.assertEqual((phases["user"]["pin_ns"], phases["user"]["round_trip_ns"], phases["user"]["rounds"]),
+                         (20, 300, 3))
+        self.assertEqual(phases["kernel"]["rounds"], 1, "a round without phases is left out")
+        table = format_call_phases(phases)
+        self.assertIn("pin the output", table)
+        self.assertRegex(table, r"post to reply handled\s+300 ns\s+200 ns\s+100 ns")
+        self.assertEqual(call_phases({}), {})
+
+
 class LatencyChart(unittest.TestCase):
     def test_panels_from_results(self):
         lines = drawn(chart_panels(sample_results()))
@@ -469,5 +488,5 @@ class Orchestration(unittest.TestCase):
         self.assertTrue(server, "the RPC server starts on node 1")
         kernel_rounds = [s for n, s in c.commands if n == 0 and "--kernel-caller" in s]
         self.assertEqual(len(kernel_rounds), RPC_CALLER_ROUNDS, "user and kernel caller alternate in rounds")
-        self.assertIn("lite-selftest rpc-call 1 31 --count 12 --size 8 --reply 4096 --kernel-caller", kernel_rounds[0])
+        self.assertIn("lite-selftest rpc-call 1 31 --count 50 --size 8 --reply 4096 --kernel-caller", kernel_rounds[0])
         write_chart(self, chart_panels(results))

@@ -97,7 +97,7 @@ CALL_PHASES = [("pin_ns", "pin the output"), ("register_ns", "register its key")
                ("stage_ns", "stage, slot, ring room"), ("round_trip_ns", "post to reply handled"),
                ("publish_ns", "publish the result"), ("wakeup_ns", "wake the caller"),
                ("outside_ns", "outside the kernel's stamps"), ("mean_ns", "the call, as timed"),
-               ("release_ns", "after it: revoke the key, unpin")]
+               ("release_ns", "handler after publishing: wake, revoke, unpin")]
 
 
 def call_phases(lite):

@@ -244,7 +244,7 @@ def rpc_steps(b, a, lite, native):
         steps.append((f"lite-selftest rpc-call 16 B -> {fmt_size(size)}",
                       rpc_call(lambda d, size=size: lite.setdefault("rpc_lat", {}).__setitem__(str(size), d),
                                f"--count {a.lat_iters} --size 16 --reply {size}")))
-    per_round = max(10, a.lat_iters // RPC_CALLER_ROUNDS)
+    per_round = max(50, a.lat_iters // RPC_CALLER_ROUNDS)
     for r in range(1, RPC_CALLER_ROUNDS + 1):
         steps.append((f"lite-selftest rpc-call 8 B, user caller (round {r}/{RPC_CALLER_ROUNDS})",
                       rpc_call(add_caller_round("rpc_user"), f"--count {per_round} --size 8 --reply 4096")))

@@ -177,8 +177,9 @@ pub struct LiteCallPhases {
     pub round_trip_ns: u64,
     /// From then until the result was in the caller's slot: an inline reply copied.
     pub publish_ns: u64,
-    /// From then until what the call held was let go, its key revoked and its
-    /// pages unpinned: off the caller's path, on the completion handler's.
+    /// From then until the completion handler was done with the call: waking
+    /// its caller, revoking its key, unpinning its pages (the handler's time,
+    /// beside the caller's wake-up).
     pub release_ns: u64,
     /// Calls whose caller was asleep in the kernel when the result came.
     pub woken: u64,
