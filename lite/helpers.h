@@ -142,6 +142,16 @@ struct lite_sge;
  */
 struct ib_mr *lite_mr_register(struct lite_dev *dev, const struct lite_sge *runs,
 			       unsigned int nruns, int access, unsigned int *rkey, int *err);
+/* Most ranges one lite_mr_register_each() takes (a 4 GiB share of 4 MiB chunks). */
+#define LITE_MR_MAX_EACH 1024
+/*
+ * Registers each of the `n` physically contiguous `ranges` as an MR of its own,
+ * as lite_mr_register() does one, but posts the work requests together and waits
+ * for them at once. 0 and the MRs in `mrs`, their rkeys in `rkeys`; or an errno,
+ * and none is registered.
+ */
+int lite_mr_register_each(struct lite_dev *dev, const struct lite_sge *ranges, unsigned int n,
+			  int access, struct ib_mr **mrs, unsigned int *rkeys);
 /* Deregisters the MR: when it returns, the NIC no longer reaches its memory. */
 void lite_mr_deregister(struct ib_mr *mr);
 

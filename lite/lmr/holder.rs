@@ -101,33 +101,42 @@ impl LmrNode {
         }
         let missing = whole - ready.len();
         let mut ready = Iterator::chain(ready.into_iter(), zero_chunks(&dev, missing));
-        while left > 0 && extents.len() < max_extents {
+        // Each chunk with the bytes of it the LMR uses.
+        let mut used = KVec::new();
+        while left > 0 && used.len() < max_extents {
             let Some(len) = layout::next_chunk_len(left, limit) else {
                 result = Err(ENOMEM);
                 break;
             };
             let prepared = if len == CHUNK_MAX { ready.next() } else { None };
             match prepared.map_or_else(|| DmaBuf::try_new(&dev, len as usize), Ok) {
-                Ok(mut chunk) => {
-                    let used = len.min(left);
-                    let exposed = chunk.expose(0, used as usize, LMR_ACCESS).and_then(|rkey| {
-                        let extent = wire::WireExtent {
-                            node: me,
-                            rkey,
-                            addr: chunk.dma(),
-                            len: used,
-                        };
-                        extents.push(extent, GFP_KERNEL)?;
-                        Ok(chunks.push(chunk, GFP_KERNEL)?)
-                    });
-                    if let Err(e) = exposed {
-                        result = Err(e);
+                Ok(chunk) => {
+                    let bytes = len.min(left);
+                    if let Err(e) = used.push((chunk, bytes as usize), GFP_KERNEL) {
+                        result = Err(e.into());
                         break;
                     }
-                    left -= used;
+                    left -= bytes;
                 }
                 Err(_) => limit = len / 2,
             }
+        }
+        // Peers' keys to all of them at once: each is a registration at the NIC,
+        // and waiting for them one by one took most of an allocation from the reserve.
+        if result.is_ok() {
+            result = DmaBuf::expose_each(&dev, &mut used, LMR_ACCESS).and_then(|rkeys| {
+                for ((chunk, bytes), rkey) in used.into_iter().zip(rkeys) {
+                    let extent = wire::WireExtent {
+                        node: me,
+                        rkey,
+                        addr: chunk.dma(),
+                        len: bytes as u64,
+                    };
+                    extents.push(extent, GFP_KERNEL)?;
+                    chunks.push(chunk, GFP_KERNEL)?;
+                }
+                Ok(())
+            });
         }
         let got = want - left;
         self.refill_reserve_later();

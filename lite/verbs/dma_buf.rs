@@ -124,6 +124,31 @@ impl DmaBuf {
         Ok(rkey)
     }
 
+    /// `expose` for each of `bufs` from its start, for the length beside it, with
+    /// the registrations made at once (`RemoteKey::register_each`); returns the
+    /// rkeys in order. On failure none is exposed.
+    pub(crate) fn expose_each(
+        dev: &Arc<Device>,
+        bufs: &mut [(DmaBuf, usize)],
+        access: u32,
+    ) -> Result<KVec<u32>> {
+        let mut ranges = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
+        for (buf, len) in bufs.iter() {
+            if buf.key.is_some() {
+                return Err(EBUSY);
+            }
+            let (dma, len) = buf.range(0, *len)?;
+            ranges.push((dma, len as usize), GFP_KERNEL)?;
+        }
+        let keys = RemoteKey::register_each(dev, &ranges, access)?;
+        let mut rkeys = KVec::with_capacity(bufs.len(), GFP_KERNEL)?;
+        for ((buf, _), key) in bufs.iter_mut().zip(keys) {
+            rkeys.push(key.rkey(), GFP_KERNEL)?;
+            buf.key = Some(key);
+        }
+        Ok(rkeys)
+    }
+
     /// Peers' rkey to the exposed range, if any.
     pub(crate) fn rkey(&self) -> Option<u32> {
         self.key.as_ref().map(RemoteKey::rkey)

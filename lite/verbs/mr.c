@@ -207,6 +207,121 @@ fail:
 	return NULL;
 }
 
+/* Registration work requests posted at once: well within the QP's send queue. */
+#define LITE_REG_BATCH 64
+
+/* A batch of registrations in flight: done once the last one completed. */
+struct lite_reg_batch {
+	struct ib_cqe cqe;
+	struct completion done;
+	atomic_t left;
+	bool failed;
+};
+
+static void lite_reg_batch_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct lite_reg_batch *batch = container_of(wc->wr_cqe, struct lite_reg_batch, cqe);
+
+	if (wc->status != IB_WC_SUCCESS)
+		WRITE_ONCE(batch->failed, true);
+	if (atomic_dec_and_test(&batch->left))
+		complete(&batch->done);
+}
+
+/* Posts the chained `wrs` (`n` of them) on the registration QP and waits for all. */
+static int lite_reg_post_batch(struct lite_dev *dev, struct ib_reg_wr *wrs, unsigned int n)
+{
+	struct lite_reg_batch batch = { .cqe.done = lite_reg_batch_done };
+	const struct ib_send_wr *bad = NULL;
+	unsigned int i, posted = n;
+	struct lite_qp *qp;
+	int err;
+
+	for (i = 0; i < n; i++) {
+		wrs[i].wr.wr_cqe = &batch.cqe;
+		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
+	}
+	init_completion(&batch.done);
+	atomic_set(&batch.left, n);
+	mutex_lock(&dev->reg_lock);
+	qp = lite_reg_qp(dev, &err);
+	if (qp) {
+		err = ib_post_send(qp->qp, &wrs[0].wr, &bad);
+		/* Those from `bad` on were not posted and will not complete. */
+		if (err)
+			posted = bad ? container_of(bad, struct ib_reg_wr, wr) - wrs : 0;
+	} else {
+		posted = 0;
+	}
+	if (atomic_sub_and_test(n - posted, &batch.left))
+		complete(&batch.done);
+	/* Uninterruptibly: the completions name `batch`, on this stack. */
+	wait_for_completion(&batch.done);
+	if (qp && !err && READ_ONCE(batch.failed)) {
+		err = -EIO;
+		/* The QP is in error now: the next registration makes another. */
+		lite_mr_dev_cleanup(dev);
+	}
+	mutex_unlock(&dev->reg_lock);
+	return err;
+}
+
+int lite_mr_register_each(struct lite_dev *dev, const struct lite_sge *ranges, unsigned int n,
+			  int access, struct ib_mr **mrs, unsigned int *rkeys)
+{
+	struct ib_reg_wr *wrs;
+	unsigned int made, from;
+	int err = 0;
+
+	if (!n || n > LITE_MR_MAX_EACH)
+		return -EINVAL;
+	wrs = kcalloc(min_t(unsigned int, n, LITE_REG_BATCH), sizeof(*wrs), GFP_KERNEL);
+	if (!wrs)
+		return -ENOMEM;
+	for (made = 0; made < n && !err; made++) {
+		unsigned int page_size = lite_one_page(ranges[made].addr, ranges[made].len);
+		struct ib_reg_wr *wr = &wrs[made % LITE_REG_BATCH];
+		struct ib_mr *mr;
+
+		if (!page_size) {
+			err = -EINVAL;
+			break;
+		}
+		mr = ib_alloc_mr(dev->pd, IB_MR_TYPE_MEM_REG, 1);
+		if (IS_ERR(mr)) {
+			err = PTR_ERR(mr);
+			break;
+		}
+		mrs[made] = mr;
+		err = lite_mr_map(mr, &ranges[made], 1, page_size);
+		if (err) {
+			made++;
+			break;
+		}
+		/* A fresh key byte at every registration: a stale or guessed key misses. */
+		ib_update_fast_reg_key(mr, get_random_u8());
+		*wr = (struct ib_reg_wr){
+			.wr.opcode = IB_WR_REG_MR,
+			.wr.send_flags = IB_SEND_SIGNALED,
+			.mr = mr,
+			.key = mr->rkey,
+			.access = lite_ib_access(access),
+		};
+		rkeys[made] = mr->rkey;
+		if ((made + 1) % LITE_REG_BATCH == 0 || made + 1 == n) {
+			from = made / LITE_REG_BATCH * LITE_REG_BATCH;
+			err = lite_reg_post_batch(dev, wrs, made + 1 - from);
+		}
+	}
+	kfree(wrs);
+	if (err) {
+		/* Registered or not, each MR goes: deregistering revokes what the NIC took. */
+		while (made--)
+			WARN_ON(ib_dereg_mr(mrs[made]));
+	}
+	return err;
+}
+
 void lite_mr_deregister(struct ib_mr *mr)
 {
 	/* Synchronous: once it returns, the NIC executes nothing more under the key. */

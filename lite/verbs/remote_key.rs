@@ -92,6 +92,79 @@ impl RemoteKey {
         })
     }
 
+    /// `register` for each of the physically contiguous `ranges` (DMA address,
+    /// bytes), one key each, with the registrations sent to the NIC together and
+    /// waited for at once: a holder exposes up to 1 024 chunks of one LMR. On
+    /// failure none is registered.
+    pub(crate) fn register_each(
+        dev: &Arc<Device>,
+        ranges: &[(u64, usize)],
+        access: u32,
+    ) -> Result<KVec<Self>> {
+        let mut keys = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
+        if ranges.is_empty() {
+            return Ok(keys);
+        }
+        if dev.remote_access() == RemoteAccess::Global {
+            for _ in ranges {
+                keys.push(
+                    RemoteKey {
+                        _dev: dev.clone(),
+                        mr: None,
+                        rkey: dev.global_rkey(),
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+            return Ok(keys);
+        }
+        if ranges.len() > ffi::LITE_MR_MAX_EACH as usize {
+            return Err(EINVAL);
+        }
+        let mut sges = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
+        for &(addr, len) in ranges {
+            let len = u32::try_from(len).map_err(|_| EINVAL)?;
+            sges.push(
+                ffi::lite_sge {
+                    addr,
+                    len,
+                    reserved: 0,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        let mut mrs = KVec::from_elem(core::ptr::null_mut(), ranges.len(), GFP_KERNEL)?;
+        let mut rkeys = KVec::from_elem(0u32, ranges.len(), GFP_KERNEL)?;
+        // SAFETY: the device is registered; `sges` holds `ranges.len()` entries the
+        // helper only reads, and `mrs` and `rkeys` as many that it writes.
+        let err = unsafe {
+            ffi::lite_mr_register_each(
+                dev.raw.as_ptr(),
+                sges.as_ptr(),
+                sges.len() as u32,
+                access as i32,
+                mrs.as_mut_ptr(),
+                rkeys.as_mut_ptr(),
+            )
+        };
+        if err != 0 {
+            return Err(Error::from_errno(err));
+        }
+        for (&mr, &rkey) in mrs.iter().zip(rkeys.iter()) {
+            // Within the capacity reserved above: does not allocate, so every MR
+            // the helper made gets its key, which deregisters it when dropped.
+            keys.push(
+                RemoteKey {
+                    _dev: dev.clone(),
+                    mr: NonNull::new(mr),
+                    rkey,
+                },
+                GFP_KERNEL,
+            )?;
+        }
+        Ok(keys)
+    }
+
     /// The key peers put in their work requests.
     pub(crate) fn rkey(&self) -> u32 {
         self.rkey
