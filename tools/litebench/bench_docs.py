@@ -33,6 +33,8 @@ import re
 import sys
 from pathlib import Path
 
+from litebench.bench.report import CALL_PHASES
+
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "benchmarks.md"
 BEGIN = "<!-- bench-results:begin -->"
@@ -220,7 +222,14 @@ def bench_lines(data):
         rows.append([r["metric"], fmt_size(r.get("size")), fmt_value(r.get("lite"), r.get("unit")),
                      fmt_value(r.get("native"), r.get("unit")), fmt_ratio(r.get("ratio")), r.get("target") or "-",
                      met])
-    return facts, table(["metric", "size", "LITE", "native", "ratio", "target", "met"], rows)
+    text = table(["metric", "size", "LITE", "native", "ratio", "target", "met"], rows)
+    phases = data.get("rpc_call_phases") or {}
+    if phases:
+        user, kern = phases.get("user", {}), phases.get("kernel", {})
+        rows = [[label, fmt_ns(user.get(k)), fmt_ns(kern.get(k))] for k, label in CALL_PHASES]
+        text += ("\n\nLT_RPC 8 B, where each caller's call goes by the kernel's stamps (each phase: the median "
+                 "over rounds of the round's mean per call):\n\n" + table(["phase", "user caller", "kernel caller"], rows))
+    return facts, text
 
 
 def flows_in(summaries):
