@@ -48,27 +48,12 @@ impl RemoteKey {
     /// Several runs must be page-aligned where they meet.
     pub(crate) fn register(dev: &Arc<Device>, runs: &[(u64, usize)], access: u32) -> Result<Self> {
         if dev.remote_access() == RemoteAccess::Global {
-            return Ok(RemoteKey {
-                _dev: dev.clone(),
-                mr: None,
-                rkey: dev.global_rkey(),
-            });
+            return Ok(Self::global(dev));
         }
         if runs.is_empty() || runs.len() > ffi::LITE_MR_MAX_RUNS as usize {
             return Err(EINVAL);
         }
-        let mut sges = KVec::with_capacity(runs.len(), GFP_KERNEL)?;
-        for &(addr, len) in runs {
-            let len = u32::try_from(len).map_err(|_| EINVAL)?;
-            sges.push(
-                ffi::lite_sge {
-                    addr,
-                    len,
-                    reserved: 0,
-                },
-                GFP_KERNEL,
-            )?;
-        }
+        let sges = sges_of(runs)?;
         let (mut rkey, mut err) = (0, 0);
         // SAFETY: the device is registered; `sges` holds `runs.len()` entries the
         // helper only reads; the out pointers are locals.
@@ -107,32 +92,14 @@ impl RemoteKey {
         }
         if dev.remote_access() == RemoteAccess::Global {
             for _ in ranges {
-                keys.push(
-                    RemoteKey {
-                        _dev: dev.clone(),
-                        mr: None,
-                        rkey: dev.global_rkey(),
-                    },
-                    GFP_KERNEL,
-                )?;
+                keys.push(Self::global(dev), GFP_KERNEL)?;
             }
             return Ok(keys);
         }
         if ranges.len() > ffi::LITE_MR_MAX_EACH as usize {
             return Err(EINVAL);
         }
-        let mut sges = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
-        for &(addr, len) in ranges {
-            let len = u32::try_from(len).map_err(|_| EINVAL)?;
-            sges.push(
-                ffi::lite_sge {
-                    addr,
-                    len,
-                    reserved: 0,
-                },
-                GFP_KERNEL,
-            )?;
-        }
+        let sges = sges_of(ranges)?;
         let mut mrs = KVec::from_elem(core::ptr::null_mut(), ranges.len(), GFP_KERNEL)?;
         let mut rkeys = KVec::from_elem(0u32, ranges.len(), GFP_KERNEL)?;
         // SAFETY: the device is registered; `sges` holds `ranges.len()` entries the
@@ -165,10 +132,36 @@ impl RemoteKey {
         Ok(keys)
     }
 
+    /// With `global`: the global MR's key, which nothing revokes.
+    fn global(dev: &Arc<Device>) -> Self {
+        RemoteKey {
+            _dev: dev.clone(),
+            mr: None,
+            rkey: dev.global_rkey(),
+        }
+    }
+
     /// The key peers put in their work requests.
     pub(crate) fn rkey(&self) -> u32 {
         self.rkey
     }
+}
+
+/// `ranges` (DMA address, bytes) as the helpers take them; EINVAL for one of 4 GiB or more.
+fn sges_of(ranges: &[(u64, usize)]) -> Result<KVec<ffi::lite_sge>> {
+    let mut sges = KVec::with_capacity(ranges.len(), GFP_KERNEL)?;
+    for &(addr, len) in ranges {
+        let len = u32::try_from(len).map_err(|_| EINVAL)?;
+        sges.push(
+            ffi::lite_sge {
+                addr,
+                len,
+                reserved: 0,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(sges)
 }
 
 impl Drop for RemoteKey {
