@@ -17,20 +17,6 @@
 #include "helpers.h"
 #include "verbs.h"
 
-struct lite_reg_wait {
-	struct ib_cqe cqe;
-	struct completion done;
-	enum ib_wc_status status;
-};
-
-static void lite_reg_done(struct ib_cq *cq, struct ib_wc *wc)
-{
-	struct lite_reg_wait *wait = container_of(wc->wr_cqe, struct lite_reg_wait, cqe);
-
-	wait->status = wc->status;
-	complete(&wait->done);
-}
-
 /*
  * Connects the registration QP to itself by hand, or through the RDMA CM to a
  * partner QP where the device connects only that way (iWARP).
@@ -142,71 +128,6 @@ static int lite_mr_map(struct ib_mr *mr, const struct lite_sge *runs, unsigned i
 	return mapped == nruns ? 0 : -EINVAL;
 }
 
-struct ib_mr *lite_mr_register(struct lite_dev *dev, const struct lite_sge *runs,
-			       unsigned int nruns, int access, unsigned int *rkey, int *err)
-{
-	struct lite_reg_wait wait = { .cqe.done = lite_reg_done };
-	struct ib_reg_wr wr = {};
-	unsigned int page_size = PAGE_SIZE, entries = 0, i;
-	struct lite_qp *qp;
-	struct ib_mr *mr;
-
-	if (!nruns || nruns > LITE_MR_MAX_RUNS) {
-		*err = -EINVAL;
-		return NULL;
-	}
-	if (nruns == 1) {
-		/* One physically contiguous range: one page entry of its size. */
-		page_size = lite_one_page(runs[0].addr, runs[0].len);
-		entries = 1;
-		if (!page_size) {
-			*err = -EINVAL;
-			return NULL;
-		}
-	} else {
-		for (i = 0; i < nruns; i++)
-			entries += DIV_ROUND_UP(offset_in_page(runs[i].addr) + runs[i].len, PAGE_SIZE);
-	}
-	mr = ib_alloc_mr(dev->pd, IB_MR_TYPE_MEM_REG, entries);
-	if (IS_ERR(mr)) {
-		*err = PTR_ERR(mr);
-		return NULL;
-	}
-	*err = lite_mr_map(mr, runs, nruns, page_size);
-	if (*err)
-		goto fail;
-	/* A fresh key byte at every registration: a stale or guessed key misses. */
-	ib_update_fast_reg_key(mr, get_random_u8());
-	init_completion(&wait.done);
-	wr.wr.opcode = IB_WR_REG_MR;
-	wr.wr.send_flags = IB_SEND_SIGNALED;
-	wr.wr.wr_cqe = &wait.cqe;
-	wr.mr = mr;
-	wr.key = mr->rkey;
-	wr.access = lite_ib_access(access);
-	mutex_lock(&dev->reg_lock);
-	qp = lite_reg_qp(dev, err);
-	if (qp)
-		*err = ib_post_send(qp->qp, &wr.wr, NULL);
-	if (qp && !*err) {
-		/* Uninterruptibly: the completion names `wait`, on this stack. */
-		wait_for_completion(&wait.done);
-		if (wait.status != IB_WC_SUCCESS) {
-			*err = -EIO;
-			/* The QP is in error now: the next registration makes another. */
-			lite_mr_dev_cleanup(dev);
-		}
-	}
-	mutex_unlock(&dev->reg_lock);
-	if (*err)
-		goto fail;
-	*rkey = mr->rkey;
-	return mr;
-fail:
-	WARN_ON(ib_dereg_mr(mr));
-	return NULL;
-}
-
 /* Registration work requests posted at once: well within the QP's send queue. */
 #define LITE_REG_BATCH 64
 
@@ -226,6 +147,19 @@ static void lite_reg_batch_done(struct ib_cq *cq, struct ib_wc *wc)
 		WRITE_ONCE(batch->failed, true);
 	if (atomic_dec_and_test(&batch->left))
 		complete(&batch->done);
+}
+
+/* Makes `wr` register `mr` for `access`, under a fresh key byte: a stale or guessed key misses. */
+static void lite_reg_wr(struct ib_reg_wr *wr, struct ib_mr *mr, int access)
+{
+	ib_update_fast_reg_key(mr, get_random_u8());
+	*wr = (struct ib_reg_wr){
+		.wr.opcode = IB_WR_REG_MR,
+		.wr.send_flags = IB_SEND_SIGNALED,
+		.mr = mr,
+		.key = mr->rkey,
+		.access = lite_ib_access(access),
+	};
 }
 
 /* Posts the chained `wrs` (`n` of them) on the registration QP and waits for all. */
@@ -266,6 +200,48 @@ static int lite_reg_post_batch(struct lite_dev *dev, struct ib_reg_wr *wrs, unsi
 	return err;
 }
 
+struct ib_mr *lite_mr_register(struct lite_dev *dev, const struct lite_sge *runs,
+			       unsigned int nruns, int access, unsigned int *rkey, int *err)
+{
+	struct ib_reg_wr wr;
+	unsigned int page_size = PAGE_SIZE, entries = 0, i;
+	struct ib_mr *mr;
+
+	if (!nruns || nruns > LITE_MR_MAX_RUNS) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	if (nruns == 1) {
+		/* One physically contiguous range: one page entry of its size. */
+		page_size = lite_one_page(runs[0].addr, runs[0].len);
+		entries = 1;
+		if (!page_size) {
+			*err = -EINVAL;
+			return NULL;
+		}
+	} else {
+		for (i = 0; i < nruns; i++)
+			entries += DIV_ROUND_UP(offset_in_page(runs[i].addr) + runs[i].len, PAGE_SIZE);
+	}
+	mr = ib_alloc_mr(dev->pd, IB_MR_TYPE_MEM_REG, entries);
+	if (IS_ERR(mr)) {
+		*err = PTR_ERR(mr);
+		return NULL;
+	}
+	*err = lite_mr_map(mr, runs, nruns, page_size);
+	if (*err)
+		goto fail;
+	lite_reg_wr(&wr, mr, access);
+	*err = lite_reg_post_batch(dev, &wr, 1);
+	if (*err)
+		goto fail;
+	*rkey = mr->rkey;
+	return mr;
+fail:
+	WARN_ON(ib_dereg_mr(mr));
+	return NULL;
+}
+
 int lite_mr_register_each(struct lite_dev *dev, const struct lite_sge *ranges, unsigned int n,
 			  int access, struct ib_mr **mrs, unsigned int *rkeys)
 {
@@ -298,15 +274,7 @@ int lite_mr_register_each(struct lite_dev *dev, const struct lite_sge *ranges, u
 			made++;
 			break;
 		}
-		/* A fresh key byte at every registration: a stale or guessed key misses. */
-		ib_update_fast_reg_key(mr, get_random_u8());
-		*wr = (struct ib_reg_wr){
-			.wr.opcode = IB_WR_REG_MR,
-			.wr.send_flags = IB_SEND_SIGNALED,
-			.mr = mr,
-			.key = mr->rkey,
-			.access = lite_ib_access(access),
-		};
+		lite_reg_wr(wr, mr, access);
 		rkeys[made] = mr->rkey;
 		if ((made + 1) % LITE_REG_BATCH == 0 || made + 1 == n) {
 			from = made / LITE_REG_BATCH * LITE_REG_BATCH;
