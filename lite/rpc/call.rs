@@ -4,7 +4,7 @@
 
 use super::client::{end_call, Call, ClientBinding, Output};
 use super::file::{FileRpc, LocalCaller, LocalCharge};
-use super::phases::{CallStamps, Caller};
+use super::phases::CallStamps;
 use super::ring::{self, RecordHeader, FLAG_ABANDONED, FLAG_ONEWAY, MAX_MSG, RUN_LEN};
 use super::server::Request;
 use super::RpcNode;
@@ -82,11 +82,6 @@ impl RpcNode {
         }
         let waiter = sender.slot.map(|slot| (sender.file.clone(), slot));
         let timed = sender.class.map(|class| (class, started));
-        let caller = if sender.class.is_some() {
-            Caller::User
-        } else {
-            Caller::Kernel
-        };
         let mut stamps = CallStamps {
             entry: started,
             ..Default::default()
@@ -165,7 +160,6 @@ impl RpcNode {
                         output,
                         _stage: stage.clone(),
                         timed,
-                        caller,
                         stamps,
                     };
                     Some(KBox::new(call, GFP_KERNEL).map_err(|e| fail(e.into()))?)

@@ -136,9 +136,19 @@ pub(crate) struct Call {
     pub(crate) _stage: Arc<DmaBuf>,
     /// A user's call: its class and when it was made, for its round trip.
     pub(crate) timed: Option<(u32, u64)>,
-    /// Who made it, and when it passed each phase until it was posted.
-    pub(crate) caller: Caller,
+    /// When it passed each phase until it was posted.
     pub(crate) stamps: CallStamps,
+}
+
+impl Call {
+    /// Who made it: only a user's call is timed for its class.
+    pub(crate) fn caller(&self) -> Caller {
+        if self.timed.is_some() {
+            Caller::User
+        } else {
+            Caller::Kernel
+        }
+    }
 }
 
 enum CallSlot {

@@ -103,7 +103,7 @@ impl RpcNode {
             }
             status => Err(error_of(status)),
         };
-        let answered = result.is_ok().then_some((call.caller, call.stamps));
+        let answered = result.is_ok().then_some((call.caller(), call.stamps));
         let published = end_call(call, result);
         if let Some((caller, stamps)) = answered {
             self.call_answered(caller, &stamps, [handled, published, now_ns()]);
