@@ -329,7 +329,8 @@ enum Pass {
 /// finds no tokens moves time on to when they come, as the hrtimer would.
 pub struct Pacer {
     flows: Vec<Flow>,
-    used: Vec<bool>,
+    /// The paced transfers (`QosState::transfers`).
+    transfers: u64,
     waited_from: Vec<Option<u64>>,
     wf: Wf2q,
     bucket: TokenBucket,
@@ -354,7 +355,7 @@ impl Pacer {
         bucket.set_chunk(chunk, 0);
         let mut pacer = Pacer {
             flows: vec![Flow::new(1); flows.max(1)],
-            used: vec![true; flows.max(1)],
+            transfers: flows.max(1) as u64,
             waited_from: vec![None; flows.max(1)],
             wf: Wf2q::default(),
             bucket,
@@ -423,9 +424,8 @@ impl Pacer {
             self.bucket.set_chunk(self.chunk, now);
         }
         // `QosState::inflight_budget`, then `paced_places`: each takes the window.
-        let transfers = self.used.iter().filter(|&&used| used).count() as u64;
         let window = paced_window(rate, self.chunk, self.hold.hold_ns(self.chunk));
-        let share = transfer_share(window, transfers, self.chunk);
+        let share = transfer_share(window, self.transfers, self.chunk);
         let window = paced_window(rate, self.chunk, self.hold.hold_ns(self.chunk));
         core::hint::black_box((share, paced_places(window, self.chunk)));
         // `QosState::next_turn`.

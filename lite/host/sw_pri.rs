@@ -110,6 +110,7 @@ pub struct NodeQos {
     wf: Wf2q,
     flows: Vec<Flow>,
     used: Vec<bool>,
+    transfers: u64,
     last_latency_ns: u64,
     drain: UnpacedDrain,
     paced_bytes: u64,
@@ -240,6 +241,7 @@ impl NodeQos {
             wf: Wf2q::default(),
             flows: Vec::new(),
             used: Vec::new(),
+            transfers: 0,
             last_latency_ns: 0,
             drain: UnpacedDrain::default(),
             paced_bytes: 0,
@@ -295,8 +297,7 @@ impl NodeQos {
     }
 
     fn inflight_budget(&self) -> u64 {
-        let flows = self.used.iter().filter(|&&used| used).count() as u64;
-        transfer_share(self.paced_window(), flows, self.chunk())
+        transfer_share(self.paced_window(), self.transfers, self.chunk())
     }
 
     fn node_paced_places(&self) -> u32 {
@@ -424,8 +425,9 @@ impl NodeQos {
                         self.flows.len() - 1
                     }
                 };
-                self.flows[i] = Flow::new(weight);
+                self.flows[i].renew(weight);
                 self.used[i] = true;
+                self.transfers += 1;
                 ticket.flow = Some(i);
                 i
             }
@@ -479,8 +481,9 @@ impl NodeQos {
     fn leave_flow(&mut self, ticket: &mut Ticket) -> Option<usize> {
         let i = ticket.flow.take()?;
         self.wf.leave(&mut self.flows, i);
-        if let Some(used) = self.used.get_mut(i) {
+        if let Some(used) = self.used.get_mut(i).filter(|used| **used) {
             *used = false;
+            self.transfers -= 1;
         }
         self.next_turn()
     }

@@ -246,8 +246,9 @@ impl Ticket<'_> {
                             last
                         }
                     };
-                    st.flows[i] = Flow::new(weight);
+                    st.flows[i].renew(weight);
                     st.used[i] = true;
+                    st.transfers += 1;
                     self.flow = Some(i);
                     i
                 }
@@ -355,8 +356,9 @@ impl Ticket<'_> {
     fn leave_flow(&mut self, st: &mut QosState) -> Option<Arc<CondVar>> {
         let i = self.flow.take()?;
         st.wf.leave(&mut st.flows, i);
-        if let Some(used) = st.used.get_mut(i) {
+        if let Some(used) = st.used.get_mut(i).filter(|used| **used) {
             *used = false;
+            st.transfers -= 1;
         }
         st.next_turn()
     }

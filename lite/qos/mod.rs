@@ -106,6 +106,7 @@ impl Qos {
             wf: Wf2q::default(),
             flows: KVec::new(),
             used: KVec::new(),
+            transfers: 0,
             turns: KVec::new(),
             last_latency_ns: 0,
             drain: UnpacedDrain::default(),

@@ -133,6 +133,8 @@ pub(crate) struct QosState {
     /// One per paced transfer in progress, by slot; `used` tells which are taken.
     pub(crate) flows: KVec<Flow>,
     pub(crate) used: KVec<bool>,
+    /// The slots taken: `used` counted once per transfer, not per chunk.
+    pub(crate) transfers: u64,
     /// Each slot's turn: its transfer waits there while another flow is picked,
     /// and is woken alone when the pick moves to it.
     pub(crate) turns: KVec<Arc<CondVar>>,
@@ -213,8 +215,7 @@ impl QosState {
     /// Bytes one paced transfer may have in flight: its share of the node's paced
     /// window, and at least one chunk (pacer/window.rs).
     pub(crate) fn inflight_budget(&self) -> u64 {
-        let flows = self.used.iter().filter(|&&used| used).count() as u64;
-        pacer::transfer_share(self.paced_window(), flows, self.chunk())
+        pacer::transfer_share(self.paced_window(), self.transfers, self.chunk())
     }
 
     /// Paced work requests the node may have in flight, whichever transfers they

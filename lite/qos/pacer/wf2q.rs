@@ -1,6 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 //! WF²Q+ among the backlogged bulk flows: whose chunk goes next.
 
+/// Which of the schedule's two heaps a flow is in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Heap {
+    /// Idle: in neither.
+    #[default]
+    None,
+    /// Backlogged and eligible (its virtual start is reached), ordered by finish.
+    Eligible,
+    /// Backlogged, its virtual start still ahead, ordered by start.
+    Waiting,
+}
+
 /// A bulk flow's place in the WF²Q+ schedule.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Flow {
@@ -10,6 +22,15 @@ pub(crate) struct Flow {
     pub(crate) head: u64,
     start: u64,
     finish: u64,
+    /// The heap this flow is in, and its place there.
+    heap: Heap,
+    place: u32,
+    /// Storage the schedule borrows from every slot of the flow table, whichever
+    /// flow it holds: entry `k` of the eligible heap and of the waiting heap are
+    /// kept in `flows[k]` (each heap holds at most as many flows as the table), so
+    /// the schedule allocates nothing.
+    eligible_at: u32,
+    waiting_at: u32,
 }
 
 /// Virtual times are bytes scaled by this over the weight. They wrap around: they
@@ -39,6 +60,19 @@ impl Flow {
         }
     }
 
+    /// The slot starts over as a new idle flow of `weight`, keeping the heap
+    /// entries the schedule keeps in it. An idle flow only: a backlogged one must
+    /// `leave` first, and is left as it is.
+    pub(crate) fn renew(&mut self, weight: u32) {
+        if self.heap == Heap::None {
+            *self = Flow {
+                eligible_at: self.eligible_at,
+                waiting_at: self.waiting_at,
+                ..Flow::new(weight)
+            };
+        }
+    }
+
     pub(crate) fn is_backlogged(&self) -> bool {
         self.head > 0
     }
@@ -48,55 +82,32 @@ impl Flow {
     }
 }
 
-/// A backlogged flow's place in WF²Q+'s order at some virtual time: an eligible
-/// flow before one that is not; among eligible ones the earlier finish, among the
-/// others the earlier start; the lower index when they tie.
-#[derive(Clone, Copy)]
-struct Rank {
-    eligible: bool,
-    /// The finish time when eligible, else the start time.
-    key: u64,
-    index: usize,
-}
-
-impl Rank {
-    fn of(vtime: u64, index: usize, flow: &Flow) -> Rank {
-        let eligible = !before(vtime, flow.start);
-        let key = if eligible { flow.finish } else { flow.start };
-        Rank {
-            eligible,
-            key,
-            index,
-        }
-    }
-
-    fn precedes(&self, other: &Rank) -> bool {
-        (self.eligible && !other.eligible)
-            || (self.eligible == other.eligible
-                && (before(self.key, other.key)
-                    || (self.key == other.key && self.index < other.index)))
-    }
-}
-
 /// WF²Q+ among flows: a flow is eligible once its virtual start time is reached; the
-/// eligible flow that finishes first sends next.
+/// eligible flow that finishes first sends next, the lower index on a tie. While
+/// none is eligible, the flow that starts first is the one to send.
 ///
-/// The flow to send next is kept, not searched for at every `pick`: an arrival
-/// compares itself with it, a served chunk (which moves virtual time) finds it again
-/// in the same pass that looks for the least virtual start, and a leave searches
-/// only when the leaving flow was the one to send. A chunk admitted among `n`
-/// backlogged flows thus takes one pass over them, where it took seven.
+/// The backlogged flows are kept in two binary heaps, the eligible ones by finish
+/// and the others by start, so that an arrival, a served chunk and a leave each
+/// cost O(log n) among `n` backlogged flows (Tassel, §4), and the pick is the top
+/// of a heap. A served chunk moves virtual time, and with it the waiting flows
+/// whose start it reached into the eligible heap: each flow once per chunk.
 #[derive(Default)]
 pub(crate) struct Wf2q {
     vtime: u64,
     /// Sum of the backlogged flows' weights.
     weights: u64,
+    /// Flows in the eligible heap and in the waiting heap.
+    eligible: u32,
+    waiting: u32,
     /// The backlogged flow to send next (`None`: none is backlogged).
     next: Option<usize>,
 }
 
 impl Wf2q {
     /// Flow `i` of `flows` gets a chunk of `bytes` at its head (it was idle).
+    ///
+    /// `flows` is the same table on every call, and only ever grows: the heaps'
+    /// entries are kept in it.
     pub(crate) fn arrive(&mut self, flows: &mut [Flow], i: usize, bytes: u64) {
         let Some(flow) = flows.get_mut(i) else {
             return;
@@ -108,14 +119,8 @@ impl Wf2q {
         flow.start = later(flow.finish, self.vtime);
         flow.finish = flow.start.wrapping_add(flow.cost(bytes));
         flow.head = bytes;
-        let arrived = Rank::of(self.vtime, i, &flows[i]);
-        self.next = match self
-            .next
-            .and_then(|n| flows.get(n).map(|f| Rank::of(self.vtime, n, f)))
-        {
-            Some(next) if !arrived.precedes(&next) => Some(next.index),
-            _ => Some(i),
-        };
+        self.insert(flows, i);
+        self.next = self.first_of(flows);
     }
 
     /// The flow to send next, if any is backlogged.
@@ -131,41 +136,8 @@ impl Wf2q {
         };
         flow.head = 0;
         self.weights -= u64::from(flow.weight.max(1));
-        if self.next == Some(i) {
-            self.next = Self::search(self.vtime, flows);
-        }
-    }
-
-    /// The backlogged flow that precedes all others at `vtime`.
-    fn search(vtime: u64, flows: &[Flow]) -> Option<usize> {
-        Self::scan(vtime, flows).0.map(|r| r.index)
-    }
-
-    /// One pass over the backlogged flows: the one that precedes all others at
-    /// `vtime`, and while none is eligible, the one among the least starts that
-    /// finishes first, as (start, finish, index). Each flow is ranked once: this pass
-    /// is most of an admission's cost.
-    fn scan(vtime: u64, flows: &[Flow]) -> (Option<Rank>, Option<(u64, u64, usize)>) {
-        let mut best: Option<Rank> = None;
-        let mut earliest: Option<(u64, u64, usize)> = None;
-        for (i, f) in flows.iter().enumerate() {
-            if !f.is_backlogged() {
-                continue;
-            }
-            let rank = Rank::of(vtime, i, f);
-            if best.map_or(true, |b| rank.precedes(&b)) {
-                best = Some(rank);
-            }
-            if !rank.eligible && !best.is_some_and(|b| b.eligible) {
-                let starts_earlier = earliest.map_or(true, |(start, finish, _)| {
-                    before(f.start, start) || (f.start == start && before(f.finish, finish))
-                });
-                if starts_earlier {
-                    earliest = Some((f.start, f.finish, i));
-                }
-            }
-        }
-        (best, earliest)
+        self.remove(flows, i);
+        self.next = self.first_of(flows);
     }
 
     /// Flow `i` sent its head chunk; `next` is the size of its following chunk (0:
@@ -178,27 +150,167 @@ impl Wf2q {
         self.vtime = self
             .vtime
             .wrapping_add(sent.saturating_mul(VSCALE) / self.weights.max(1));
+        self.remove(flows, i);
         let flow = &mut flows[i];
         if next > 0 {
             flow.start = flow.finish;
             flow.finish = flow.start.wrapping_add(flow.cost(next));
             flow.head = next;
+            self.insert(flows, i);
         } else {
             flow.head = 0;
             self.weights -= u64::from(flow.weight.max(1));
         }
-        // One pass: the flow that goes first at the advanced virtual time, and the
-        // one among the least virtual starts that finishes first, which goes first
-        // if virtual time must move up to that start.
-        self.next = match Self::scan(self.vtime, flows) {
-            (Some(best), _) if best.eligible => Some(best.index),
-            (_, Some((start, _, i))) => {
+        self.reach_starts(flows);
+        if self.eligible == 0 {
+            if let Some(first) = self.top(flows, Heap::Waiting) {
                 // None is eligible: virtual time moves to the least start.
-                self.vtime = start;
-                Some(i)
+                self.vtime = flows[first].start;
+                self.reach_starts(flows);
             }
-            _ => None,
+        }
+        self.next = self.first_of(flows);
+    }
+
+    /// The eligible flow that finishes first, else the waiting one that starts first.
+    fn first_of(&self, flows: &[Flow]) -> Option<usize> {
+        self.top(flows, Heap::Eligible)
+            .or_else(|| self.top(flows, Heap::Waiting))
+    }
+
+    /// The waiting flows whose start virtual time has reached become eligible.
+    fn reach_starts(&mut self, flows: &mut [Flow]) {
+        while let Some(i) = self.top(flows, Heap::Waiting) {
+            if before(self.vtime, flows[i].start) {
+                break;
+            }
+            self.remove(flows, i);
+            self.insert(flows, i);
+        }
+    }
+
+    fn len(&self, heap: Heap) -> usize {
+        match heap {
+            Heap::Eligible => self.eligible as usize,
+            Heap::Waiting => self.waiting as usize,
+            Heap::None => 0,
+        }
+    }
+
+    fn set_len(&mut self, heap: Heap, len: usize) {
+        match heap {
+            Heap::Eligible => self.eligible = len as u32,
+            Heap::Waiting => self.waiting = len as u32,
+            Heap::None => {}
+        }
+    }
+
+    fn top(&self, flows: &[Flow], heap: Heap) -> Option<usize> {
+        (self.len(heap) > 0).then(|| Self::at(flows, heap, 0))
+    }
+
+    /// Backlogged flow `i` joins the heap its start puts it in at the current
+    /// virtual time.
+    fn insert(&mut self, flows: &mut [Flow], i: usize) {
+        let heap = if before(self.vtime, flows[i].start) {
+            Heap::Waiting
+        } else {
+            Heap::Eligible
         };
+        let k = self.len(heap);
+        self.set_len(heap, k + 1);
+        Self::put(flows, heap, k, i);
+        Self::sift_up(flows, heap, k);
+    }
+
+    /// Flow `i` leaves its heap, if it is in one.
+    fn remove(&mut self, flows: &mut [Flow], i: usize) {
+        let heap = flows[i].heap;
+        let Some(last) = self.len(heap).checked_sub(1) else {
+            return;
+        };
+        let k = flows[i].place as usize;
+        self.set_len(heap, last);
+        flows[i].heap = Heap::None;
+        if k != last {
+            let moved = Self::at(flows, heap, last);
+            Self::put(flows, heap, k, moved);
+            Self::sift_down(flows, heap, last, k);
+            Self::sift_up(flows, heap, flows[moved].place as usize);
+        }
+    }
+
+    /// The flow at place `k` of `heap` (`k` below the heap's length, which is at
+    /// most the table's).
+    fn at(flows: &[Flow], heap: Heap, k: usize) -> usize {
+        let slot = &flows[k];
+        (if heap == Heap::Eligible {
+            slot.eligible_at
+        } else {
+            slot.waiting_at
+        }) as usize
+    }
+
+    /// Flow `i` takes place `k` of `heap`.
+    fn put(flows: &mut [Flow], heap: Heap, k: usize, i: usize) {
+        if heap == Heap::Eligible {
+            flows[k].eligible_at = i as u32;
+        } else {
+            flows[k].waiting_at = i as u32;
+        }
+        flows[i].heap = heap;
+        flows[i].place = k as u32;
+    }
+
+    /// Flow `a` comes before flow `b` in `heap`: the earlier finish among the
+    /// eligible, the earlier start among the waiting, the lower index on a tie.
+    fn precedes(flows: &[Flow], heap: Heap, a: usize, b: usize) -> bool {
+        let key = |i: usize| {
+            if heap == Heap::Eligible {
+                flows[i].finish
+            } else {
+                flows[i].start
+            }
+        };
+        let (ka, kb) = (key(a), key(b));
+        before(ka, kb) || (ka == kb && a < b)
+    }
+
+    fn sift_up(flows: &mut [Flow], heap: Heap, mut k: usize) {
+        let i = Self::at(flows, heap, k);
+        while k > 0 {
+            let parent = (k - 1) / 2;
+            let above = Self::at(flows, heap, parent);
+            if !Self::precedes(flows, heap, i, above) {
+                break;
+            }
+            Self::put(flows, heap, k, above);
+            k = parent;
+        }
+        Self::put(flows, heap, k, i);
+    }
+
+    fn sift_down(flows: &mut [Flow], heap: Heap, len: usize, mut k: usize) {
+        let i = Self::at(flows, heap, k);
+        loop {
+            let left = 2 * k + 1;
+            if left >= len {
+                break;
+            }
+            let (mut child, mut below) = (left, Self::at(flows, heap, left));
+            if left + 1 < len {
+                let right = Self::at(flows, heap, left + 1);
+                if Self::precedes(flows, heap, right, below) {
+                    (child, below) = (left + 1, right);
+                }
+            }
+            if !Self::precedes(flows, heap, below, i) {
+                break;
+            }
+            Self::put(flows, heap, k, below);
+            k = child;
+        }
+        Self::put(flows, heap, k, i);
     }
 }
 
@@ -297,6 +409,36 @@ mod tests {
         assert_eq!(sched.pick(), None);
     }
 
+    /// A backlogged flow's place in WF²Q+'s order at some virtual time, by the
+    /// definition: an eligible flow before one that is not; among eligible ones the
+    /// earlier finish, among the others the earlier start; the lower index on a tie.
+    #[derive(Clone, Copy)]
+    struct Rank {
+        eligible: bool,
+        /// The finish time when eligible, else the start time.
+        key: u64,
+        index: usize,
+    }
+
+    impl Rank {
+        fn of(vtime: u64, index: usize, flow: &Flow) -> Rank {
+            let eligible = !before(vtime, flow.start);
+            let key = if eligible { flow.finish } else { flow.start };
+            Rank {
+                eligible,
+                key,
+                index,
+            }
+        }
+
+        fn precedes(&self, other: &Rank) -> bool {
+            (self.eligible && !other.eligible)
+                || (self.eligible == other.eligible
+                    && (before(self.key, other.key)
+                        || (self.key == other.key && self.index < other.index)))
+        }
+    }
+
     /// The earliest virtual start of a backlogged flow.
     fn least_start(flows: &[Flow]) -> Option<u64> {
         let mut least: Option<u64> = None;
@@ -322,7 +464,7 @@ mod tests {
 
     #[test]
     fn the_kept_pick_is_the_one_a_definition_finds_after_any_change() {
-        let mut flows: Vec<Flow> = (0..24).map(|i| Flow::new(1 + (i % 5) * 3)).collect();
+        let mut flows: Vec<Flow> = (0..64).map(|i| Flow::new(1 + (i % 5) * 3)).collect();
         let mut sched = Wf2q {
             vtime: u64::MAX - (1 << 30),
             ..Default::default()
@@ -337,8 +479,9 @@ mod tests {
         for step in 0..50_000 {
             let i = random(flows.len() as u64) as usize;
             let bytes = 1 + random(64 * 1024);
-            match random(8) {
+            match random(9) {
                 0 => sched.leave(&mut flows, i),
+                8 => flows[i].renew(1 + random(9) as u32),
                 1..=3 => sched.arrive(&mut flows, i, bytes),
                 _ => {
                     if let Some(p) = sched.pick() {
