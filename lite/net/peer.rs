@@ -34,6 +34,8 @@ const WC_RETRY_EXC_ERR: i32 = 12;
 const WC_RNR_RETRY_EXC_ERR: i32 = 13;
 /// The peer's NIC refused the key, address or access.
 const WC_REM_ACCESS_ERR: i32 = 10;
+/// A failed link's work requests are flushed at once; past this, `fail_op` says so.
+const FLUSH_WARN_NS: u64 = 10_000_000_000;
 // At most SLOTS requests and SLOTS answers, CALL_SLOTS RPC requests and replies each
 // way, and a few head reports are in flight between two nodes, so even if all of
 // them use one QP its receive queue never runs dry (no RNR retries).
@@ -385,10 +387,20 @@ impl Peer {
     }
 
     /// Marks the link failed, so that `op`'s work requests are flushed, waits for
-    /// them and returns `status`.
+    /// them and returns `status`. The wait has no bound: until a work request
+    /// completes, the NIC may still write its buffer. A provider flushes them as
+    /// its QP enters the error state; one that has not after `FLUSH_WARN_NS` lost
+    /// them (siw did, behind a failed Read Response), and the log says so.
     fn fail_op(&self, op: &Op, status: i32) -> i32 {
         self.mark_failed();
-        let _ = op.wait();
+        if op.wait_timeout(FLUSH_WARN_NS) == Err(TIMED_OUT) {
+            pr_warn!(
+                "work requests to node {} not flushed {} s after its link failed; still waiting (a provider bug?)\n",
+                self.id,
+                FLUSH_WARN_NS / 1_000_000_000
+            );
+            let _ = op.wait();
+        }
         status
     }
 
