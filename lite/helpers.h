@@ -201,6 +201,7 @@ long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned l
 unsigned long long lite_op_done_ns(const struct lite_op *op);
 /* How long ago one of its WRs was last posted or completed (ns, to a jiffy). */
 unsigned long long lite_op_idle_ns(const struct lite_op *op);
+unsigned int lite_op_pending(const struct lite_op *op);
 void lite_op_free(struct lite_op *op);
 /*
  * Paced WRs in flight from a device: SW-Pri bounds them per node, whichever

@@ -395,9 +395,10 @@ impl Peer {
         self.mark_failed();
         if op.wait_timeout(FLUSH_WARN_NS) == Err(TIMED_OUT) {
             pr_warn!(
-                "work requests to node {} not flushed {} s after its link failed; still waiting (a provider bug?)\n",
+                "work requests to node {} not flushed {} s after its link failed ({} counted); still waiting (a provider bug?)\n",
                 self.id,
-                FLUSH_WARN_NS / 1_000_000_000
+                FLUSH_WARN_NS / 1_000_000_000,
+                op.pending()
             );
             let _ = op.wait();
         }

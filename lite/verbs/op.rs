@@ -78,6 +78,13 @@ impl Op {
         unsafe { ffi::lite_op_idle_ns(self.raw.as_ptr()) }
     }
 
+    /// Its work requests posted and not yet completed, for the log: a provider
+    /// that completes one twice shows as a count wrapped past `u32::MAX / 2`.
+    pub(crate) fn pending(&self) -> u32 {
+        // SAFETY: `self.raw` is live.
+        unsafe { ffi::lite_op_pending(self.raw.as_ptr()) }
+    }
+
     /// Waits until every posted work request completed; `Err(wc_status)` if one failed.
     pub(crate) fn wait(&self) -> core::result::Result<(), i32> {
         // SAFETY: `self.raw` is live.

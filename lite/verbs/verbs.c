@@ -858,6 +858,11 @@ unsigned long long lite_op_idle_ns(const struct lite_op *op)
 	return jiffies_to_nsecs(jiffies - READ_ONCE(op->progressed));
 }
 
+unsigned int lite_op_pending(const struct lite_op *op)
+{
+	return READ_ONCE(op->pending);
+}
+
 void lite_op_free(struct lite_op *op)
 {
 	kfree(op);
