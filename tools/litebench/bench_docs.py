@@ -33,7 +33,7 @@ import re
 import sys
 from pathlib import Path
 
-from litebench.bench.report import CALL_PHASES
+from litebench.bench.report import CALL_PHASES, fmt_spread
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -214,15 +214,21 @@ def bench_lines(data):
              f"{config['nodes']} nodes" if config.get("nodes") else None,
              "--quick" if config.get("quick") else None,
              f"--only {','.join(config['only'])}" if config.get("only") else None]
+    if (config.get("runs") or 1) > 1:
+        facts.append(f"medians of {config['runs']} runs")
     if data.get("targets_evaluated") is not None:
         facts.append(f"{data.get('targets_met')} of {data['targets_evaluated']} targets met")
+    comparisons = data.get("comparisons", [])
+    several = any(fmt_spread(r.get("ratios")) for r in comparisons)
     rows = []
-    for r in data.get("comparisons", []):
+    for r in comparisons:
         met = "" if r.get("kind") == "context" else {True: "yes", False: "**no**", None: "-"}[r.get("met")]
         rows.append([r["metric"], fmt_size(r.get("size")), fmt_value(r.get("lite"), r.get("unit")),
-                     fmt_value(r.get("native"), r.get("unit")), fmt_ratio(r.get("ratio")), r.get("target") or "-",
-                     met])
-    text = table(["metric", "size", "LITE", "native", "ratio", "target", "met"], rows)
+                     fmt_value(r.get("native"), r.get("unit")), fmt_ratio(r.get("ratio"))]
+                    + ([fmt_spread(r.get("ratios")) or "-"] if several else [])
+                    + [r.get("target") or "-", met])
+    head = ["metric", "size", "LITE", "native", "ratio"] + (["runs"] if several else []) + ["target", "met"]
+    text = table(head, rows)
     phases = data.get("rpc_call_phases") or {}
     if phases:
         user, kern = phases.get("user", {}), phases.get("kernel", {})

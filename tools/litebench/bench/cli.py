@@ -33,6 +33,10 @@ ib_atomic_lat that of one atomic, like LT_fetch_add.
 Bandwidths are in MiB/s (2^20 bytes/s): perftest's `BW average[MB/sec]` is MiB/s
 (its --help: "MiB=2^20 byte"); a Gb/sec table (--report_gbits) is converted.
 
+Every section runs --runs times (3) on the one cluster: each number is the median of
+the runs', each ratio the median of their ratios (the targets are judged on it), and
+the table's `runs` column shows the lowest and highest run's.
+
 Prints a ratio table, writes build/bench/results.json (raw numbers and ratios) and
 the latency plot build/bench/latency.svg (and .png). Guests are emulated: only
 ratios measured in one run mean anything, and each step can take minutes.
@@ -50,6 +54,7 @@ from litebench import plots
 from litebench.bench.report import (TARGETS, call_phases, chart_panels, comparisons, fmt_size, format_call_phases,
                                     format_table)
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
+from litebench.bench.runs import median_of, spread
 from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
 from litebench.cluster.cluster import REPO, Cluster, CommandFailed
 from litebench.cluster.guest import PROVIDERS
@@ -90,7 +95,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", default="release", choices=["release", "debug"], help="guest kernel (default release)")
     ap.add_argument("--quick", action="store_true",
-                    help="fewer iterations and at most 10 000 LMRs (about 5 min instead of about 15)")
+                    help="fewer iterations and at most 10 000 LMRs (a run takes about 5 min instead of about 15)")
     ap.add_argument("--mem", type=int, default=3072, help="MiB per guest (default 3072: 1 GiB is pinned or held)")
     ap.add_argument("--lat-sizes", type=sizes_arg, default=LAT_SIZES, help="latency sizes (default 8,...,65536)")
     ap.add_argument("--lat-iters", type=int,
@@ -118,6 +123,9 @@ def main():
                     help="seconds per step (default 900; an LMR-count step gets at least 600 + 0.03 per LMR)")
     ap.add_argument("--out", default=str(OUT_DIR),
                     help="directory of results.json, latency.svg/.png and the cluster's logs (default build/bench)")
+    ap.add_argument("--runs", type=int, default=3,
+                    help="runs of every section on the one cluster; each number is the median of the runs, each "
+                         "ratio the median of theirs, and the table shows their spread (default 3)")
     ap.add_argument("--json", action="store_true", help="also print results.json to stdout")
     args = ap.parse_args()
     args.lat_iters = args.lat_iters or (50 if args.quick else 600)
@@ -126,8 +134,8 @@ def main():
     args.lmr_counts = args.lmr_counts or (QUICK_LMR_COUNTS if args.quick else LMR_COUNTS)
     if args.quick:
         args.warmup = min(args.warmup, 5)
-    if args.lat_rounds < 1 or args.malloc_rounds < 1:
-        ap.error("--lat-rounds and --malloc-rounds must be at least 1")
+    if args.lat_rounds < 1 or args.malloc_rounds < 1 or args.runs < 1:
+        ap.error("--lat-rounds, --malloc-rounds and --runs must be at least 1")
     if 1 not in args.lmr_counts:
         args.lmr_counts = [1] + args.lmr_counts
 
@@ -150,7 +158,7 @@ def main():
                    "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
                    "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_rounds": args.malloc_rounds,
                    "malloc_holders": MALLOC_HOLDERS,
-                   "lmr_counts": args.lmr_counts, "lmr_iters": args.lmr_iters,
+                   "lmr_counts": args.lmr_counts, "lmr_iters": args.lmr_iters, "runs": args.runs,
                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(started))},
         "notes": ["ib_write_lat reports half a ping-pong round trip: LT_write (a full round trip, RDMA write + ack) "
                   "is compared with ib_write_lat x 2; LT_read with ib_read_lat x 1 (both full round trips)",
@@ -163,6 +171,7 @@ def main():
         "native": {}, "lite": {}, "errors": [],
     }
     rc = 0
+    runs = []
     try:
         try:
             c.up(nodes=NODES, variant=args.kernel, mem=args.mem, provider=args.provider)
@@ -172,7 +181,14 @@ def main():
                   f"server/holder node {SERVER} ==", flush=True)
             b = Bench(c, args)
             try:
-                run_steps(b, results, args)
+                for i in range(args.runs):
+                    if args.runs > 1:
+                        print(f"\n== run {i + 1} of {args.runs} ({time.time() - started:.0f} s after start) ==",
+                              flush=True)
+                    run = {"config": results["config"], "lite": {}, "native": {}}
+                    b.step = 0
+                    run_steps(b, run, args)
+                    runs.append(run)
             finally:
                 results["errors"] = b.errors
         except CommandFailed as e:
@@ -183,7 +199,9 @@ def main():
     finally:
         c.down(quiet=True)
     results["duration_s"] = round(time.time() - started, 1)
-    rows = comparisons(results)
+    results["lite"] = median_of([run["lite"] for run in runs]) or {}
+    results["native"] = median_of([run["native"] for run in runs]) or {}
+    rows = spread([comparisons(run) for run in runs], comparisons(results))
     if args.only:
         # Rows of the sections left out have no numbers on either side.
         rows = [r for r in rows if r["lite"] is not None or r["native"] is not None]

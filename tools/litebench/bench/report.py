@@ -73,16 +73,27 @@ def compare(metric, size, lite, native, unit, kind, ratio=None, note=""):
             "ratio": ratio, "target": shown, "kind": kind, "met": met, "note": note}
 
 
+def fmt_spread(ratios):
+    """'0.91-1.20', the lowest and the highest run's ratio, or '' for a single run."""
+    known = [r for r in ratios or [] if r is not None]
+    if len(known) < 2:
+        return ""
+    return f"{min(known):.2f}-{max(known):.2f}"
+
+
 def format_table(rows):
-    head = ["metric", "size", "LITE", "native", "ratio", "target", "met?"]
+    """The ratio table; with several runs, the ratio is their median and `runs` their range."""
+    several = any(fmt_spread(r.get("ratios")) for r in rows)
+    head = ["metric", "size", "LITE", "native", "ratio"] + (["runs"] if several else []) + ["target", "met?"]
     body = []
     for r in rows:
         body.append([r["metric"], fmt_size(r["size"]) if r["size"] is not None else "",
                      fmt_value(r["lite"], r["unit"]), fmt_value(r["native"], r["unit"]),
-                     "-" if r["ratio"] is None else f"{r['ratio']:.3f}", r["target"],
-                     "" if r["kind"] == "context" else {True: "yes", False: "NO", None: "n/a"}[r["met"]]])
+                     "-" if r["ratio"] is None else f"{r['ratio']:.3f}"]
+                    + ([fmt_spread(r.get("ratios"))] if several else [])
+                    + [r["target"], "" if r["kind"] == "context" else {True: "yes", False: "NO", None: "n/a"}[r["met"]]])
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    right = {2, 3, 4}
+    right = {2, 3, 4, 5} if several else {2, 3, 4}
 
     def line(cells):
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
