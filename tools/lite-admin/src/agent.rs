@@ -7,8 +7,9 @@
 //! READY=1 once the node has joined, and what it is doing in STATUS= lines.
 
 use crate::membership::{Conn, Fabric, Known, Member, ToAgent, ToManager};
+use crate::peer_downs::{Deferred, PeerDowns};
 use crate::reserved_port::{self, RESERVED_BELOW};
-use lite::{Error, Lite, Peer, PeerState};
+use lite::{Lite, Peer, PeerState};
 use sd_notify::NotifyState;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, ErrorKind, Write};
@@ -91,11 +92,12 @@ pub fn run(opts: Options) -> Result<(), String> {
     }
     let mut waiting_said = false;
     let mut status = Status::default();
+    let mut downs = PeerDowns::default();
     while !STOP.load(Ordering::Relaxed) {
         match reserved_port::connect_to(&opts.manager) {
             Ok(stream) => {
                 waiting_said = false;
-                match session(&lite, &opts, stream, &mut status) {
+                match session(&lite, &opts, stream, &mut status, &mut downs) {
                     Ok(Outcome::Stopped) => break,
                     Ok(Outcome::Refused(reason)) => {
                         let _ = lite.leave();
@@ -144,6 +146,8 @@ struct Session<'a> {
     reported: Vec<Known>,
     /// Per node, the requests of it our NIC refused, as last reported.
     refused: HashMap<u32, u64>,
+    /// Kept across sessions: a teardown may outlast the session that began it.
+    downs: &'a mut PeerDowns,
 }
 
 impl Session<'_> {
@@ -166,17 +170,33 @@ impl Session<'_> {
     }
 
     fn on_members(&mut self, members: &[Member]) -> Result<(), String> {
-        let connected = peers_in(self.lite, PeerState::Connected)?;
+        let peers = self.lite.peers().map_err(|e| e.to_string())?;
         let me = self.me.id;
         for m in members.iter().filter(|m| m.id != me) {
             if !m.up {
-                match self.lite.peer_down(m.id) {
-                    Ok(()) => eprintln!("agent: node {} is down; its QPs are torn down", m.id),
-                    Err(Error::UnknownNode(_)) => {}
-                    Err(e) => eprintln!("agent: marking node {} down: {e}", m.id),
+                // Unless our kernel already shows it down (or never knew it).
+                if peers.iter().any(|p| p.id == m.id && p.state != PeerState::Down) {
+                    self.downs.start(m.id)?;
                 }
-            } else if !connected.contains(&Known { id: m.id, epoch: m.epoch }) {
-                self.offer(m.id, m.epoch)?;
+            } else if !peers.iter().any(|p| p.id == m.id && p.epoch == m.epoch && p.state == PeerState::Connected) {
+                if self.downs.is_going_down(m.id) {
+                    self.downs.defer(Deferred::Offer { peer: m.id, epoch: m.epoch });
+                } else {
+                    self.offer(m.id, m.epoch)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Does what waited for a peer's teardown, once it is over.
+    fn run_deferred(&mut self) -> Result<(), String> {
+        for action in self.downs.ready() {
+            match action {
+                Deferred::Offer { peer, epoch } => self.offer(peer, epoch)?,
+                Deferred::Conn { from, from_epoch, to_epoch, info } => {
+                    self.on_conn(from, from_epoch, to_epoch, &info)?
+                }
             }
         }
         Ok(())
@@ -210,6 +230,10 @@ impl Session<'_> {
         if to_epoch != self.me.epoch {
             return Ok(()); // meant for an earlier incarnation of this node
         }
+        if self.downs.is_going_down(from) {
+            self.downs.defer(Deferred::Conn { from, from_epoch, to_epoch, info: info.clone() });
+            return Ok(());
+        }
         let Some(remote) = info.to_abi() else {
             eprintln!("agent: node {from} sent malformed QP information; ignored");
             return Ok(());
@@ -239,7 +263,14 @@ enum Outcome {
 }
 
 /// One connection to the manager, until a stop signal, a refusal or an error.
-fn session(lite: &Lite, opts: &Options, stream: TcpStream, status: &mut Status) -> Result<Outcome, String> {
+fn session(
+    lite: &Lite,
+    opts: &Options,
+    stream: TcpStream,
+    status: &mut Status,
+    downs: &mut PeerDowns,
+) -> Result<Outcome, String> {
+    downs.drop_deferred();
     let _ = stream.set_nodelay(true);
     stream.set_read_timeout(Some(Duration::from_millis(500))).map_err(|e| e.to_string())?;
     let out = stream.try_clone().map_err(|e| e.to_string())?;
@@ -247,8 +278,14 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream, status: &mut Status) 
     let node = info.node_id.map(|id| Known { id, epoch: info.epoch });
     let peers = peers_in(lite, PeerState::Connected)?;
     let hostname = nix::unistd::gethostname().map(|h| h.to_string_lossy().into_owned()).unwrap_or_default();
-    let mut s =
-        Session { lite, out, me: Known { id: u32::MAX, epoch: 0 }, reported: Vec::new(), refused: HashMap::new() };
+    let mut s = Session {
+        lite,
+        out,
+        me: Known { id: u32::MAX, epoch: 0 },
+        reported: Vec::new(),
+        refused: HashMap::new(),
+        downs,
+    };
     let fabric = lite
         .device_caps()
         .ok()
@@ -267,6 +304,7 @@ fn session(lite: &Lite, opts: &Options, stream: TcpStream, status: &mut Status) 
             let _ = s.send(&ToManager::Leave);
             return Ok(Outcome::Stopped);
         }
+        s.run_deferred()?;
         line.clear();
         match reader.read_line(&mut line) {
             Ok(0) => return Err("the manager closed the connection".into()),

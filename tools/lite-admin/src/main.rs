@@ -5,6 +5,7 @@ mod config;
 mod link_failures;
 mod manager;
 mod membership;
+mod peer_downs;
 mod qos;
 mod reserved_port;
 mod stats;
