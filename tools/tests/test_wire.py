@@ -33,6 +33,11 @@ class ParseTest(unittest.TestCase):
         for bad in (["loss=150%"], ["jitter=3"], ["loss"]):
             self.assertRaises(ValueError, wire.fault_commands, bad)
 
+    def test_noise_takes_a_direction_and_stays_where_wirefilter_does_not_hang(self):
+        self.assertEqual(wire.fault_commands(["noise=RL300", "noise=lr5"]), ["noise RL300", "noise LR5"])
+        for bad in (["noise=700"], ["noise=RL1000"], ["noise=XY3"], ["noise=-1"]):
+            self.assertRaises(ValueError, wire.fault_commands, bad)
+
 
 @unittest.skipUnless(shutil.which("wirefilter") and shutil.which("vde_switch"), "vde2 not installed")
 class WirefilterTest(unittest.TestCase):

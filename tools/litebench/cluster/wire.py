@@ -66,20 +66,37 @@ def _ms(value):
     return f"{float(value.removesuffix('ms')):g}"
 
 
+# wirefilter damages a frame of `size` bytes with one more bit for as long as
+# drand48() * 8 MiB < size * 8 * noise: from about 700 bits per MiB on, a full
+# 1500-byte frame never leaves that loop, and the wire hangs (its management socket
+# too). Below this a full frame takes 1 / (1 - 1500 * noise / 2^20) - 1 flips on average.
+MAX_NOISE = 600
+
+
+def _noise(value):
+    """'200', or 'RL200' / 'LR200' for one direction (L: the segment, R: the node)."""
+    direction = value[:2].upper() if value[:2].upper() in ("LR", "RL") else ""
+    bits = int(value[len(direction):])
+    if not 0 <= bits <= MAX_NOISE:
+        raise ValueError(f"noise is 0..{MAX_NOISE} bits per MiB (wirefilter hangs on full frames above), not {value!r}")
+    return f"{direction}{bits}"
+
+
 # fault KEY=VALUE -> the wirefilter management command.
 FAULTS = {
     "loss": lambda v: f"loss {_percent(v)}",
     "burst": lambda v: f"lostburst {float(v):g}",
     "dup": lambda v: f"dup {_percent(v)}",
     "delay": lambda v: f"delay {_ms(v)}",
-    "noise": lambda v: f"noise {int(v)}",
+    "noise": lambda v: f"noise {_noise(v)}",
 }
 
 
 def fault_commands(settings):
     """['loss=1%', 'delay=5ms+2', ...] -> management commands. `delay` takes MS or
     MS+JITTER (uniform); `burst` is the mean length of loss bursts (Gilbert model);
-    `noise` bits damaged per MiB (RoCE's ICRC must catch them). The rate is set when
+    `noise` bits damaged per MiB (RoCE's ICRC must catch them), RL or LR before the
+    number for one direction only. The rate is set when
     the wire starts (`--bottleneck`): once it paces traffic, wirefilter's management
     socket accepts no more connections."""
     commands = []
