@@ -95,17 +95,7 @@ mod tests {
     use std::time::Duration;
 
     fn conn(from: u32) -> Deferred {
-        let info = Conn {
-            gid: [0; 16],
-            mtu: 1024,
-            qpn: vec![7],
-            psn: vec![1],
-            mailbox_addr: 0,
-            mailbox_rkey: 0,
-            mailbox_slots: 0,
-            transport: 0,
-            paths: 0,
-        };
+        let info = Conn::from_abi(&lite::ConnInfo { nr_qps: 1, ..Default::default() });
         Deferred::Conn { from, from_epoch: 2, to_epoch: 1, info }
     }
 

@@ -322,37 +322,45 @@ def deadline_s(nbytes):
 HEAVY_FAULT = "noise=200"
 
 
-@pytest.mark.fails_nodes
-@pytest.mark.link
-def test_every_operation_ends_within_its_deadline_on_a_heavily_faulty_link(c):
-    # 200 bit errors per MiB on node 2's wire while node 0 writes 256 KiB into
-    # memory node 2 holds and reads them back (lmr-integrity): each of the two
-    # operations completes with the right bytes, or fails with ETIMEDOUT (its
-    # deadline) or EHOSTDOWN (RC's retry budget, or node 2 declared down), within
-    # its bound, never a wrong byte. Once the wire is clean, every pair connects
-    # again (node 2 as a new incarnation if it was taken down) and data moves.
+def integrity_through_faults(c, faults, size, seed):
+    """Node 0 writes `size` bytes into memory node 2 holds and reads them back
+    (lmr-integrity) with `faults` on node 2's wire: each operation completes with
+    the right bytes, or fails with ETIMEDOUT (its deadline) or EHOSTDOWN (RC's retry
+    budget, a failed iWARP connection, or node 2 declared down) within its bound,
+    never a wrong byte. Returns what happened, for the log. Once the wire is clean,
+    every pair connects again (node 2 as a new incarnation if it was taken down) and
+    data moves."""
     mgmt = c.wire_mgmt(2)
-    size = 256 << 10
     bound = 2 * deadline_s(size) + RETRY_BOUND_S
-    wire.apply(mgmt, CLEAN_WIRE + wire.fault_commands(HEAVY_FAULT.split()))
+    what = f"{size >> 10} KiB under {' '.join(faults)}"
+    wire.apply(mgmt, CLEAN_WIRE + wire.fault_commands(faults))
     start = time.time()
     try:
-        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed 31 2>&1",
+        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed {seed} 2>&1",
                      timeout=bound + 120, check=False)
         took = time.time() - start
     finally:
         wire.apply(mgmt, CLEAN_WIRE)
     completed = res.rc == 0 and ": ok," in res.out
     failed = [e for e in ("ETIMEDOUT", "EHOSTDOWN", "ENETDOWN") if e in res.out]
-    check(completed or (res.rc != 0 and failed), f"256 KiB under {HEAVY_FAULT}: rc {res.rc}: {res.out[-1500:]}")
-    check("differ" not in res.out, f"wrong bytes under {HEAVY_FAULT}: {res.out[-1500:]}")
-    check(took <= bound, f"256 KiB under {HEAVY_FAULT} took {took:.0f} s, bound {bound:.0f} s")
-    print(f"    {HEAVY_FAULT}: 256 KiB {'written and read back' if completed else 'failed with ' + failed[0]} "
-          f"in {took:.1f} s (bound {bound:.0f} s)", flush=True)
+    check(completed or (res.rc != 0 and failed), f"{what}: rc {res.rc}: {res.out[-1500:]}")
+    check("differ" not in res.out, f"wrong bytes {what}: {res.out[-1500:]}")
+    check(took <= bound, f"{what} took {took:.0f} s, bound {bound:.0f} s")
+    outcome = (f"{what}: {'written and read back' if completed else 'failed with ' + failed[0]} "
+               f"in {took:.1f} s (bound {bound:.0f} s)")
     c.wait_connected([0, 1, 2], timeout=120)
     for src, dst in ((0, 2), (2, 1)):
         ping(c, src, dst, count=5)
-    integrity(c, 0, 4 << 20, "2", 32, 600)
+    integrity(c, 0, 4 << 20, "2", seed + 1, 600)
+    return outcome
+
+
+@pytest.mark.fails_nodes
+@pytest.mark.link
+def test_every_operation_ends_within_its_deadline_on_a_heavily_faulty_link(c):
+    # 200 bit errors per MiB on node 2's wire, both ways, while node 0 writes 256 KiB
+    # into memory node 2 holds and reads them back.
+    print(f"    {integrity_through_faults(c, HEAVY_FAULT.split(), 256 << 10, 31)}", flush=True)
 
 
 # Bit errors per MiB from node 2 to the segment only (wirefilter's RL: left is the
@@ -370,29 +378,8 @@ def test_damaged_read_responses_end_the_read_within_its_bound(c):
     # siw one that fails MPA's CRC ends the connection with Reads still queued
     # behind it, which siw left uncompleted until the test kernels' siw-flush.patch
     # (docs/reliability.md): the reader then waited forever, and node 0's agent with
-    # it, revoking node 2's LMR. Now the read completes with the right bytes or fails
-    # within its bound, and every pair connects again once the wire is clean.
-    mgmt = c.wire_mgmt(2)
-    size = 1 << 20
-    bound = 2 * deadline_s(size) + RETRY_BOUND_S
+    # it, revoking node 2's LMR.
     c.exec(0, "dmesg -c >/dev/null")
-    wire.apply(mgmt, CLEAN_WIRE + wire.fault_commands([READ_RESPONSE_NOISE]))
-    start = time.time()
-    try:
-        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed 41 2>&1",
-                     timeout=bound + 120, check=False)
-        took = time.time() - start
-    finally:
-        wire.apply(mgmt, CLEAN_WIRE)
-    completed = res.rc == 0 and ": ok," in res.out
-    failed = [e for e in ("ETIMEDOUT", "EHOSTDOWN", "ENETDOWN") if e in res.out]
-    check(completed or (res.rc != 0 and failed), f"1 MiB read under RL noise: rc {res.rc}: {res.out[-1500:]}")
-    check("differ" not in res.out, f"wrong bytes read under RL noise: {res.out[-1500:]}")
-    check(took <= bound, f"1 MiB under RL noise took {took:.0f} s, bound {bound:.0f} s")
+    outcome = integrity_through_faults(c, [READ_RESPONSE_NOISE], 1 << 20, 41)
     damaged = [line for line in c.exec(0, "dmesg").out.splitlines() if "crc error" in line and line.endswith("op 2")]
-    print(f"    {READ_RESPONSE_NOISE}: 1 MiB {'written and read back' if completed else 'failed with ' + failed[0]} "
-          f"in {took:.1f} s (bound {bound:.0f} s); Read Responses failing siw's CRC: {len(damaged)}", flush=True)
-    c.wait_connected([0, 1, 2], timeout=120)
-    for src, dst in ((0, 2), (2, 1)):
-        ping(c, src, dst, count=5)
-    integrity(c, 0, 4 << 20, "2", 42, 600)
+    print(f"    {outcome}; Read Responses failing siw's CRC: {len(damaged)}", flush=True)
