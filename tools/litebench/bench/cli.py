@@ -185,10 +185,11 @@ def main():
                     if args.runs > 1:
                         print(f"\n== run {i + 1} of {args.runs} ({time.time() - started:.0f} s after start) ==",
                               flush=True)
+                    # Kept before it runs: a node that dies mid-run leaves what it measured.
                     run = {"config": results["config"], "lite": {}, "native": {}}
+                    runs.append(run)
                     b.step = 0
                     run_steps(b, run, args)
-                    runs.append(run)
             finally:
                 results["errors"] = b.errors
         except CommandFailed as e:

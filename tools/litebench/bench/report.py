@@ -59,16 +59,24 @@ def fmt_value(v, unit):
     return f"{v:.3g} {unit}"
 
 
+def meets(kind, ratio):
+    """Whether `ratio` meets the target of `kind`; None without a target or a ratio."""
+    if TARGETS[kind] is None or ratio is None:
+        return None
+    op, target = TARGETS[kind]
+    return ratio <= target if op == "<=" else ratio >= target
+
+
 def compare(metric, size, lite, native, unit, kind, ratio=None, note=""):
     """A row of the ratio table (also stored in results.json)."""
     if ratio is None and lite is not None and native:
         ratio = lite / native
     if TARGETS[kind] is None:
-        met, shown = None, "-"
+        shown = "-"
     else:
         op, target = TARGETS[kind]
-        met = None if ratio is None else (ratio <= target if op == "<=" else ratio >= target)
         shown = f"{op} {target:.2f}" if target < 10 else f"{op} {target:g}"
+    met = meets(kind, ratio)
     return {"metric": metric, "size": size, "lite": lite, "native": native, "unit": unit,
             "ratio": ratio, "target": shown, "kind": kind, "met": met, "note": note}
 

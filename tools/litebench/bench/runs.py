@@ -7,7 +7,7 @@ judged on the median of the runs (issue 53 asks for three)."""
 
 import statistics
 
-from litebench.bench.report import TARGETS
+from litebench.bench.report import meets
 
 
 def median_of(values):
@@ -40,8 +40,5 @@ def spread(rows_per_run, rows):
         if len(known) < 2:
             continue
         row["ratio"] = statistics.median(known)
-        if TARGETS[row["kind"]] is not None:
-            op, target = TARGETS[row["kind"]]
-            row["met"] = row["ratio"] <= target if op == "<=" else row["ratio"] >= target
+        row["met"] = meets(row["kind"], row["ratio"])
     return rows
-
