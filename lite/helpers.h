@@ -195,8 +195,8 @@ int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns);
 int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long long budget_ns,
 			 unsigned long long timeout_ns);
 /* Waits until at most `outstanding` of the posted WRs are still in flight, for at most
- * `timeout_ns`; returns how many are, or -ETIMEDOUT. */
-long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns);
+ * `timeout_ns`: 0, or -ETIMEDOUT if more still are. */
+int lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns);
 /* When the op's last completion ran (ktime ns; 0: none yet). */
 unsigned long long lite_op_done_ns(const struct lite_op *op);
 /* How long ago one of its WRs was last posted or completed (ns, to a jiffy). */

@@ -32,7 +32,7 @@ impl Op {
     /// for at most `timeout_ns`; false if more were still when the time ran out.
     pub(crate) fn wait_below(&self, outstanding: u32, timeout_ns: u64) -> bool {
         // SAFETY: `self.raw` is live.
-        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding, timeout_ns) >= 0 }
+        unsafe { ffi::lite_op_wait_below(self.raw.as_ptr(), outstanding, timeout_ns) == 0 }
     }
 
     /// As [`Self::wait_timeout`], busy-polling `dev`'s send CQ for up to `budget_ns`

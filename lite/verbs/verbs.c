@@ -780,16 +780,14 @@ struct lite_op *lite_op_new(void)
 	return op;
 }
 
-long lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns)
+int lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns)
 {
 	long left = lite_timeout_jiffies(timeout_ns);
-	long pending;
 
 	spin_lock_irq(&op->lock);
 	left = wait_event_lock_irq_timeout(op->progress, op->pending <= outstanding, op->lock, left);
-	pending = left ? op->pending : -ETIMEDOUT;
 	spin_unlock_irq(&op->lock);
-	return pending;
+	return left ? 0 : -ETIMEDOUT;
 }
 
 int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns)
