@@ -199,6 +199,16 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 int lite_op_wait_below(struct lite_op *op, unsigned int outstanding, unsigned long long timeout_ns);
 /* When the op's last completion ran (ktime ns; 0: none yet). */
 unsigned long long lite_op_done_ns(const struct lite_op *op);
+/* Where an op's time went (ktime ns): its last RDMA READ or WRITE handed to the
+ * provider (`post_ns`) and back from it (`posted_ns`), its last completion run
+ * (`done_ns`), and whether a waiter slept on it. For the poster once it is done. */
+struct lite_op_stamps {
+	unsigned long long post_ns;
+	unsigned long long posted_ns;
+	unsigned long long done_ns;
+	int slept;
+};
+void lite_op_stamps(const struct lite_op *op, struct lite_op_stamps *stamps);
 /* How long ago one of its WRs was last posted or completed (ns, to a jiffy). */
 unsigned long long lite_op_idle_ns(const struct lite_op *op);
 unsigned int lite_op_pending(const struct lite_op *op);

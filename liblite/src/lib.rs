@@ -84,6 +84,30 @@ pub struct MemStat {
     pub reserve_target: u64,
     /// Bytes allocations took from the reserve since the module was loaded.
     pub reserve_used: u64,
+    /// Where this node's small reads spent their time in the kernel.
+    pub read_phases: ReadPhases,
+}
+
+/// Time user-space LT_reads of at most 4 KiB from one other node spent in each
+/// phase in the kernel, summed: the difference of two snapshots gives the means
+/// between them. What a reader measures beyond their sum is its kernel crossing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadPhases {
+    pub reads: u64,
+    /// Until the buffer was pinned and mapped (handle, permission and range checked).
+    pub pin: Duration,
+    /// Until the work request went to the provider: QoS ticket, send credits.
+    pub prepare: Duration,
+    /// The provider's post.
+    pub post: Duration,
+    /// Until the completion's handler ran: the NICs, the wire, the peer.
+    pub wire: Duration,
+    /// Until the reader ran again: its poll noticed, or it was woken.
+    pub notice: Duration,
+    /// Until the return: the pages let go.
+    pub finish: Duration,
+    /// Reads whose reader slept before the completion came.
+    pub slept: u64,
 }
 
 /// State of a peer node as this node's kernel sees it.
@@ -337,6 +361,16 @@ impl Lite {
             reserve_bytes: stat.reserve_bytes,
             reserve_target: stat.reserve_target,
             reserve_used: stat.reserve_used,
+            read_phases: ReadPhases {
+                reads: stat.read_phases.reads,
+                pin: Duration::from_nanos(stat.read_phases.pin_ns),
+                prepare: Duration::from_nanos(stat.read_phases.prepare_ns),
+                post: Duration::from_nanos(stat.read_phases.post_ns),
+                wire: Duration::from_nanos(stat.read_phases.wire_ns),
+                notice: Duration::from_nanos(stat.read_phases.notice_ns),
+                finish: Duration::from_nanos(stat.read_phases.finish_ns),
+                slept: stat.read_phases.slept,
+            },
         })
     }
 

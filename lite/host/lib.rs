@@ -14,6 +14,8 @@ mod inflight;
 mod layout;
 #[path = "../locks/lockword.rs"]
 mod lockword;
+#[path = "../lmr/read_phases.rs"]
+mod read_phases;
 // A folder re-exports what the module uses from it, which the host does not build.
 #[allow(unused_imports)]
 #[path = "../qos/pacer/mod.rs"]

@@ -20,6 +20,7 @@
 //! - `holder`, `reserve`: memory held here, and the zeroed reserve.
 //! - `mapping`: a mapping, its users and its revocation.
 //! - `ops`: one-sided operations through a handle.
+//! - `read_phases`: where small reads spend their time (`LiteMemStat::read_phases`).
 //! - `serve`: requests from peers.
 //! - `events`: what the services above hear of released memory (node installs it).
 //!
@@ -35,6 +36,7 @@ pub(crate) mod layout;
 mod mapping;
 mod master;
 mod ops;
+mod read_phases;
 mod registry;
 mod reserve;
 mod serve;

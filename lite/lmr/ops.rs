@@ -2,10 +2,10 @@
 //! One-sided operations on an LMR through a handle: read, write, atomics, memset,
 //! memcpy, and the statistics of a handle and of this node.
 
-use crate::compat::user_slice;
+use crate::compat::{now_ns, user_slice};
 use crate::errno::EIDRM;
 use crate::iobuf::{Sink, Source, Transfer};
-use crate::net::polling::Wait;
+use crate::net::polling::{Wait, POLL_MAX_BYTES};
 use crate::net::wire::{self, MsgKind};
 use crate::net::Peer;
 use crate::uapi::*;
@@ -18,6 +18,7 @@ use super::handles::FileLmrs;
 use super::holder::hold_limit;
 use super::layout::{self, AtomicError, CHUNK_MAX, PERM_READ, PERM_WRITE};
 use super::mapping::{HeldWord, Word, WordRef};
+use super::read_phases::ReadStamps;
 use super::LmrNode;
 use super::{erange, range_error};
 
@@ -31,6 +32,7 @@ impl LmrNode {
         offset: u64,
         mut io: Transfer<'_>,
     ) -> Result {
+        let entry = now_ns();
         let write = io.is_write();
         let (mapping, perm) = file.lock().get(lh)?;
         if !layout::perm_allows(perm, if write { PERM_WRITE } else { PERM_READ }) {
@@ -45,6 +47,8 @@ impl LmrNode {
         }
         let using = mapping.begin()?;
         let me = self.net.me()?;
+        // A read that polls first (polling.rs), all from one other node: its phases count.
+        let mut small_read = None;
         for piece in layout::pieces(&mapping.extents, offset, len as u64) {
             using.check()?;
             let node = mapping.extents[piece.extent].node;
@@ -76,16 +80,34 @@ impl LmrNode {
             let still_valid = || using.check();
             match &mut io {
                 Transfer::Write(Source::User { addr, .. })
-                | Transfer::Read(Sink::User { addr, .. }) => peer.rdma_user(
-                    write,
-                    *addr + pos,
-                    size,
-                    piece.addr,
-                    piece.rkey,
-                    &still_valid,
-                )?,
+                | Transfer::Read(Sink::User { addr, .. }) => {
+                    let window = peer.rdma_user(
+                        write,
+                        *addr + pos,
+                        size,
+                        piece.addr,
+                        piece.rkey,
+                        &still_valid,
+                    )?;
+                    if !write && size == len && len as u64 <= POLL_MAX_BYTES {
+                        small_read = Some(window);
+                    }
+                }
                 _ => rdma_bounced(&peer, &mut io, span, piece.addr, piece.rkey, &still_valid)?,
             }
+        }
+        if let Some(window) = small_read {
+            let read = ReadStamps {
+                entry,
+                pinned: window.pinned_ns,
+                post: window.op.post_ns,
+                posted: window.op.posted_ns,
+                handled: window.op.done_ns,
+                running: window.running_ns,
+                returned: now_ns(),
+                slept: window.op.slept,
+            };
+            read.add_to(&mut self.read_phases.lock());
         }
         Ok(())
     }
@@ -354,6 +376,7 @@ impl LmrNode {
             reserve_bytes: mem.reserve.len() as u64 * CHUNK_MAX,
             reserve_target: mem.reserve_target as u64 * CHUNK_MAX,
             reserve_used: mem.reserve_used * CHUNK_MAX,
+            read_phases: *self.read_phases.lock(),
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::compat::{cursor_lower_bound_mut, now_ns};
 use crate::errno::EHOSTDOWN;
 use crate::kvec::swap_remove;
 use crate::net::Network;
+use crate::uapi::LiteReadPhases;
 use crate::verbs::DmaBuf;
 use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
@@ -95,6 +96,9 @@ pub(crate) struct LmrNode {
     /// Next LMR handle: unique across processes, so another process's handle is
     /// never valid by accident.
     pub(crate) next_handle: AtomicU64,
+    /// Small user-space reads' phases, summed (`LiteMemStat::read_phases`).
+    #[pin]
+    pub(crate) read_phases: SpinLock<LiteReadPhases>,
 }
 
 impl LmrNode {
@@ -107,6 +111,7 @@ impl LmrNode {
                 alloc_lock <- new_mutex!((), "lite:alloc"),
                 reserve_quiet <- new_condvar!("lite:reserve_quiet"),
                 next_handle: AtomicU64::new(0x1000),
+                read_phases <- new_spinlock!(LiteReadPhases::default(), "lite:lmr.read_phases"),
             }),
             GFP_KERNEL,
         )

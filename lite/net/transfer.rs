@@ -11,7 +11,9 @@ use crate::net::inflight::{InFlight, MAX_INFLIGHT};
 use crate::net::polling::{self, Wait};
 use crate::qos::Ticket;
 use crate::uapi::*;
-use crate::verbs::{Atomic, DmaBuf, Op, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT};
+use crate::verbs::{
+    Atomic, DmaBuf, Op, OpStamps, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT,
+};
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
 
@@ -45,6 +47,17 @@ fn contiguous(
         remote += len as u64;
         piece
     })
+}
+
+/// Where the time of a user transfer's last window went (ns, `Ktime` clock).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct WindowStamps {
+    /// Its pages were pinned and mapped.
+    pub(crate) pinned_ns: u64,
+    /// Its op's post and completion.
+    pub(crate) op: OpStamps,
+    /// The caller ran again after the wait for it.
+    pub(crate) running_ns: u64,
 }
 
 impl Peer {
@@ -442,7 +455,8 @@ impl Peer {
     }
 
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
-    /// `remote_addr` (under `rkey`), or READ into it; returns once the data is there.
+    /// `remote_addr` (under `rkey`), or READ into it; returns once the data is there,
+    /// with where the time of its last window went.
     /// The buffer is pinned and mapped a window at a time.
     ///
     /// `still_valid` is checked before each window, so that revoking the mapping
@@ -455,15 +469,17 @@ impl Peer {
         remote_addr: u64,
         rkey: u32,
         still_valid: &dyn Fn() -> Result,
-    ) -> Result {
+    ) -> Result<WindowStamps> {
         let op = Op::new()?;
         let mut deadline = Deadline::starting(now_ns());
+        let mut stamps = WindowStamps::default();
         let mut done = 0;
         while done < len {
             still_valid()?;
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;
+            stamps.pinned_ns = now_ns();
             self.transfer(
                 &op,
                 write,
@@ -471,9 +487,11 @@ impl Peer {
                 contiguous(pages.runs(), remote_addr + done as u64, rkey),
                 &mut deadline,
             )?;
+            stamps.running_ns = now_ns();
             done += window;
         }
-        Ok(())
+        stamps.op = op.stamps();
+        Ok(stamps)
     }
 
     /// RDMA WRITE of `len` bytes at `offset` of kernel buffer `src` to `remote_addr`

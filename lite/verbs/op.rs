@@ -10,6 +10,19 @@ use kernel::prelude::*;
 /// failed work request's status is an `IB_WC_*` (not negative).
 pub(crate) const TIMED_OUT: i32 = -(kernel::bindings::ETIMEDOUT as i32);
 
+/// Where an op's time went (ns, `Ktime` clock; 0: not yet).
+#[derive(Clone, Copy, Default, Debug)]
+pub(crate) struct OpStamps {
+    /// Its last RDMA READ or WRITE went to the provider.
+    pub(crate) post_ns: u64,
+    /// The provider's post returned.
+    pub(crate) posted_ns: u64,
+    /// Its last completion's handler ran.
+    pub(crate) done_ns: u64,
+    /// A waiter slept on it (it was not done when the wait began).
+    pub(crate) slept: bool,
+}
+
 /// Completion of a one-sided operation made of several work requests. Dropping it
 /// waits for whatever is still posted.
 pub(crate) struct Op {
@@ -69,6 +82,24 @@ impl Op {
     pub(crate) fn done_ns(&self) -> u64 {
         // SAFETY: `self.raw` is live.
         unsafe { ffi::lite_op_done_ns(self.raw.as_ptr()) }
+    }
+
+    /// Where its time went, for its poster once it is done.
+    pub(crate) fn stamps(&self) -> OpStamps {
+        let mut raw = ffi::lite_op_stamps {
+            post_ns: 0,
+            posted_ns: 0,
+            done_ns: 0,
+            slept: 0,
+        };
+        // SAFETY: `self.raw` is live and `raw` is a valid place for the helper to fill.
+        unsafe { ffi::lite_op_stamps(self.raw.as_ptr(), &mut raw) };
+        OpStamps {
+            post_ns: raw.post_ns,
+            posted_ns: raw.posted_ns,
+            done_ns: raw.done_ns,
+            slept: raw.slept != 0,
+        }
     }
 
     /// How long ago one of its work requests was last posted or completed (ns, to

@@ -600,6 +600,11 @@ struct lite_op {
 	unsigned int rdma_done;
 	/* Their QP's device, whose places paced ones hold. */
 	struct lite_dev *rdma_dev;
+	/* When the last RDMA READ or WRITE went to the provider, and came back posted (ktime ns). */
+	u64 post_ns;
+	u64 posted_ns;
+	/* A waiter slept on the op (it was not done when a wait began). */
+	bool slept;
 };
 
 /* A WR of `op` is about to be posted (1) or failed to post (-1). */
@@ -796,6 +801,7 @@ int lite_op_wait_timeout(struct lite_op *op, unsigned long long timeout_ns)
 	int status = -ETIMEDOUT;
 
 	spin_lock_irq(&op->lock);
+	op->slept |= op->pending != 0;
 	left = wait_event_lock_irq_timeout(op->progress, op->pending == 0, op->lock, left);
 	if (left) {
 		status = op->status;
@@ -810,6 +816,7 @@ int lite_op_wait(struct lite_op *op)
 	int status;
 
 	spin_lock_irq(&op->lock);
+	op->slept |= op->pending != 0;
 	wait_event_lock_irq(op->progress, op->pending == 0, op->lock);
 	status = op->status;
 	op->status = 0;
@@ -849,6 +856,14 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 unsigned long long lite_op_done_ns(const struct lite_op *op)
 {
 	return READ_ONCE(op->done_ns);
+}
+
+void lite_op_stamps(const struct lite_op *op, struct lite_op_stamps *stamps)
+{
+	stamps->post_ns = op->post_ns;
+	stamps->posted_ns = op->posted_ns;
+	stamps->done_ns = READ_ONCE(op->done_ns);
+	stamps->slept = READ_ONCE(op->slept);
 }
 
 unsigned long long lite_op_idle_ns(const struct lite_op *op)
@@ -949,9 +964,12 @@ int lite_qp_post_rdma(struct lite_qp *qp, struct lite_op *op, int write,
 	err = lite_op_count_rdma(op, qp->dev, bytes, unpaced);
 	if (err)
 		goto unposted;
+	op->post_ns = ktime_get_ns();
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
-	if (!err)
+	if (!err) {
+		op->posted_ns = ktime_get_ns();
 		return 0;
+	}
 	lite_op_uncount_rdma(op, unpaced);
 unposted:
 	if (paced)

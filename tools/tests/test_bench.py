@@ -12,7 +12,7 @@ from litebench import plots
 from litebench.bench.cli import sections_arg, sizes_arg
 from litebench.bench.output import last_json, parse_perftest_bw, parse_perftest_lat
 from litebench.bench.report import (call_phases, chart_panels, compare, comparisons, fmt_ns, fmt_size,
-                                    format_call_phases, format_table)
+                                    format_call_phases, format_read_phases, format_table, read_phases)
 from litebench.bench.runner import Bench
 from litebench.bench.steps import PATHS_ROUNDS, RPC_CALLER_ROUNDS, run_steps
 from litebench.cluster.cluster import Result
@@ -260,6 +260,27 @@ class CallPhaseTable(unittest.TestCase):
         self.assertIn("pin the output", table)
         self.assertRegex(table, r"post to reply handled\s+300 ns\s+200 ns\s+100 ns")
         self.assertEqual(call_phases({}), {})
+
+
+class ReadPhaseTable(unittest.TestCase):
+    def test_each_phase_is_the_median_of_the_rounds_beside_the_native_mean(self):
+        def rnd(wire, slept):
+            return {"median_ns": 1, "phases": {"pin_ns": 5_000, "prepare_ns": 2_000, "post_ns": 15_000,
+                                               "wire_ns": wire, "notice_ns": 3_000, "finish_ns": 1_000,
+                                               "outside_ns": 4_000, "mean_ns": wire + 30_000, "slept_share": slept}}
+        lite = {"lat_read": {"8": {"rounds": [rnd(500_000, 0.0), rnd(700_000, 0.5), rnd(600_000, 1.0)]},
+                             "4096": {"rounds": [{"median_ns": 1, "phases": None}]}}}
+        native = {"ib_read_lat": {"8": {"rounds": [{"t_avg_us": 450.0}, {"t_avg_us": 550.0}]}}}
+        phases = read_phases(lite, native)
+        self.assertEqual(list(phases), ["8"], "a size without phases is left out")
+        self.assertEqual((phases["8"]["wire_ns"], phases["8"]["slept_share"], phases["8"]["rounds"]),
+                         (600_000, 0.5, 3))
+        self.assertEqual(phases["8"]["ib_read_lat_ns"], 500_000)
+        table = format_read_phases(phases)
+        self.assertRegex(table, r"posted to completion handled\s+600 us")
+        self.assertRegex(table, r"ib_read_lat, as timed\s+500 us")
+        self.assertRegex(table, r"reads that slept\s+50 %")
+        self.assertEqual(read_phases({}, {}), {})
 
 
 class LatencyChart(unittest.TestCase):

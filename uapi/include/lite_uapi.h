@@ -240,7 +240,7 @@
 /*
  `_IOR('L', 19, LiteMemStat)`
  */
-#define LITE_IOC_MEM_STAT 2151173139
+#define LITE_IOC_MEM_STAT 2155367443
 
 /*
  `_IOWR('L', 20, LiteRegister)`

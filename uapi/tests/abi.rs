@@ -98,7 +98,8 @@ fn structs_have_no_implicit_padding() {
     assert_eq!(size_of::<LiteMemset>(), 3 * 8 + 4 + 4);
     assert_eq!(size_of::<LiteMemcpy>(), 5 * 8);
     assert_eq!(size_of::<LiteLmrStat>(), 8 + 8 + 4 * 4);
-    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4 + 3 * 8);
+    assert_eq!(size_of::<LiteMemStat>(), 4 + 4 + 8 + 8 + 4 + 4 + 3 * 8 + size_of::<LiteReadPhases>());
+    assert_eq!(size_of::<LiteReadPhases>(), 8 * 8);
     assert_eq!(size_of::<LiteReserve>(), 8);
     assert_eq!(size_of::<LiteQos>(), 4 + 4 + 8 + 3 * 4 + 4 + 8 + 4 + 4);
     assert_eq!(size_of::<LiteClassRule>(), 4 + 4 + 8);

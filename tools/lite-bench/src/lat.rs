@@ -4,9 +4,10 @@ use crate::cli::Op;
 use crate::harness::{buffer, nanos, open, opts, rw, Progress};
 use crate::stats::summary_json;
 use crate::{err, Res};
+use lite::ReadPhases;
 use lite_stats::Summary;
 use serde_json::{json, Value};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(crate) fn lat(
     progress: &Progress,
@@ -33,6 +34,7 @@ pub(crate) fn lat(
             rw(&lmr, op, chunk).map_err(err("warm-up"))?;
         }
         let mut samples = Vec::with_capacity(iters as usize);
+        let phases_before = lite.mem_stat().ok().map(|m| m.read_phases);
         let crossings = lite.crossings();
         for _ in 0..iters {
             let t = Instant::now();
@@ -40,8 +42,13 @@ pub(crate) fn lat(
             samples.push(nanos(t.elapsed()));
         }
         let ioctls = lite.crossings().saturating_sub(crossings);
+        let phases = match (op, phases_before, lite.mem_stat()) {
+            (Op::Read, Some(before), Ok(after)) => read_phases_json(&before, &after.read_phases, &samples),
+            _ => Value::Null,
+        };
         let s = Summary::of(&mut samples).expect("iters >= 1");
         let mut r = summary_json(s);
+        r["phases"] = phases;
         r["size"] = json!(size);
         r["ioctls_per_op"] = json!(ioctls as f64 / f64::from(iters));
         progress.say(&format!(
@@ -62,4 +69,32 @@ pub(crate) fn lat(
         "compare_with": if op == Op::Write { "ib_write_lat x 2 (a full round trip)" } else { "ib_read_lat x 1" },
         "results": results,
     }))
+}
+
+/// The kernel's account of the reads between two snapshots of the node's read
+/// phases, each phase's mean per read (ns), beside the mean of `latencies` as the
+/// reader timed them: `outside_ns` is what the kernel did not see (the crossing,
+/// the argument copy). Null without a read counted.
+fn read_phases_json(before: &ReadPhases, after: &ReadPhases, latencies: &[u64]) -> Value {
+    let reads = after.reads.saturating_sub(before.reads);
+    if reads == 0 || latencies.is_empty() {
+        return Value::Null;
+    }
+    let per_read = |now: Duration, was: Duration| now.saturating_sub(was).as_nanos() as f64 / reads as f64;
+    let inside = [
+        per_read(after.pin, before.pin),
+        per_read(after.prepare, before.prepare),
+        per_read(after.post, before.post),
+        per_read(after.wire, before.wire),
+        per_read(after.notice, before.notice),
+        per_read(after.finish, before.finish),
+    ];
+    let mean = latencies.iter().sum::<u64>() as f64 / latencies.len() as f64;
+    json!({
+        "reads": reads, "mean_ns": mean,
+        "pin_ns": inside[0], "prepare_ns": inside[1], "post_ns": inside[2],
+        "wire_ns": inside[3], "notice_ns": inside[4], "finish_ns": inside[5],
+        "slept_share": after.slept.saturating_sub(before.slept) as f64 / reads as f64,
+        "outside_ns": mean - inside.iter().sum::<f64>(),
+    })
 }

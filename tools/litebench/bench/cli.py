@@ -52,7 +52,7 @@ from pathlib import Path
 
 from litebench import plots
 from litebench.bench.report import (TARGETS, call_phases, chart_panels, comparisons, fmt_size, format_call_phases,
-                                    format_table)
+                                    format_read_phases, format_table, read_phases)
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
 from litebench.bench.runs import median_of, spread
 from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
@@ -211,6 +211,7 @@ def main():
     results["targets_met"] = sum(1 for r in met if r["met"])
     results["targets_evaluated"] = len(met)
     results["rpc_call_phases"] = call_phases(results.get("lite", {}))
+    results["read_phases"] = read_phases(results.get("lite", {}), results.get("native", {}))
 
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
@@ -226,6 +227,10 @@ def main():
         print("\n== LT_RPC 8 B: where each caller's call goes, by the kernel's stamps "
               "(median over rounds of each round's mean per call) ==")
         print(format_call_phases(results["rpc_call_phases"]))
+    if results["read_phases"]:
+        print("\n== LT_read: where a read goes, by the kernel's stamps (median over rounds of each round's "
+              "mean per read), beside ib_read_lat's mean ==")
+        print(format_read_phases(results["read_phases"]))
     print(f"\n{results['targets_met']} of {results['targets_evaluated']} targets met"
           + (f"; {missing} without data" if missing else ""))
     if results["errors"]:

@@ -146,6 +146,47 @@ def format_call_phases(phases):
     return "\n".join(x.rstrip() for x in lines)
 
 
+# The kernel's phase account of small LT_reads (lite-bench lat's "phases", per round).
+READ_PHASES = [("pin_ns", "entry to buffer pinned"), ("prepare_ns", "QoS ticket, send credits"),
+               ("post_ns", "the provider's post"), ("wire_ns", "posted to completion handled"),
+               ("notice_ns", "the reader runs again"), ("finish_ns", "unpin and return"),
+               ("outside_ns", "outside the stamps (crossing)"), ("mean_ns", "LT_read, as timed")]
+
+
+def read_phases(lite, native):
+    """Per size, LT_read's median over its rounds of each round's mean per read (ns),
+    with `ib_read_lat`'s median over its rounds of each round's mean beside it:
+    {size: {phase: ns, "slept_share", "rounds", "ib_read_lat_ns"}}."""
+    out = {}
+    for size, point in lite.get("lat_read", {}).items():
+        rounds = [r["phases"] for r in point.get("rounds", []) if r.get("phases")]
+        if not rounds:
+            continue
+        d = {k: statistics.median(r.get(k, 0) for r in rounds) for k, _ in READ_PHASES}
+        d["slept_share"] = statistics.median(r.get("slept_share", 0) for r in rounds)
+        d["rounds"] = len(rounds)
+        native_means = [r["t_avg_us"] * 1000 for r in native.get("ib_read_lat", {}).get(size, {}).get("rounds", [])
+                        if r.get("t_avg_us") is not None]
+        d["ib_read_lat_ns"] = statistics.median(native_means) if native_means else None
+        out[size] = d
+    return out
+
+
+def format_read_phases(phases):
+    """The read phase account as a table: a row per phase, a column per size."""
+    sizes = sorted(phases, key=int)
+    rows = [["phase"] + [fmt_size(int(s)) for s in sizes]]
+    for k, label in READ_PHASES:
+        rows.append([label] + [fmt_value(phases[s].get(k), "ns") for s in sizes])
+    rows.append(["ib_read_lat, as timed"] + [fmt_value(phases[s].get("ib_read_lat_ns"), "ns") for s in sizes])
+    rows.append(["reads that slept"] + [f"{phases[s]['slept_share'] * 100:.0f} %" for s in sizes])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(x.rstrip() for x in lines)
+
+
 # ---- the latency chart ----
 
 def chart_panels(results):

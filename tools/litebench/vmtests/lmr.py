@@ -16,6 +16,28 @@ def test_lmr_one_gib_round_trips_across_chunks_and_nodes(c):
     integrity(c, 0, 1 << 30, "0,1,2", 7, 1800)
 
 
+def test_small_reads_are_timed_phase_by_phase(c):
+    # The kernel counts each user-space LT_read of at most 4 KiB from another node
+    # in its phases (LiteMemStat::read_phases), and only those; lite-bench lat puts
+    # them beside the reads as it timed them.
+    iters = 20
+    res = c.exec(0, f"lite-bench lat --op read --holder 1 --sizes 8,4096,8192 --iters {iters} --warmup 2",
+                 timeout=300)
+    by_size = {r["size"]: r for r in json_summary(0, res, "lite-bench lat")["results"]}
+    for size in (8, 4096):
+        phases = by_size[size]["phases"]
+        check(phases and phases["reads"] == iters, f"{size} B: {iters} reads counted: {phases}")
+        inside = sum(phases[k] for k in ("pin_ns", "prepare_ns", "post_ns", "wire_ns", "notice_ns", "finish_ns"))
+        check(min(phases[k] for k in ("pin_ns", "post_ns", "wire_ns")) > 0, f"{size} B: a phase is empty: {phases}")
+        check(inside <= phases["mean_ns"], f"{size} B: the phases ({inside:.0f} ns) exceed the read as timed: {phases}")
+        check(0 <= phases["slept_share"] <= 1, f"{size} B: {phases}")
+        print(f"    {size} B: " + ", ".join(f"{k[:-3]} {phases[k] / 1e3:.1f} us" for k in
+                                           ("pin_ns", "prepare_ns", "post_ns", "wire_ns", "notice_ns", "finish_ns",
+                                            "outside_ns", "mean_ns")) + f", slept {phases['slept_share']:.0%}",
+              flush=True)
+    check(by_size[8192]["phases"] is None, f"8 KiB reads are not counted: {by_size[8192]}")
+
+
 @pytest.mark.big
 def test_lmr_data_round_trips_across_chunks_and_nodes(c):
     integrity(c, 1, 64 << 20, "1", 3, 600)

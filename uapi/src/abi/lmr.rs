@@ -200,6 +200,38 @@ pub struct LiteMemStat {
     pub reserve_target: u64,
     /// Bytes allocations took from the reserve since the module was loaded.
     pub reserve_used: u64,
+    /// Where user-space LT_reads of at most 4 KiB from another node spent their
+    /// time (it only grows).
+    pub read_phases: LiteReadPhases,
+}
+
+/// The time user-space LT_reads of at most 4 KiB (those that poll first), from
+/// memory one other node holds, spent in each phase, summed (ns), from the
+/// module's entry to its return: differences of two snapshots give the means over
+/// the reads between them. What the reader measures beyond their sum is its kernel
+/// crossing and the ioctl's argument copy.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiteReadPhases {
+    /// Reads summed.
+    pub reads: u64,
+    /// From the entry until the buffer was pinned and mapped: the handle, the
+    /// permission and the range checked, the pages pinned.
+    pub pin_ns: u64,
+    /// From then until the work request went to the provider: the QoS ticket, send
+    /// credits, room in flight.
+    pub prepare_ns: u64,
+    /// The provider's post (`ib_post_send`).
+    pub post_ns: u64,
+    /// From then until the completion's handler ran: the NICs, the wire and the
+    /// peer, the provider's share.
+    pub wire_ns: u64,
+    /// From then until the reader ran again: its poll noticed, or it was woken.
+    pub notice_ns: u64,
+    /// From then until the return: the pages unpinned and unmapped.
+    pub finish_ns: u64,
+    /// Reads whose reader slept before the completion came.
+    pub slept: u64,
 }
 
 /// Keep `bytes` (rounded up to whole chunks of `LITE_CHUNK_SIZE`) of zeroed memory
@@ -235,7 +267,7 @@ pub const LITE_IOC_MEMCPY: u32 = 0x4028_4C11;
 pub const LITE_IOC_LMR_STAT: u32 = 0xC020_4C12;
 
 /// `_IOR('L', 19, LiteMemStat)`
-pub const LITE_IOC_MEM_STAT: u32 = 0x8038_4C13;
+pub const LITE_IOC_MEM_STAT: u32 = 0x8078_4C13;
 
 /// `_IOWR('L', 20, LiteRegister)`
 pub const LITE_IOC_REGISTER: u32 = 0xC060_4C14;
