@@ -8,7 +8,7 @@
 /*
  Version of this ABI; the shared page and `LiteInfo` report it.
  */
-#define LITE_ABI_VERSION 11
+#define LITE_ABI_VERSION 12
 
 /*
  Maximum nodes in one cluster (LITE used 16).

@@ -36,7 +36,7 @@ pub use rpc::*;
 pub use sync::*;
 
 /// Version of this ABI; the shared page and `LiteInfo` report it.
-pub const LITE_ABI_VERSION: u32 = 11;
+pub const LITE_ABI_VERSION: u32 = 12;
 /// Maximum nodes in one cluster (LITE used 16).
 pub const LITE_MAX_NODES: u32 = 16;
 /// Maximum RC QPs between two nodes (module parameter `qps_per_peer`).
