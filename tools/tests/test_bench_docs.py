@@ -113,6 +113,17 @@ class BenchDocsTest(unittest.TestCase):
                                           "against", "### Per-range keys")]
         self.assertEqual(order, sorted(order), "sections in a fixed order")
 
+    def test_the_read_phase_account_is_a_table_per_size(self):
+        data = bench_json()
+        data["read_phases"] = {"8": {"pin_ns": 29_500, "wire_ns": 1_400_000, "ib_read_lat_ns": 1_480_000,
+                                     "slept_share": 0.19}}
+        block = bd.render([self.write("results.json", data)], self.doc)
+        self.assertIn("| phase | 8 B |", block)
+        self.assertIn("| entry to buffer pinned | 29.5 us |", block)
+        self.assertIn("| posted to completion handled | 1.40 ms |", block)
+        self.assertIn("| ib_read_lat, as timed | 1.48 ms |", block)
+        self.assertIn("| reads that slept | 19 % |", block)
+
     def test_only_each_benchmarks_latest_files_are_shown(self):
         old = self.write("old.json", bench_json(date="2026-11-20", lite_ns=500_000))
         new = self.write("new.json", bench_json(date="2026-11-24"))
