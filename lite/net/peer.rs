@@ -32,6 +32,9 @@ const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 
 const WC_FLUSH_ERR: i32 = 5;
 const WC_RETRY_EXC_ERR: i32 = 12;
 const WC_RNR_RETRY_EXC_ERR: i32 = 13;
+/// What siw completes a READ with whose response failed (MPA's CRC, a broken
+/// frame) as it ends the connection: on iWARP, the peer is unreachable too.
+const WC_GENERAL_ERR: i32 = 21;
 /// The peer's NIC refused the key, address or access.
 const WC_REM_ACCESS_ERR: i32 = 10;
 /// A failed link's work requests are flushed at once; past this, `fail_op` says so.
@@ -460,6 +463,7 @@ impl Peer {
         match status {
             TIMED_OUT => ETIMEDOUT(),
             WC_FLUSH_ERR | WC_RETRY_EXC_ERR | WC_RNR_RETRY_EXC_ERR => EHOSTDOWN(),
+            WC_GENERAL_ERR if self.dev.connects_through_cm() => EHOSTDOWN(),
             WC_REM_ACCESS_ERR => EACCES,
             _ => EIO,
         }
