@@ -33,7 +33,7 @@ import re
 import sys
 from pathlib import Path
 
-from litebench.bench.report import CALL_PHASES, READ_PHASES, fmt_spread
+from litebench.bench.report import CALL_PHASES, fmt_spread, read_phase_rows
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -237,15 +237,9 @@ def bench_lines(data):
                  "over rounds of the round's mean per call):\n\n" + table(["phase", "user caller", "kernel caller"], rows))
     reads = data.get("read_phases") or {}
     if reads:
-        sizes = sorted(reads, key=int)
-        def cell(v):
-            return "-" if v is None else fmt_ns(v)
-        rows = [[label] + [cell(reads[s].get(k)) for s in sizes] for k, label in READ_PHASES]
-        rows.append(["ib_read_lat, as timed"] + [cell(reads[s].get("ib_read_lat_ns")) for s in sizes])
-        rows.append(["reads that slept"] + [f"{reads[s].get('slept_share', 0) * 100:.0f} %" for s in sizes])
+        head, rows = read_phase_rows(reads, lambda ns: "-" if ns is None else fmt_ns(ns))
         text += ("\n\nLT_read, where a read goes by the kernel's stamps (each phase: the median over rounds of "
-                 "the round's mean per read), beside `ib_read_lat`'s mean:\n\n"
-                 + table(["phase"] + [fmt_size(int(s)) for s in sizes], rows))
+                 "the round's mean per read), beside `ib_read_lat`'s mean:\n\n" + table(head, rows))
     return facts, text
 
 

@@ -139,7 +139,13 @@ def format_call_phases(phases):
         u, n = user.get(k), kern.get(k)
         rows.append([label, fmt_value(u, "ns"), fmt_value(n, "ns"),
                      "-" if u is None or n is None else fmt_ns(u - n) if u >= n else "-" + fmt_ns(n - u)])
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return phase_table(rows)
+
+
+def phase_table(rows):
+    """Rows of a phase account (the first the header) as aligned text: the phase left,
+    the figures right, a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
              for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -172,19 +178,20 @@ def read_phases(lite, native):
     return out
 
 
+def read_phase_rows(phases, fmt):
+    """The read phase account's header and rows: a row per phase, a column per size,
+    each time shown by `fmt` (ns, or None where it is missing)."""
+    sizes = sorted(phases, key=int)
+    rows = [[label] + [fmt(phases[s].get(k)) for s in sizes] for k, label in READ_PHASES]
+    rows.append(["ib_read_lat, as timed"] + [fmt(phases[s].get("ib_read_lat_ns")) for s in sizes])
+    rows.append(["reads that slept"] + [f"{phases[s].get('slept_share', 0) * 100:.0f} %" for s in sizes])
+    return ["phase"] + [fmt_size(int(s)) for s in sizes], rows
+
+
 def format_read_phases(phases):
     """The read phase account as a table: a row per phase, a column per size."""
-    sizes = sorted(phases, key=int)
-    rows = [["phase"] + [fmt_size(int(s)) for s in sizes]]
-    for k, label in READ_PHASES:
-        rows.append([label] + [fmt_value(phases[s].get(k), "ns") for s in sizes])
-    rows.append(["ib_read_lat, as timed"] + [fmt_value(phases[s].get("ib_read_lat_ns"), "ns") for s in sizes])
-    rows.append(["reads that slept"] + [f"{phases[s]['slept_share'] * 100:.0f} %" for s in sizes])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(x.rstrip() for x in lines)
+    head, rows = read_phase_rows(phases, lambda ns: fmt_value(ns, "ns"))
+    return phase_table([head] + rows)
 
 
 # ---- the latency chart ----
