@@ -47,7 +47,8 @@ impl LmrNode {
         }
         let using = mapping.begin()?;
         let me = self.net.me()?;
-        // A read that polls first (polling.rs), all from one other node: its phases count.
+        // A read of at most the size that may poll first (polling.rs), all from one
+        // other node: its phases count.
         let mut small_read = None;
         for piece in layout::pieces(&mapping.extents, offset, len as u64) {
             using.check()?;

@@ -205,7 +205,7 @@ pub struct LiteMemStat {
     pub read_phases: LiteReadPhases,
 }
 
-/// The time user-space LT_reads of at most 4 KiB (those that poll first), from
+/// The time user-space LT_reads of at most 4 KiB (the size that may poll first), from
 /// memory one other node holds, spent in each phase, summed (ns), from the
 /// module's entry to its return: differences of two snapshots give the means over
 /// the reads between them. What the reader measures beyond their sum is its kernel
