@@ -11,7 +11,8 @@ from pathlib import Path
 TOOLS = Path(__file__).resolve().parents[1]
 
 # Runs vmtest.py's main with Cluster replaced by FakeCluster; argv[1] is what goes
-# wrong (nothing, "boot", "fence", "splat", "raise"), the rest vmtest.py's options.
+# wrong (nothing, "boot", "fence", "splat", "oops", "raise"), the rest vmtest.py's
+# options. "oops": node 1 oopses under the first test, which then fails.
 DRIVER = '''
 import sys
 from pathlib import Path
@@ -38,6 +39,9 @@ class FakeCluster:
     def exec(self, n, script, timeout=120, check=True):
         if trouble == "raise" and "/proc/modules" in script:
             raise KeyError("no such node")
+        if trouble == "oops" and "/proc/modules" in script:
+            self.oopsed = True
+            return Result(0, "lite 1 0 - Live")
         # What lite-admin status says in the tests run here (bringup.py's first two).
         return Result(0, "no RDMA device, reserve 0 of 0 MiB; device rxe0; "
                          "device can: roce, write with immediate, atomics (hca)")
@@ -58,9 +62,13 @@ class FakeCluster:
         return list(self.fenced)
 
     def splats(self):
-        return [(1, "BUG: KASAN: use-after-free")] if trouble == "splat" else []
+        if trouble == "splat":
+            return [(1, "BUG: KASAN: use-after-free")]
+        return [(1, "Oops: general protection fault")] if getattr(self, "oopsed", False) else []
 
     def first_bug_report(self, n):
+        if trouble == "oops":
+            return ["Oops: general protection fault", "RIP: 0010:complete+0x40/0x80"]
         return ["BUG: KASAN: use-after-free", "Call Trace:"]
 
     def console(self, n):
@@ -120,9 +128,20 @@ class ReportTest(unittest.TestCase):
         rc, lines, _ = vmtest("splat", "-k", "module_loads")
         self.assertEqual(rc, 1)
         at = lines.index("FAIL guest kernels report bugs:")
-        self.assertEqual(lines[at + 1:at + 5], ["  node1: BUG: KASAN: use-after-free", "  node1's first report:",
-                                                "    BUG: KASAN: use-after-free", "    Call Trace:"])
-        self.assertEqual(lines[-1], "2 passed, 1 failed")
+        self.assertEqual(lines[at + 1], "  node1: BUG: KASAN: use-after-free")
+        # The first report comes last but the count: a cut CI log keeps its tail.
+        self.assertEqual(lines[-4:], ["node1's first kernel bug report:", "    BUG: KASAN: use-after-free",
+                                      "    Call Trace:", "2 passed, 1 failed"])
+
+    def test_an_oops_ends_the_run_after_the_test_it_failed(self):
+        rc, lines, cluster = vmtest("oops", "-k", "module_loads,ping_between")
+        self.assertEqual(rc, 1)
+        self.assertRegex(lines[0], r"^FAIL module_loads_and_unloads_10_times ")
+        self.assertIn("FAIL the run stops: the kernel of node(s) [1] crashed", lines)
+        self.assertFalse([line for line in lines if "ping_between_all_pairs" in line], "no test after the oops")
+        self.assertEqual(cluster[-1], "down")
+        self.assertEqual(lines[-4:], ["node1's first kernel bug report:", "    Oops: general protection fault",
+                                      "    RIP: 0010:complete+0x40/0x80", "1 passed, 2 failed"])
 
     def test_an_unexpected_exception_shows_where_in_the_test(self):
         rc, lines, _ = vmtest("raise", "-k", "module_loads")

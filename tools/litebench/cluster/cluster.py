@@ -38,6 +38,10 @@ SPLAT = re.compile(
     r"DEBUG_LOCKS_WARN_ON|possible circular locking|inconsistent lock state|"
     r"INFO: task .* blocked|rcu_sched detected stall|rcu: INFO:|unreferenced object|Call Trace:")
 
+# Of those, the ones after which the guest's kernel is broken for good (an oops
+# kills the task or kworker it hit, and whatever that held stays held).
+FATAL = re.compile(r"Oops|Kernel panic")
+
 # What lite prints when it fences a peer off (no teardown confirmed, a refused request).
 FENCE = "its QPs are fenced off"
 

@@ -1,15 +1,17 @@
 """What tools/vmtest.py prints of its pytest run, a pytest plugin: a line per test
 (`PASS name (seconds)`, or `FAIL name (seconds): why` and the guests' console
 tails), then the checks of the whole run (no kernel bug report in any guest
-console, no process of the cluster left behind), the slowest tests, where the logs are, and last
-`N passed, N failed`. With `listing`, only the names of the tests it would run."""
+console, no process of the cluster left behind), the slowest tests, where the logs are, the
+first kernel bug report of each node that has one, and last `N passed, N failed`.
+A test that fails after a guest's kernel oopsed ends the run. With `listing`, only
+the names of the tests it would run."""
 
 import time
 import traceback
 
 import pytest
 
-from litebench.cluster.cluster import Cluster, CommandFailed
+from litebench.cluster.cluster import FATAL, Cluster, CommandFailed
 from litebench.vmtests.conftest import CLUSTER, name
 from litebench.vmtests.harness import TestFailed, print_console_tails
 
@@ -72,7 +74,14 @@ class Report:
             print(f"FAIL {name(item)} ({took:.1f} s): {excinfo.value}", flush=True)
         else:
             print(f"FAIL {name(item)}: {in_the_test(excinfo, item)}", flush=True)
-        print_console_tails(self.cluster())
+        cluster = self.cluster()
+        print_console_tails(cluster)
+        crashed = sorted({n for n, line in cluster.splats() if FATAL.search(line)}) if cluster else []
+        if crashed:
+            # A guest that oopsed stays broken: every later test would wait out its
+            # timeout against it (a whole CI run's time), so the run ends here.
+            self.session.shouldstop = f"node(s) {crashed} crashed"
+            print(f"FAIL the run stops: the kernel of node(s) {crashed} crashed", flush=True)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session):
@@ -80,8 +89,9 @@ class Report:
         if self.listing:
             return
         cluster = self.cluster() or Cluster(self.run_dir)
+        reports = []
         if not self.cluster_failed:
-            self.no_kernel_bug_reports(cluster if self.cluster() else None)
+            reports = self.no_kernel_bug_reports(cluster if self.cluster() else None)
         leftovers = cluster.leftovers()
         if leftovers:
             self.failed += 1
@@ -93,21 +103,24 @@ class Report:
         if slowest:
             print("slowest: " + ", ".join(f"{name(self.items[nodeid])} {took:.0f} s" for nodeid, took in slowest))
         print(f"logs: {cluster.run} ({time.time() - self.started:.0f} s)")
+        # Last but the count: a CI log's tail is what survives when it is cut short.
+        for n, report in reports:
+            print(f"node{n}'s first kernel bug report:\n" + "\n".join(f"    {line}" for line in report))
         print(f"{self.passed} passed, {self.failed} failed")
 
     def no_kernel_bug_reports(self, cluster):
-        """No guest console of the run (none if no cluster booted) shows a kernel bug report."""
+        """No guest console of the run (none if no cluster booted) shows a kernel bug
+        report; returns (node, its first report) for each node that shows one."""
         splats = cluster.splats() if cluster else []
         if not splats:
             self.passed += 1
             print("PASS no kernel bug reports in any guest console", flush=True)
-            return
+            return []
         self.failed += 1
         print("FAIL guest kernels report bugs:", flush=True)
         for n, line in splats[:40]:
             print(f"  node{n}: {line}")
-        for n in sorted({n for n, _ in splats}):
-            print(f"  node{n}'s first report:\n" + "\n".join(f"    {line}" for line in cluster.first_bug_report(n)))
+        return [(n, cluster.first_bug_report(n)) for n in sorted({n for n, _ in splats})]
 
 
 def in_the_test(excinfo, item):
