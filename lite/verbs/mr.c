@@ -131,7 +131,13 @@ static int lite_mr_map(struct ib_mr *mr, const struct lite_sge *runs, unsigned i
 /* Registration work requests posted at once: well within the QP's send queue. */
 #define LITE_REG_BATCH 64
 
-/* A batch of registrations in flight: done once the last one completed. */
+/*
+ * A batch of registrations in flight: done once the last one completed. `left`
+ * counts them and the poster, so that exactly one of the handlers or the poster
+ * takes it to zero and completes: a poster that only looked at it (subtracting
+ * nothing) saw a handler's zero, completed itself and returned while that handler
+ * had yet to complete `done`, on the poster's stack by then.
+ */
 struct lite_reg_batch {
 	struct ib_cqe cqe;
 	struct completion done;
@@ -176,7 +182,7 @@ static int lite_reg_post_batch(struct lite_dev *dev, struct ib_reg_wr *wrs, unsi
 		wrs[i].wr.next = i + 1 < n ? &wrs[i + 1].wr : NULL;
 	}
 	init_completion(&batch.done);
-	atomic_set(&batch.left, n);
+	atomic_set(&batch.left, n + 1);
 	mutex_lock(&dev->reg_lock);
 	qp = lite_reg_qp(dev, &err);
 	if (qp) {
@@ -187,7 +193,8 @@ static int lite_reg_post_batch(struct lite_dev *dev, struct ib_reg_wr *wrs, unsi
 	} else {
 		posted = 0;
 	}
-	if (atomic_sub_and_test(n - posted, &batch.left))
+	/* The unposted ones will not complete; nor does the poster count any more. */
+	if (atomic_sub_and_test(n - posted + 1, &batch.left))
 		complete(&batch.done);
 	/* Uninterruptibly: the completions name `batch`, on this stack. */
 	wait_for_completion(&batch.done);

@@ -166,8 +166,11 @@ static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		/* Not a LITE-RS message: ignored, as an unknown immediate is. */
 		valid = false;
 	}
-	/* The value is read: the buffer may take the next one. */
-	lite_qp_post_recv(qp, recv->index);
+	/* The value is read: the buffer may take the next one, unless a drain began. */
+	spin_lock(&qp->recv_lock);
+	if (!qp->closing)
+		lite_qp_post_recv(qp, recv->index);
+	spin_unlock(&qp->recv_lock);
 	if (valid && READ_ONCE(qp->cm_wait_hello) && lite_cm_take_hello(qp, value))
 		return;
 	if (valid)
@@ -264,6 +267,7 @@ struct lite_qp *lite_qp_create(struct lite_dev *dev, void *rust_peer, unsigned i
 	qp->index = index;
 	qp->send_cqe.done = lite_send_done;
 	INIT_DELAYED_WORK(&qp->wrong_work, lite_wrong_work);
+	spin_lock_init(&qp->recv_lock);
 	lite_cm_init_qp(qp);
 	*err = lite_qp_alloc_recvs(qp, recv_depth);
 	if (*err) {
@@ -417,15 +421,23 @@ int lite_qp_to_error(struct lite_qp *qp)
  * Moves the QP to error and waits until both its queues flushed: the responder
  * finished any packet it had taken in, so nothing from the peer lands after this.
  */
+/* Ends the QP's receives: a completion handled from now on posts no other. */
+static void lite_qp_close_receives(struct lite_qp *qp)
+{
+	spin_lock(&qp->recv_lock);
+	WRITE_ONCE(qp->closing, true);
+	spin_unlock(&qp->recv_lock);
+}
+
 void lite_qp_drain(struct lite_qp *qp)
 {
-	WRITE_ONCE(qp->closing, true);
+	lite_qp_close_receives(qp);
 	ib_drain_qp(qp->qp);
 }
 
 void lite_qp_destroy(struct lite_qp *qp)
 {
-	WRITE_ONCE(qp->closing, true);
+	lite_qp_close_receives(qp);
 	/* Before the drain: the CM holds the QP while its connection lives. */
 	lite_qp_cm_end(qp);
 	ib_drain_qp(qp->qp);

@@ -86,8 +86,13 @@ struct lite_qp {
 	struct ib_cqe send_cqe;
 	void *rust_peer;
 	unsigned int index;
-	/* Set before the module itself moves the QP to error (nothing to report then). */
+	/*
+	 * Set before the module itself moves the QP to error (nothing to report then).
+	 * Before a drain it is set under recv_lock, which a reposted receive is taken
+	 * under too: none lands behind the drain's own, to complete after the QP went.
+	 */
 	bool closing;
+	spinlock_t recv_lock;
 	/* A send of ours failed: the error state that follows is not the peer's doing. */
 	bool send_failed;
 	/* The QP went to error behind our back; reported once, after a grace period
