@@ -13,7 +13,7 @@ use crate::verbs::{
     Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
 };
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, new_spinlock, Arc, CondVar, Mutex, SpinLock};
 
@@ -98,6 +98,11 @@ pub(crate) struct Peer {
     pub(crate) mtu: u32,
     /// Set once the peer failed or was shut down: waiters check it without `link`.
     pub(crate) failed: AtomicBool,
+    /// `mark_failed` calls that may hold references to the QPs (counted under
+    /// `link`): `shutdown` waits until none does, so that the last reference, whose
+    /// drop drains and destroys the QP, is its own and never a completion
+    /// handler's (a drain there waits for that very handler).
+    marking: AtomicU32,
     #[pin]
     pub(crate) link: SpinLock<Link>,
     #[pin]
@@ -161,6 +166,7 @@ impl Peer {
                 gid,
                 mtu,
                 failed: AtomicBool::new(false),
+                marking: AtomicU32::new(0),
                 link <- new_spinlock!(
                     Link {
                         state: LITE_PEER_PREPARED,
@@ -488,6 +494,7 @@ impl Peer {
             if link.state == LITE_PEER_CONNECTED || link.state == LITE_PEER_PREPARED {
                 link.state = LITE_PEER_ERROR;
             }
+            self.marking.fetch_add(1, Ordering::Relaxed);
             link.qp_refs()
         };
         for qp in qps.iter().flatten() {
@@ -500,6 +507,8 @@ impl Peer {
                 );
             }
         }
+        drop(qps);
+        self.marking.fetch_sub(1, Ordering::Release);
         self.fail_waiters();
     }
 
@@ -535,9 +544,10 @@ impl Peer {
 
     /// Stops all traffic and destroys the QPs (draining reaps every completion),
     /// then frees the mailbox, which no work request or peer can reach any more.
-    /// An RDMA CM event handler may hold QP references of its own (`mark_failed`):
-    /// every connection is ended first, which waits for such handlers, so that no
-    /// QP outlives the peer its callbacks point to.
+    /// An RDMA CM event handler or a completion handler may hold QP references of
+    /// its own (`mark_failed`): every connection is ended first, and the QPs go
+    /// once no `mark_failed` holds any, so that no QP outlives the peer its
+    /// callbacks point to and none is destroyed in a handler.
     pub(crate) fn shutdown(&self) {
         let (qps, mailbox) = {
             let mut link = self.link.lock();
@@ -546,6 +556,12 @@ impl Peer {
         };
         for qp in qps.iter() {
             qp.end_cm();
+        }
+        // Counted under `link` before it cloned: one that began after the QPs left
+        // `link` holds none.
+        while self.marking.load(Ordering::Acquire) != 0 {
+            // SAFETY: sleeps the current task, which holds no spinlock (process context).
+            unsafe { kernel::bindings::schedule_timeout_uninterruptible(1) };
         }
         drop(qps);
         drop(mailbox);

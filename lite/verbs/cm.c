@@ -104,14 +104,13 @@ int lite_qp_cm_hello(struct lite_qp *qp)
 	__be32 value = cpu_to_be32(LITE_CM_HELLO);
 	struct ib_sge sge = { .addr = (uintptr_t)&value, .length = sizeof(value) };
 	struct ib_send_wr wr = {
-		.wr_cqe = &qp->send_cqe,
 		.opcode = IB_WR_SEND,
 		.send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE,
 		.sg_list = &sge,
 		.num_sge = 1,
 	};
 
-	return ib_post_send(qp->qp, &wr, NULL);
+	return lite_qp_post_send(qp, &wr);
 }
 
 static void lite_cm_hello_again(struct work_struct *work)

@@ -9,6 +9,7 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
+#include <linux/wait_bit.h>
 #include <net/ipv6.h>
 #include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
@@ -177,17 +178,51 @@ static void lite_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		lite_rust_recv(lite_ctx, qp->rust_peer, qp->index, value);
 }
 
+/* `n` sends under send_cqe will not complete (again): the last lets a destroyer go on. */
+static void lite_qp_sends_ended(struct lite_qp *qp, int n)
+{
+	/* Fully ordered; wake_up_var() touches only a hashed queue, not the QP. */
+	if (atomic_sub_and_test(n, &qp->sends))
+		wake_up_var(&qp->sends);
+}
+
+int lite_qp_post_send(struct lite_qp *qp, struct ib_send_wr *wr)
+{
+	int err;
+
+	wr->wr_cqe = &qp->send_cqe;
+	atomic_inc(&qp->sends);
+	err = ib_post_send(qp->qp, wr, NULL);
+	if (err)
+		lite_qp_sends_ended(qp, 1);
+	return err;
+}
+
+/*
+ * After the drain, which flushed every send: the other consumer of the send CQ
+ * may still hold one's completion. No bound, as for an op's flush (net/peer.rs
+ * fail_op): a completion still to come may name the QP.
+ */
+static void lite_qp_wait_sends(struct lite_qp *qp)
+{
+	if (wait_var_event_timeout(&qp->sends, !atomic_read(&qp->sends), 10 * HZ))
+		return;
+	pr_warn("lite: QP %u: %d send(s) not handled 10 s after its drain; still waiting\n",
+		qp->qp->qp_num, atomic_read(&qp->sends));
+	wait_var_event(&qp->sends, !atomic_read(&qp->sends));
+}
+
 static void lite_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct lite_qp *qp;
+	struct lite_qp *qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
 
-	if (wc->status == IB_WC_SUCCESS || wc->status == IB_WC_WR_FLUSH_ERR)
-		return;
-	qp = container_of(wc->wr_cqe, struct lite_qp, send_cqe);
-	WRITE_ONCE(qp->send_failed, true);
-	if (!qp->rust_peer)
-		return;
-	lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
+	if (wc->status != IB_WC_SUCCESS && wc->status != IB_WC_WR_FLUSH_ERR) {
+		WRITE_ONCE(qp->send_failed, true);
+		if (qp->rust_peer)
+			lite_rust_send_error(lite_ctx, qp->rust_peer, qp->index, wc->status);
+	}
+	/* The last touch of the QP: it may be freed right after. */
+	lite_qp_sends_ended(qp, 1);
 }
 
 static int lite_qp_alloc_recvs(struct lite_qp *qp, unsigned int depth)
@@ -441,6 +476,7 @@ void lite_qp_destroy(struct lite_qp *qp)
 	/* Before the drain: the CM holds the QP while its connection lives. */
 	lite_qp_cm_end(qp);
 	ib_drain_qp(qp->qp);
+	lite_qp_wait_sends(qp);
 	ib_destroy_qp(qp->qp);
 	cancel_delayed_work_sync(&qp->wrong_work);
 	lite_qp_free_recvs(qp);
@@ -655,7 +691,7 @@ static int lite_qp_post_write_send(struct lite_qp *qp, struct lite_op *op, struc
 		.num_sge = 1,
 	};
 	const struct ib_send_wr *first = &send, *bad = NULL;
-	int posted = 1, err;
+	int posted = 1, unposted, err;
 
 	if (write->wr.num_sge) {
 		write->wr.opcode = IB_WR_RDMA_WRITE;
@@ -666,10 +702,17 @@ static int lite_qp_post_write_send(struct lite_qp *qp, struct lite_op *op, struc
 	}
 	if (op)
 		lite_op_count(op, posted);
+	else
+		atomic_add(posted, &qp->sends);
 	err = ib_post_send(qp->qp, first, &bad);
-	if (err && op)
-		/* What was posted before `bad` runs and completes. */
-		lite_op_count(op, bad == &send && first != &send ? -1 : -posted);
+	if (!err)
+		return 0;
+	/* What was posted before `bad` runs and completes. */
+	unposted = bad == &send && first != &send ? 1 : posted;
+	if (op)
+		lite_op_count(op, -unposted);
+	else
+		lite_qp_sends_ended(qp, unposted);
 	return err;
 }
 
@@ -700,9 +743,13 @@ int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long
 		return lite_qp_post_write_send(qp, op, &wr);
 	if (op)
 		lite_op_count(op, 1);
+	else
+		atomic_inc(&qp->sends);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
 	if (err && op)
 		lite_op_count(op, -1);
+	else if (err)
+		lite_qp_sends_ended(qp, 1);
 	return err;
 }
 

@@ -84,6 +84,12 @@ struct lite_qp {
 	u64 recv_dma;
 	unsigned int recv_depth;
 	struct ib_cqe send_cqe;
+	/*
+	 * Sends under send_cqe (of no op) posted and not yet handled. A polling waiter
+	 * (lite_op_wait_polling) may hold one's completion after the CQ's work item
+	 * handled the drain's, or the other way round: the QP is freed once none is.
+	 */
+	atomic_t sends;
 	void *rust_peer;
 	unsigned int index;
 	/*
@@ -120,6 +126,9 @@ struct lite_qp {
 
 /* Deletes the device's registration QP (mr.c); before its CQs go. */
 void lite_mr_dev_cleanup(struct lite_dev *dev);
+
+/* verbs.c, for cm.c: posts `wr` (one, signaled) under the QP's send_cqe, counted in `sends`. */
+int lite_qp_post_send(struct lite_qp *qp, struct ib_send_wr *wr);
 
 /* cm.c, for verbs.c: a QP's CM state, and a receive that is the other side's hello. */
 void lite_cm_init_qp(struct lite_qp *qp);
