@@ -186,18 +186,6 @@ static void lite_qp_sends_ended(struct lite_qp *qp, int n)
 		wake_up_var(&qp->sends);
 }
 
-int lite_qp_post_send(struct lite_qp *qp, struct ib_send_wr *wr)
-{
-	int err;
-
-	wr->wr_cqe = &qp->send_cqe;
-	atomic_inc(&qp->sends);
-	err = ib_post_send(qp->qp, wr, NULL);
-	if (err)
-		lite_qp_sends_ended(qp, 1);
-	return err;
-}
-
 /*
  * After the drain, which flushed every send: the other consumer of the send CQ
  * may still hold one's completion. No bound, as for an op's flush (net/peer.rs
@@ -452,10 +440,6 @@ int lite_qp_to_error(struct lite_qp *qp)
 	return ib_modify_qp(qp->qp, &attr, IB_QP_STATE);
 }
 
-/*
- * Moves the QP to error and waits until both its queues flushed: the responder
- * finished any packet it had taken in, so nothing from the peer lands after this.
- */
 /* Ends the QP's receives: a completion handled from now on posts no other. */
 static void lite_qp_close_receives(struct lite_qp *qp)
 {
@@ -464,6 +448,10 @@ static void lite_qp_close_receives(struct lite_qp *qp)
 	spin_unlock(&qp->recv_lock);
 }
 
+/*
+ * Moves the QP to error and waits until both its queues flushed: the responder
+ * finished any packet it had taken in, so nothing from the peer lands after this.
+ */
 void lite_qp_drain(struct lite_qp *qp)
 {
 	lite_qp_close_receives(qp);
@@ -669,6 +657,32 @@ static void lite_op_count(struct lite_op *op, int posted)
 	spin_unlock_irqrestore(&op->lock, flags);
 }
 
+/*
+ * `n` sends of `op`, or without one of the QP (under its send_cqe), are about to
+ * be posted (n > 0) or failed to post (n < 0).
+ */
+static void lite_sends_count(struct lite_qp *qp, struct lite_op *op, int n)
+{
+	if (op)
+		lite_op_count(op, n);
+	else if (n > 0)
+		atomic_add(n, &qp->sends);
+	else
+		lite_qp_sends_ended(qp, -n);
+}
+
+int lite_qp_post_send(struct lite_qp *qp, struct ib_send_wr *wr)
+{
+	int err;
+
+	wr->wr_cqe = &qp->send_cqe;
+	lite_sends_count(qp, NULL, 1);
+	err = ib_post_send(qp->qp, wr, NULL);
+	if (err)
+		lite_sends_count(qp, NULL, -1);
+	return err;
+}
+
 void lite_dev_use_send_messages(struct lite_dev *dev)
 {
 	dev->send_messages = true;
@@ -691,7 +705,7 @@ static int lite_qp_post_write_send(struct lite_qp *qp, struct lite_op *op, struc
 		.num_sge = 1,
 	};
 	const struct ib_send_wr *first = &send, *bad = NULL;
-	int posted = 1, unposted, err;
+	int posted = 1, err;
 
 	if (write->wr.num_sge) {
 		write->wr.opcode = IB_WR_RDMA_WRITE;
@@ -700,19 +714,11 @@ static int lite_qp_post_write_send(struct lite_qp *qp, struct lite_op *op, struc
 		first = &write->wr;
 		posted = 2;
 	}
-	if (op)
-		lite_op_count(op, posted);
-	else
-		atomic_add(posted, &qp->sends);
+	lite_sends_count(qp, op, posted);
 	err = ib_post_send(qp->qp, first, &bad);
-	if (!err)
-		return 0;
-	/* What was posted before `bad` runs and completes. */
-	unposted = bad == &send && first != &send ? 1 : posted;
-	if (op)
-		lite_op_count(op, -unposted);
-	else
-		lite_qp_sends_ended(qp, unposted);
+	if (err)
+		/* What was posted before `bad` runs and completes. */
+		lite_sends_count(qp, op, bad == &send && first != &send ? -1 : -posted);
 	return err;
 }
 
@@ -741,15 +747,10 @@ int lite_qp_post_write_imm(struct lite_qp *qp, struct lite_op *op, unsigned long
 
 	if (qp->dev->send_messages)
 		return lite_qp_post_write_send(qp, op, &wr);
-	if (op)
-		lite_op_count(op, 1);
-	else
-		atomic_inc(&qp->sends);
+	lite_sends_count(qp, op, 1);
 	err = ib_post_send(qp->qp, &wr.wr, NULL);
-	if (err && op)
-		lite_op_count(op, -1);
-	else if (err)
-		lite_qp_sends_ended(qp, 1);
+	if (err)
+		lite_sends_count(qp, op, -1);
 	return err;
 }
 
