@@ -11,10 +11,12 @@ partition, retry-budget and faulty-link rounds, the fuzz slice and the LMR permi
 (the master's checks travel as the RPC tests' messages do); `make test-siw` runs
 the link suite on siw. On the debug kernel only: Debian's stock kernel has no siw."""
 
+import time
+
 import pytest
 
-from litebench.vmtests import lmr, membership, rpc
-from litebench.vmtests.harness import check, ping_every_pair
+from litebench.vmtests import link, lmr, membership, rpc
+from litebench.vmtests.harness import check, integrity, ping_every_pair
 
 NODES = (0, 1, 2)
 
@@ -59,6 +61,45 @@ def test_services_run_unchanged_on_siw(c):
     rpc.test_rpc_one_way_messages_all_arrive(c)
     lmr.test_atomics_from_every_node_add_up_exactly(c)
     lmr.test_locks_and_barriers_from_every_node(c)
+
+
+# The test kernels' siw fails the CRC of one Read Response on demand, once, when at
+# least this many Reads wait behind it (tools/kernel/patches/siw-fail-read-response.patch).
+READS_BEHIND = 4
+FAIL_READ_RESPONSE = "/sys/module/siw/parameters/fail_read_response"
+
+
+@pytest.mark.fails_nodes
+@pytest.mark.sanitizer_run
+def test_a_failed_read_response_flushes_the_reads_behind_it(c):
+    # Node 0 reads back 256 KiB that node 2 holds, 4 KiB per Read (siw's max_sge_rd
+    # is 1) with up to 15 in flight, and one Read Response fails MPA's CRC while
+    # Reads wait behind it: siw ends the connection and completes that Read with an
+    # error. The Reads behind it must be flushed, or the reader waits for them
+    # forever (docs/reliability.md, "On iWARP"); the read ends with EHOSTDOWN and
+    # every pair connects again.
+    size = 256 << 10
+    c.exec(0, f"dmesg -c >/dev/null; echo {READS_BEHIND} > {FAIL_READ_RESPONSE}")
+    bound = 2 * link.deadline_s(size) + link.RETRY_BOUND_S
+    start = time.time()
+    try:
+        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed 53 2>&1",
+                     timeout=bound + 120, check=False)
+        took = time.time() - start
+    finally:
+        left = c.exec(0, f"cat {FAIL_READ_RESPONSE}; echo 0 > {FAIL_READ_RESPONSE}").out.strip()
+    log = c.exec(0, "dmesg").out
+    check(left == "0" and "injected crc error in a Read Response" in log,
+          f"no Read Response failed with {READS_BEHIND} Reads behind it (armed: {left}): {res.out[-1500:]}")
+    check(res.rc != 0 and "EHOSTDOWN" in res.out, f"the read, rc {res.rc}: {res.out[-1500:]}")
+    check("differ" not in res.out, f"wrong bytes: {res.out[-1500:]}")
+    check(took <= bound, f"the read took {took:.0f} s, bound {bound:.0f} s")
+    check("not flushed" not in log, f"node 0's kernel log:\n{log[-3000:]}")
+    injected = next(line for line in log.splitlines() if "injected crc error" in line)
+    print(f"    {injected.split('siw: ', 1)[-1]}; EHOSTDOWN in {took:.1f} s (bound {bound:.0f} s)", flush=True)
+    c.wait_connected(list(NODES), timeout=120)
+    ping_every_pair(c, NODES, "siw after the failed Read Response")
+    integrity(c, 0, 1 << 20, "2", 54, 600)
 
 
 @pytest.mark.sanitizer_run
