@@ -261,10 +261,12 @@ def rpc_steps(b, a, lite, native):
 
 def atomic_steps(b, a, lite, native):
     def atomic_lmr():
-        # Allocated from CLIENT, held by SERVER; kept until the cluster goes down.
-        b.c.exec(CLIENT, f"rm -f /tmp/bench-atomic.in; mkfifo /tmp/bench-atomic.in; sleep 100000 > /tmp/bench-atomic.in & "
+        # Allocated from CLIENT, held by SERVER; kept until the cluster goes down, so
+        # a later run (--runs) takes the one its first run allocated.
+        b.c.exec(CLIENT, "kill -0 $(cat /tmp/bench-atomic.pid 2>/dev/null) 2>/dev/null && exit 0; "
+                         f"rm -f /tmp/bench-atomic.in; mkfifo /tmp/bench-atomic.in; sleep 100000 > /tmp/bench-atomic.in & "
                          f"lite-selftest lmr-serve bench-atomic --size 4K --holders {SERVER} --perm rw --zeroed "
-                         f"< /tmp/bench-atomic.in > /run/lite/bench-atomic.log 2>&1 & sleep 1; "
+                         f"< /tmp/bench-atomic.in > /run/lite/bench-atomic.log 2>&1 & echo $! > /tmp/bench-atomic.pid; sleep 1; "
                          f"for i in $(seq 60); do grep -q ready /run/lite/bench-atomic.log && exit 0; sleep 1; done; exit 1",
                  timeout=120)
         return f"LMR bench-atomic held by node {SERVER}"
