@@ -322,6 +322,17 @@ def deadline_s(nbytes):
 HEAVY_FAULT = "noise=200"
 
 
+def bounded_integrity(c, size, seed):
+    """lmr-integrity from node 0 of `size` bytes that node 2 holds, allowed twice its
+    deadline and RC's retry bound (the harness kills it two minutes after). Returns
+    its result, the seconds it took and that bound."""
+    bound = 2 * deadline_s(size) + RETRY_BOUND_S
+    start = time.time()
+    res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed {seed} 2>&1",
+                 timeout=bound + 120, check=False)
+    return res, time.time() - start, bound
+
+
 def integrity_through_faults(c, faults, size, seed):
     """Node 0 writes `size` bytes into memory node 2 holds and reads them back
     (lmr-integrity) with `faults` on node 2's wire: each operation completes with
@@ -331,14 +342,10 @@ def integrity_through_faults(c, faults, size, seed):
     every pair connects again (node 2 as a new incarnation if it was taken down) and
     data moves."""
     mgmt = c.wire_mgmt(2)
-    bound = 2 * deadline_s(size) + RETRY_BOUND_S
     what = f"{size >> 10} KiB under {' '.join(faults)}"
     wire.apply(mgmt, CLEAN_WIRE + wire.fault_commands(faults))
-    start = time.time()
     try:
-        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed {seed} 2>&1",
-                     timeout=bound + 120, check=False)
-        took = time.time() - start
+        res, took, bound = bounded_integrity(c, size, seed)
     finally:
         wire.apply(mgmt, CLEAN_WIRE)
     completed = res.rc == 0 and ": ok," in res.out

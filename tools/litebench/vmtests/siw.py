@@ -11,8 +11,6 @@ partition, retry-budget and faulty-link rounds, the fuzz slice and the LMR permi
 (the master's checks travel as the RPC tests' messages do); `make test-siw` runs
 the link suite on siw. On the debug kernel only: Debian's stock kernel has no siw."""
 
-import time
-
 import pytest
 
 from litebench.vmtests import link, lmr, membership, rpc
@@ -78,14 +76,9 @@ def test_a_failed_read_response_flushes_the_reads_behind_it(c):
     # error. The Reads behind it must be flushed, or the reader waits for them
     # forever (docs/reliability.md, "On iWARP"); the read ends with EHOSTDOWN and
     # every pair connects again.
-    size = 256 << 10
     c.exec(0, f"dmesg -c >/dev/null; echo {READS_BEHIND} > {FAIL_READ_RESPONSE}")
-    bound = 2 * link.deadline_s(size) + link.RETRY_BOUND_S
-    start = time.time()
     try:
-        res = c.exec(0, f"lite-selftest lmr-integrity --size {size} --holders 2 --seed 53 2>&1",
-                     timeout=bound + 120, check=False)
-        took = time.time() - start
+        res, took, bound = link.bounded_integrity(c, 256 << 10, 53)
     finally:
         left = c.exec(0, f"cat {FAIL_READ_RESPONSE}; echo 0 > {FAIL_READ_RESPONSE}").out.strip()
     log = c.exec(0, "dmesg").out
