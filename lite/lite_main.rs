@@ -15,6 +15,10 @@
 //! (other modules). Below them all: `errno`, `ffi`, `uapi`, `compat`, `iobuf`,
 //! `kvec`, `uarg`, `workqueue`.
 
+// `pin_init!` of a `Peer`, with its many fields, recurses past the default 128 (as
+// Rust Binder's does).
+#![recursion_limit = "256"]
+
 use core::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use core::ptr::NonNull;
 use kernel::error::to_result;

@@ -94,7 +94,8 @@ pub struct MemStat {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ReadPhases {
     pub reads: u64,
-    /// Until the buffer was pinned and mapped (handle, permission and range checked).
+    /// Until the buffer was ready (handle, permission and range checked, a staging
+    /// page taken, or the caller's pages pinned when all were taken).
     pub pin: Duration,
     /// Until the work request went to the provider: QoS ticket, send credits.
     pub prepare: Duration,
@@ -104,7 +105,7 @@ pub struct ReadPhases {
     pub wire: Duration,
     /// Until the reader ran again: its poll noticed, or it was woken.
     pub notice: Duration,
-    /// Until the return: the pages let go.
+    /// Until the return: the bytes copied out (or the pages let go).
     pub finish: Duration,
     /// Reads whose reader slept before the completion came.
     pub slept: u64,

@@ -6,6 +6,8 @@
 mod classes;
 #[path = "../net/deadline.rs"]
 mod deadline;
+#[path = "../verbs/free_slots.rs"]
+mod free_slots;
 #[path = "../net/gather.rs"]
 mod gather;
 #[path = "../net/inflight.rs"]

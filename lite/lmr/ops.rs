@@ -100,7 +100,7 @@ impl LmrNode {
         if let Some(window) = small_read {
             let read = ReadStamps {
                 entry,
-                pinned: window.pinned_ns,
+                ready: window.ready_ns,
                 post: window.op.post_ns,
                 posted: window.op.posted_ns,
                 handled: window.op.done_ns,

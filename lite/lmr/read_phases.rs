@@ -9,7 +9,8 @@ use crate::uapi::LiteReadPhases;
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct ReadStamps {
     pub(crate) entry: u64,
-    pub(crate) pinned: u64,
+    /// Its buffer was ready: a staging page taken, or its pages pinned.
+    pub(crate) ready: u64,
     /// Its work request went to the provider, and came back posted.
     pub(crate) post: u64,
     pub(crate) posted: u64,
@@ -27,8 +28,8 @@ impl ReadStamps {
     pub(crate) fn add_to(&self, total: &mut LiteReadPhases) {
         let span = |from: u64, to: u64| to.saturating_sub(from);
         total.reads = total.reads.wrapping_add(1);
-        total.pin_ns = total.pin_ns.wrapping_add(span(self.entry, self.pinned));
-        total.prepare_ns = total.prepare_ns.wrapping_add(span(self.pinned, self.post));
+        total.pin_ns = total.pin_ns.wrapping_add(span(self.entry, self.ready));
+        total.prepare_ns = total.prepare_ns.wrapping_add(span(self.ready, self.post));
         total.post_ns = total.post_ns.wrapping_add(span(self.post, self.posted));
         total.wire_ns = total.wire_ns.wrapping_add(span(self.posted, self.handled));
         total.notice_ns = total
@@ -49,7 +50,7 @@ mod tests {
     fn each_phase_is_the_span_between_two_stamps() {
         let read = ReadStamps {
             entry: 100,
-            pinned: 110,
+            ready: 110,
             post: 130,
             posted: 150,
             handled: 1_150,
@@ -75,7 +76,7 @@ mod tests {
         // The poller may run the handler before the provider's post returned.
         let read = ReadStamps {
             entry: 0,
-            pinned: 5,
+            ready: 5,
             post: 10,
             posted: 40,
             handled: 30,

@@ -10,7 +10,7 @@ use crate::net::wire::{self, CALL_SLOTS, SLOTS};
 use crate::qos::Qos;
 use crate::uapi::*;
 use crate::verbs::{
-    Device, DmaBuf, Op, Qp, RemoteQp, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
+    Device, DmaBuf, Op, Qp, RemoteQp, Staging, PORT_ACTIVE, REMOTE_READ, REMOTE_WRITE, TIMED_OUT,
 };
 use core::ffi::c_void;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -27,6 +27,9 @@ const RECV_DEPTH: u32 = 256;
 /// operations share the rest as credits.
 const SEND_DEPTH: u32 = 512;
 const HEAD_REPORTS: u32 = 16;
+/// Staging pages per peer: one polls at a time and the others sleep (polling.rs),
+/// so a few cover many callers; one finding them all taken pins or maps its own.
+const STAGING_PAGES: usize = 8;
 const DATA_CREDITS: u32 = SEND_DEPTH - 2 * SLOTS as u32 - 2 * CALL_SLOTS as u32 - HEAD_REPORTS;
 /// Work completion statuses (`IB_WC_*`) that mean the peer is unreachable.
 const WC_FLUSH_ERR: i32 = 5;
@@ -122,6 +125,8 @@ pub(crate) struct Peer {
     pub(crate) poll: PollBudget,
     /// Where the READ that ends a transfer of writes lands (`fence_writes`).
     pub(crate) fence_sink: DmaBuf,
+    /// Where small reads and atomics from this peer land (`Peer::rdma_user`).
+    pub(crate) staging: Staging,
     /// What the services above net keep per peer (our calls to its RPC servers);
     /// none for the loopback peer.
     services: Option<Arc<dyn PeerServices>>,
@@ -156,6 +161,7 @@ impl Peer {
             outbox: DmaBuf::new(dev, wire::MAILBOX_SIZE)?,
         };
         let fence_sink = DmaBuf::new(dev, 8)?;
+        let staging = Staging::new(dev, STAGING_PAGES)?;
         let peer = Arc::pin_init(
             pin_init!(Peer {
                 id,
@@ -185,6 +191,7 @@ impl Peer {
                 qos,
                 poll: PollBudget::new(),
                 fence_sink,
+                staging,
                 services,
             }),
             GFP_KERNEL,

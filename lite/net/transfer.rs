@@ -2,7 +2,7 @@
 //! One-sided transfers: RDMA reads, writes and atomics to a peer, windowed over
 //! pinned user memory, within the QP's send credits and the pacer's chunks.
 
-use crate::compat::now_ns;
+use crate::compat::{now_ns, user_slice};
 use crate::errno::{EHOSTDOWN, ETIMEDOUT};
 use crate::ffi;
 use crate::net::deadline::Deadline;
@@ -12,7 +12,8 @@ use crate::net::polling::{self, Wait};
 use crate::qos::Ticket;
 use crate::uapi::*;
 use crate::verbs::{
-    Atomic, DmaBuf, Op, OpStamps, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, TIMED_OUT,
+    Atomic, DmaBuf, Op, OpStamps, PacedPlace, Pacing, Qp, UserPages, PAGE_SIZE, STAGING_BYTES,
+    TIMED_OUT,
 };
 use core::sync::atomic::Ordering;
 use kernel::prelude::*;
@@ -52,8 +53,8 @@ fn contiguous(
 /// Where the time of a user transfer's last window went (ns, `Ktime` clock).
 #[derive(Clone, Copy, Default, Debug)]
 pub(crate) struct WindowStamps {
-    /// Its pages were pinned and mapped.
-    pub(crate) pinned_ns: u64,
+    /// Its buffer was ready: a staging page taken, or its pages pinned and mapped.
+    pub(crate) ready_ns: u64,
     /// Its op's post and completion.
     pub(crate) op: OpStamps,
     /// The caller ran again after the wait for it.
@@ -345,7 +346,7 @@ impl Peer {
     /// peer's mailbox on QP `qp_index`, one latency-class operations use, which queues
     /// behind this node's paced traffic wherever a latency-class operation would.
     fn probe(&self, qp_index: usize) -> Result<u64> {
-        let target = DmaBuf::new(&self.dev, 8)?;
+        let target = self.staging.page(&self.dev)?;
         let (dma, _) = target.range(0, 8)?;
         let sge = [ffi::lite_sge {
             addr: dma,
@@ -457,7 +458,9 @@ impl Peer {
     /// Zero-copy RDMA WRITE (`write`) of user memory `[addr, addr + len)` to the peer's
     /// `remote_addr` (under `rkey`), or READ into it; returns once the data is there,
     /// with where the time of its last window went.
-    /// The buffer is pinned and mapped a window at a time.
+    /// A READ of at most a page goes through one of the peer's staging pages while
+    /// one is free (`read_staged`); otherwise the buffer is pinned and mapped a
+    /// window at a time.
     ///
     /// `still_valid` is checked before each window, so that revoking the mapping
     /// waits for at most one window of a long transfer.
@@ -470,6 +473,15 @@ impl Peer {
         rkey: u32,
         still_valid: &dyn Fn() -> Result,
     ) -> Result<WindowStamps> {
+        if !write && len <= STAGING_BYTES {
+            if let Some(page) = self.staging.take() {
+                still_valid()?;
+                let stamps = self.read_staged(&page, len, remote_addr, rkey)?;
+                // A buffer that turns out not to be writable fails only now, after the READ.
+                page.copy_to_user(0, &mut user_slice(addr, len).writer(), len)?;
+                return Ok(stamps);
+            }
+        }
         let op = Op::new()?;
         let mut deadline = Deadline::starting(now_ns());
         let mut stamps = WindowStamps::default();
@@ -479,7 +491,7 @@ impl Peer {
             let start = addr + done;
             let window = (WINDOW_BYTES - start % PAGE_SIZE).min(len - done);
             let pages = UserPages::pin(&self.dev, start, window, !write)?;
-            stamps.pinned_ns = now_ns();
+            stamps.ready_ns = now_ns();
             self.transfer(
                 &op,
                 write,
@@ -490,6 +502,36 @@ impl Peer {
             stamps.running_ns = now_ns();
             done += window;
         }
+        stamps.op = op.stamps();
+        Ok(stamps)
+    }
+
+    /// `rdma_user`'s READ of `len` bytes, at most a page, into a staging `page` of
+    /// this peer, from which the caller copies them out: no user page is pinned.
+    fn read_staged(
+        &self,
+        page: &DmaBuf,
+        len: usize,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Result<WindowStamps> {
+        let (dma, len) = page.range(0, len)?;
+        // Dropped before the caller gives `page` back, the op waits for whatever of
+        // its work request is still posted.
+        let op = Op::new()?;
+        let mut deadline = Deadline::starting(now_ns());
+        let mut stamps = WindowStamps {
+            ready_ns: now_ns(),
+            ..Default::default()
+        };
+        self.transfer(
+            &op,
+            false,
+            Wait::PollFirst,
+            core::iter::once((dma, len as usize, remote_addr, rkey)),
+            &mut deadline,
+        )?;
+        stamps.running_ns = now_ns();
         stamps.op = op.stamps();
         Ok(stamps)
     }
@@ -539,7 +581,7 @@ impl Peer {
         rkey: u32,
         wait: Wait,
     ) -> Result<u64> {
-        let result = DmaBuf::new(&self.dev, 8)?;
+        let result = self.staging.page(&self.dev)?;
         let op = Op::new()?;
         let nr_qps = self.link.lock().qps.len().max(1);
         let (class, qp_index) = self

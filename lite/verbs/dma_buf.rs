@@ -195,6 +195,15 @@ impl DmaBuf {
         Ok(())
     }
 
+    /// Hands `[offset, offset + len)` back to the device after the CPU read it, so
+    /// that the device may write it again: a buffer reused by many transfers.
+    pub(crate) fn give_to_device(&self, offset: usize, len: usize) -> Result {
+        let (dma, len) = self.range(offset, len)?;
+        // SAFETY: the range is inside the buffer (checked); the device is registered.
+        unsafe { ffi::lite_dma_sync_for_device(self.dev.raw.as_ptr(), dma, len) };
+        Ok(())
+    }
+
     /// Copies `data` into the buffer at `offset` and hands the range to the device.
     pub(crate) fn write(&mut self, offset: usize, data: &[u8]) -> Result {
         let (dma, len) = self.range(offset, data.len())?;

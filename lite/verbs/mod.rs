@@ -11,6 +11,8 @@
 //! - `paced`: the device's places for paced work requests in flight (`PacedPlace`).
 //! - `user_pages`: a user buffer pinned and mapped for one transfer (`UserPages`).
 //! - `dma_buf`: memory mapped for the device, which peers may reach (`DmaBuf`).
+//! - `staging`: pages mapped once that small reads and atomics land in (`Staging`),
+//!   over `free_slots`, which of them are free (`FreeSlots`).
 //! - `remote_key`: the rkey peers reach one range with, revoked at free (`RemoteKey`).
 //! - here: the page size and the DMA directions both kinds of memory map with.
 //!
@@ -18,11 +20,13 @@
 
 mod device;
 mod dma_buf;
+mod free_slots;
 mod op;
 mod paced;
 mod paths;
 mod qp;
 mod remote_key;
+mod staging;
 mod user_pages;
 
 pub(crate) use device::*;
@@ -32,6 +36,7 @@ pub(crate) use paced::*;
 pub(crate) use paths::*;
 pub(crate) use qp::*;
 pub(crate) use remote_key::*;
+pub(crate) use staging::*;
 pub(crate) use user_pages::*;
 
 /// Bytes of a page.

@@ -119,7 +119,7 @@ class BenchDocsTest(unittest.TestCase):
                                      "slept_share": 0.19}}
         block = bd.render([self.write("results.json", data)], self.doc)
         self.assertIn("| phase | 8 B |", block)
-        self.assertIn("| entry to buffer pinned | 29.5 us |", block)
+        self.assertIn("| entry to buffer ready | 29.5 us |", block)
         self.assertIn("| posted to completion handled | 1.40 ms |", block)
         self.assertIn("| ib_read_lat, as timed | 1.48 ms |", block)
         self.assertIn("| reads that slept | 19 % |", block)

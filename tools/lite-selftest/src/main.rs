@@ -140,6 +140,22 @@ enum Command {
         #[arg(long)]
         hold: bool,
     },
+    /// Fill an LMR of 1 MiB with its pattern, then read pieces of 1 B-4 KiB at random
+    /// offsets into buffers at random alignments from THREADS threads at once, and
+    /// compare every byte.
+    LmrSmallReads {
+        /// Holder nodes, comma-separated (default: this node).
+        #[arg(long, value_name = "LIST", value_delimiter = ',')]
+        holders: Vec<u32>,
+        #[arg(long, default_value_t = 8)]
+        threads: u32,
+        /// Reads per thread.
+        #[arg(long, default_value_t = 200)]
+        reads: u32,
+        /// Seed of the offsets, lengths and alignments.
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        seed: u64,
+    },
     /// Allocate COUNT LMRs on this node, write to the first and last, print the time,
     /// and exit without freeing them (the kernel must clean up).
     LmrMany {
@@ -550,6 +566,9 @@ fn main() -> ExitCode {
         }
         Command::LmrClient { name, perm, expect_error, check_pattern, write_pattern, hold } => {
             return lmr::client(&lite, &lmr::Client { name, perm, expect_error, check_pattern, write_pattern, hold })
+        }
+        Command::LmrSmallReads { holders, threads, reads, seed } => {
+            return lmr::small_reads(&lite, &lmr::SmallReads { holders, threads, reads, seed })
         }
         Command::LmrMany { count, size, holders, threads, hold_seconds } => {
             let hold = match hold_seconds.map(std::time::Duration::try_from_secs_f64) {

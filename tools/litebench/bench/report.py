@@ -153,9 +153,9 @@ def phase_table(rows):
 
 
 # The kernel's phase account of small LT_reads (lite-bench lat's "phases", per round).
-READ_PHASES = [("pin_ns", "entry to buffer pinned"), ("prepare_ns", "QoS ticket, send credits"),
+READ_PHASES = [("pin_ns", "entry to buffer ready"), ("prepare_ns", "QoS ticket, send credits"),
                ("post_ns", "the provider's post"), ("wire_ns", "posted to completion handled"),
-               ("notice_ns", "the reader runs again"), ("finish_ns", "unpin and return"),
+               ("notice_ns", "the reader runs again"), ("finish_ns", "copy-out or unpin, return"),
                ("outside_ns", "outside the stamps (crossing)"), ("mean_ns", "LT_read, as timed")]
 
 

@@ -38,6 +38,15 @@ def test_small_reads_are_timed_phase_by_phase(c):
     check(by_size[8192]["phases"] is None, f"8 KiB reads are not counted: {by_size[8192]}")
 
 
+def test_small_reads_from_many_threads_are_right(c):
+    # Small reads from other nodes land in a few staging pages per peer (verbs/staging.rs);
+    # 12 threads outnumber a peer's 8 pages, so some reads pin their buffer instead.
+    res = c.exec(0, "lite-selftest lmr-small-reads --holders 1,2 --threads 12 --reads 150 --seed 5", timeout=600)
+    check("small-reads: ok" in res.out, res.out[-2000:])
+    print("   ", res.out.strip().splitlines()[-1], flush=True)
+    check_no_lmr_state(c)
+
+
 @pytest.mark.big
 def test_lmr_data_round_trips_across_chunks_and_nodes(c):
     integrity(c, 1, 64 << 20, "1", 3, 600)

@@ -215,8 +215,9 @@ pub struct LiteMemStat {
 pub struct LiteReadPhases {
     /// Reads summed.
     pub reads: u64,
-    /// From the entry until the buffer was pinned and mapped: the handle, the
-    /// permission and the range checked, the pages pinned.
+    /// From the entry until the buffer was ready: the handle, the permission and
+    /// the range checked, a staging page taken (or, when all were taken, the
+    /// reader's pages pinned and mapped).
     pub pin_ns: u64,
     /// From then until the work request went to the provider: the QoS ticket, send
     /// credits, room in flight.
@@ -228,7 +229,8 @@ pub struct LiteReadPhases {
     pub wire_ns: u64,
     /// From then until the reader ran again: its poll noticed, or it was woken.
     pub notice_ns: u64,
-    /// From then until the return: the pages unpinned and unmapped.
+    /// From then until the return: the bytes copied out of the staging page (or
+    /// the pages unpinned and unmapped).
     pub finish_ns: u64,
     /// Reads whose reader slept before the completion came.
     pub slept: u64,

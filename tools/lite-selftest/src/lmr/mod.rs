@@ -1,11 +1,12 @@
-//! The LMR subcommands that move data: integrity of a large LMR, a server and a
-//! client for cross-process and cross-node scenarios, and many LMRs left to the
-//! kernel's cleanup at exit. The argument checks are in `lmr_hostile.rs`.
+//! The LMR subcommands that move data: integrity of a large LMR, small reads from
+//! many threads, a server and a client for cross-process and cross-node scenarios,
+//! and many LMRs left to the kernel's cleanup at exit. The argument checks are in
+//! `lmr_hostile.rs`.
 //!
 //! `args.rs` parses the `--grant` and errno arguments, `pattern.rs` holds the
 //! lmr-serve pattern and `stream.rs` the random data of `integrity.rs`;
-//! `serve.rs`, `client.rs` and `many.rs` hold their subcommands. This file has
-//! the helpers they share.
+//! `serve.rs`, `client.rs`, `many.rs` and `small_reads.rs` hold their subcommands.
+//! This file has the helpers they share.
 
 mod args;
 mod client;
@@ -13,6 +14,7 @@ mod integrity;
 mod many;
 mod pattern;
 mod serve;
+mod small_reads;
 mod stream;
 
 pub use args::{parse_errno, GrantArg};
@@ -20,6 +22,7 @@ pub use client::{client, Client};
 pub use integrity::{integrity, Integrity, DEFAULT_PIECE};
 pub use many::{many, Many};
 pub use serve::{serve, serve_registered};
+pub use small_reads::{small_reads, SmallReads};
 
 use std::io::Write;
 
