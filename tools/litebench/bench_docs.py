@@ -7,9 +7,9 @@ qos-hostile.json) and `make bench-access` (tools/access_bench.py:
 build/bench-access/results.json), or the files named, and rewrites the block
 between `<!-- bench-results:begin -->` and `<!-- bench-results:end -->` of
 docs/benchmarks.md with a table per benchmark. Of several files of one benchmark
-(and regime, and set of `--only` sections), those of the latest date are shown: a
-file's date is its `snapshot.date`, else its `config.started`, else the day it was
-written.
+(and regime, set of `--only` sections, and --quick or not), those of the latest
+date are shown: a file's date is its `snapshot.date`, else its `config.started`,
+else the day it was written.
 
 The committed block comes from the dated snapshots in docs/measurements/:
 
@@ -116,13 +116,13 @@ class Input:
 
     @property
     def group(self):
-        # A run of some sections only (`--only`), or on another RDMA device
-        # (`--provider`), neither hides nor is hidden by a whole run on rxe: each
-        # has its own latest date.
+        # A run of some sections only (`--only`), a quick one (`--quick`, fewer
+        # calls per point), or one on another RDMA device (`--provider`) neither
+        # hides nor is hidden by a whole run on rxe: each has its own latest date.
         config = self.data.get("config") or {}
         only = tuple(config.get("only") or ())
         return (KINDS.index(self.kind), self.regime != "link", self.regime or "", config.get("provider") or "rxe",
-                only)
+                only, bool(config.get("quick")))
 
 
 def latest(inputs):

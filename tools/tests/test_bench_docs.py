@@ -146,6 +146,15 @@ class BenchDocsTest(unittest.TestCase):
         self.assertIn("--only paths", block)
         self.assertNotIn("600 us", block, "of the runs of the same sections, the latest")
 
+    def test_a_quick_run_hides_no_full_run(self):
+        full = self.write("full.json", bench_json(date="2026-12-04"))
+        quick = bench_json(date="2026-12-05", lite_ns=500_000)
+        quick["config"]["quick"] = True
+        block = bd.render([self.write("quick.json", quick), full], self.doc)
+        self.assertIn("943 us", block, "the full run stays")
+        self.assertIn("500 us", block)
+        self.assertLess(block.index("943 us"), block.index("500 us"), "the full run first")
+
     def test_the_block_is_rewritten_and_checked(self):
         path = self.write("results.json", bench_json())
         self.assertEqual(self.run_tool("--check", "--doc", self.doc, path)[0], 1, "the fixture's block is stale")
