@@ -46,27 +46,19 @@ impl LockNode {
         }
         let token = self.lock_token();
         let value = lockword::holder_word(self.net.me()?, token);
-        let old = self.lmr.word_atomic(
-            &word,
-            Atomic::CompareSwap {
-                expected: 0,
-                new: value,
-            },
-        )?;
-        let outcome = if old == 0 {
-            LOCK_TAKEN
-        } else {
-            self.wait_for_owner(&word, LOCK_OP_WAIT, value, token, None)?
-        };
-        let holder_died = match outcome {
-            LOCK_TAKEN => false,
-            LOCK_TAKEN_HOLDER_DIED => true,
-            _ => return Err(EIO),
+        self.take_turn(&word)?;
+        let holder_died = match self.acquire_word(&word, value, token) {
+            Ok(holder_died) => holder_died,
+            Err(e) => {
+                self.pass_turn(&word.word);
+                return Err(e);
+            }
         };
         let mut held = locks.lock();
         if held.held.reserve(1, GFP_KERNEL).is_err() {
             drop(held);
             let _ = self.release_word(&word, value);
+            self.pass_turn(&word.word);
             return Err(ENOMEM);
         }
         // Within the capacity reserved above.
@@ -87,6 +79,28 @@ impl LockNode {
         }
     }
 
+    /// Takes `word` as `value` (token `token`), at once when it is free, else
+    /// through its owner; true when taken over from a holder whose node died.
+    fn acquire_word(&self, word: &WordRef, value: u64, token: u32) -> Result<bool> {
+        let old = self.lmr.word_atomic(
+            word,
+            Atomic::CompareSwap {
+                expected: 0,
+                new: value,
+            },
+        )?;
+        let outcome = if old == 0 {
+            LOCK_TAKEN
+        } else {
+            self.wait_for_owner(word, LOCK_OP_WAIT, value, token, None)?
+        };
+        match outcome {
+            LOCK_TAKEN => Ok(false),
+            LOCK_TAKEN_HOLDER_DIED => Ok(true),
+            _ => Err(EIO),
+        }
+    }
+
     /// LT_unlock, by the thread that locked.
     pub(crate) fn lock_release(&self, locks: &Mutex<FileLocks>, lh: u64, offset: u64) -> Result {
         let thread = kernel::current!().pid();
@@ -99,7 +113,14 @@ impl LockNode {
                 .ok_or(EPERM)?;
             swap_remove(&mut locks.held, i)
         };
-        self.release_word(&held.word, held.value)
+        self.release(&held)
+    }
+
+    /// Lets `lock` go: the word, then this node's turn at it.
+    fn release(&self, lock: &HeldLock) -> Result {
+        let released = self.release_word(&lock.word, lock.value);
+        self.pass_turn(&lock.word.word);
+        released
     }
 
     /// Whether the file holds a lock through handle `lh` (which must then stay
@@ -113,7 +134,7 @@ impl LockNode {
         let held = core::mem::take(&mut locks.lock().held);
         for lock in held.iter() {
             // A freed LMR or a dead owner took the lock with it.
-            let _ = self.release_word(&lock.word, lock.value);
+            let _ = self.release(lock);
         }
     }
 

@@ -10,10 +10,13 @@
 //!
 //! - `lockword`: the word's encoding and each step of the protocol (pure, host-tested).
 //! - `caller`: LT_lock, LT_unlock and LT_barrier, and the waits for an owner.
+//! - `turns`: this node's turn at a word, which one of its LT_lock callers at a
+//!   time has; the others wait for it here, not at the owner.
 //! - `owner`: the owner's queues, passing a lock on, ending a barrier's round.
 //! - here: the state, per open file (`FileLocks`) and per node (`LockNode`).
 //!
-//! Locking: `LockNode::waiters` is taken before a `Waiter::outcome`.
+//! Locking: `LockNode::waiters` is taken before a `Waiter::outcome`, and
+//! `LockNode::turns` before a `TurnWaiter::granted`.
 //! `LockNode::queues` is held across the owner's atomics on a word and its
 //! check that this node still holds the word's memory (under `LmrNode::mem`), so
 //! the memory cannot be freed meanwhile. An open file's `FileLocks` mutex is
@@ -22,6 +25,7 @@
 mod caller;
 pub(crate) mod lockword;
 mod owner;
+mod turns;
 
 use crate::lmr::{LmrEvents, LmrNode, Word, WordRef};
 use crate::net::Network;
@@ -106,6 +110,9 @@ pub(crate) struct LockNode {
     /// atomics on them, so the memory cannot be freed meanwhile.
     #[pin]
     queues: Mutex<KVec<WordQueue>>,
+    /// Words at which one of this node's callers has the turn (`turns.rs`).
+    #[pin]
+    turns: Mutex<KVec<turns::WordTurn>>,
 }
 
 impl LockNode {
@@ -117,6 +124,7 @@ impl LockNode {
                 next_token: AtomicU32::new(1),
                 waiters <- new_mutex!(KVec::new(), "lite:lock.waiters"),
                 queues <- new_mutex!(KVec::new(), "lite:lock.queues"),
+                turns <- new_mutex!(KVec::new(), "lite:lock.turns"),
             }),
             GFP_KERNEL,
         )
@@ -139,15 +147,19 @@ impl LmrEvents for LockNode {
 }
 
 impl LockNode {
-    /// Callers queued at words this node owns: (for locks, at barriers).
+    /// Callers waiting here: (for locks, at barriers). For locks, those queued at
+    /// words this node owns and this node's callers waiting for their turn.
     pub(crate) fn queued(&self) -> (u32, u32) {
-        let queues = self.queues.lock();
-        // Each queue holds at most MAX_QUEUED callers, so the lengths fit in u32.
-        queues.iter().fold((0u32, 0u32), |(locks, barriers), q| {
-            (
-                locks.saturating_add(q.lock.len() as u32),
-                barriers.saturating_add(q.barrier.len() as u32),
-            )
-        })
+        let (locks, barriers) = {
+            let queues = self.queues.lock();
+            // Each queue holds at most MAX_QUEUED callers, so the lengths fit in u32.
+            queues.iter().fold((0u32, 0u32), |(locks, barriers), q| {
+                (
+                    locks.saturating_add(q.lock.len() as u32),
+                    barriers.saturating_add(q.barrier.len() as u32),
+                )
+            })
+        };
+        (locks.saturating_add(self.waiting_for_turns()), barriers)
     }
 }

@@ -154,12 +154,33 @@ def test_lmr_from_the_reserve_reads_zero_after_other_data(c):
     check(after["reserve_used"] - before["reserve_used"] == 12 << 20, f"not taken from the reserve: {before} -> {after}")
 
 
-def wait_lock_queued(c, owner, count, timeout=120):
-    """Waits until `count` callers are queued for locks held at node `owner`."""
+def wait_lock_queued(c, count, timeout=120):
+    """Waits until `count` callers wait for locks: queued at an owner, or on their
+    node for its turn (locks/turns.rs)."""
     deadline = time.time() + timeout
-    while (queued := lmr_counts(c, owner)["lock_queued"]) != count:
-        check(time.time() < deadline, f"node {owner} queues {queued} lock caller(s), want {count}")
+    while (queued := sum(lmr_counts(c, n)["lock_queued"] for n in (0, 1, 2))) != count:
+        check(time.time() < deadline, f"{queued} lock caller(s) wait, want {count}")
         time.sleep(0.5)
+
+
+def lock_order(c, holder_node, offset, arrivals):
+    """While `holder_node` holds the lock at `offset`, waiters (node, id) arrive one
+    by one, each once the one before waits; each appends its id under the lock.
+    Returns the ids in the order they got the lock."""
+    holder = Background(c, holder_node, "holder", f"lite-selftest lock-hold locks --offset {offset}")
+    holder.wait_for("locked")
+    waiters = []
+    for n, ident in arrivals:
+        waiters.append((n, c.exec_async(n, f"lite-selftest lock-append locks --offset {offset} --id {ident}",
+                                        timeout=600)))
+        wait_lock_queued(c, len(waiters))
+    holder.close()
+    for n, job in waiters:
+        json_summary(n, job.wait(), "lock-append")
+    listed = [int(c.exec(0, f"lite-selftest atomic-read locks --offset {offset + 8 + 8 * i}").out.split()[-1])
+              for i in range(len(arrivals) + 1)]
+    check(listed[0] == len(arrivals), f"{listed[0]} appends, want {len(arrivals)}")
+    return listed[1:]
 
 
 def test_atomics_from_every_node_add_up_exactly(c):
@@ -216,22 +237,20 @@ def test_locks_and_barriers_from_every_node(c):
     check(summary["increments"] == 3, f"waiter after a killed holder: {summary}")
 
     # FIFO: while node 0 holds the lock at 64, waiters arrive one by one from every
-    # node (each launched once the owner, node 2, has queued the one before); each
-    # appends its id under the lock, so the list is the order they got it.
-    holder = Background(c, 0, "holder", "lite-selftest lock-hold locks --offset 64")
-    holder.wait_for("locked")
+    # node; each appends its id under the lock, so the list is the order they got it.
+    # The first caller of each node queues at the owner (node 2), the others wait for
+    # their node's turn and queue when it comes (locks/turns.rs): 1 and 2 asked the
+    # owner first, and each node's callers get the lock in the order they came.
     arrivals = [(1, 1), (2, 2), (0, 3), (1, 4), (2, 5)]
-    waiters = []
-    for n, ident in arrivals:
-        waiters.append((n, c.exec_async(n, f"lite-selftest lock-append locks --offset 64 --id {ident}", timeout=600)))
-        wait_lock_queued(c, 2, len(waiters))
-    holder.close()
-    for n, job in waiters:
-        json_summary(n, job.wait(), "lock-append")
-    order = [int(c.exec(0, f"lite-selftest atomic-read locks --offset {72 + 8 * i}").out.split()[-1])
-             for i in range(len(arrivals) + 1)]
-    check(order == [len(arrivals)] + [ident for _, ident in arrivals],
-          f"lock handed over out of arrival order: count and ids {order}")
+    order = lock_order(c, 0, 64, arrivals)
+    check(sorted(order) == [1, 2, 3, 4, 5] and order[:2] == [1, 2], f"lock handed over out of order: {order}")
+    for node in (1, 2):
+        mine = [ident for n, ident in arrivals if n == node]
+        check([i for i in order if i in mine] == mine, f"node {node}'s callers out of their order: {order}")
+    # A node's second caller waits for its node's turn, not at the owner: node 2,
+    # which asked the owner meanwhile, gets the lock before it.
+    order = lock_order(c, 0, 192, [(1, 1), (1, 2), (2, 3)])
+    check(order == [1, 3, 2], f"nodes' turns at the owner, then node 1's second caller: {order}")
 
     rounds = "lite-selftest barrier-rounds locks --offset 32 --participants 4 --rounds 4 --skew-ms 400"
     jobs = [(n, c.exec_async(n, rounds, timeout=900)) for n in (0, 1, 2, 2)]
@@ -242,7 +261,7 @@ def test_locks_and_barriers_from_every_node(c):
                  check=False)
     check(res.rc != 0 and "ETIMEDOUT" in res.out, f"a barrier nobody else reaches must time out: {res.out}")
     print(f"    {total} locked increments from 3 nodes, a killed holder's lock passed on, "
-          f"{len(arrivals)} waiters served in arrival order, 4 barrier rounds",
+          f"{len(arrivals)} waiters served in their nodes' order, 4 barrier rounds",
           flush=True)
     master.close()
     check_no_lmr_state(c)
