@@ -632,7 +632,7 @@ fn status(json: bool) -> Result<(), String> {
         mib(report.memory.reserve_target)
     );
     println!(
-        "sync: {} caller(s) queued for locks held here, {} waiting at barriers held here",
+        "sync: {} caller(s) waiting for locks (queued here, or for this node's turn), {} waiting at barriers held here",
         report.memory.lock_queued, report.memory.barrier_queued
     );
     println!(

@@ -190,7 +190,8 @@ pub struct LiteMemStat {
     pub held_bytes: u64,
     /// Bytes this node may hold at most.
     pub held_limit: u64,
-    /// Callers (of any node) queued for locks whose words this node holds.
+    /// Callers waiting for locks: those (of any node) queued at words this node
+    /// holds, and this node's callers waiting for its turn at a word.
     pub lock_queued: u32,
     /// Callers (of any node) waiting at barriers whose counters this node holds.
     pub barrier_queued: u32,
