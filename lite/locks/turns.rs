@@ -13,15 +13,12 @@
 //! with one another in the owner's FIFO order, and threads within a node in
 //! theirs.
 
-use super::{LockNode, OWNER_CHECK_MS};
+use super::{LockNode, MAX_QUEUED, OWNER_CHECK_MS};
 use crate::kvec::{remove_at, swap_remove};
 use crate::lmr::{Word, WordRef};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_spinlock, Arc, CondVar, CondVarTimeoutResult, SpinLock};
 use kernel::time::msecs_to_jiffies;
-
-/// Most callers of this node waiting for their turn at one word; more get EAGAIN.
-const MAX_WAITING: usize = 4096;
 
 /// A word whose turn a caller of this node has, and the callers waiting for it.
 pub(super) struct WordTurn {
@@ -53,7 +50,8 @@ impl LockNode {
                 };
                 return turns.push(turn, GFP_KERNEL).map_err(Into::into);
             };
-            if turn.waiting.len() >= MAX_WAITING {
+            // As many as may queue at one word's owner; more get EAGAIN.
+            if turn.waiting.len() >= MAX_QUEUED {
                 return Err(EAGAIN);
             }
             let waiter = Arc::pin_init(
