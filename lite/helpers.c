@@ -152,8 +152,7 @@ static struct ib_client lite_client;
 
 static void lite_dev_free(struct lite_dev *dev)
 {
-	if (dev->send_cq)
-		ib_free_cq(dev->send_cq);
+	lite_send_cq_destroy(dev);
 	if (dev->recv_cq)
 		ib_free_cq(dev->recv_cq);
 	/* Mirrors ib_dealloc_pd_user(): the DMA MR is released through the device op. */
@@ -218,13 +217,10 @@ static int lite_add_one(struct ib_device *ibdev)
 	err = lite_dev_alloc_global_mr(dev);
 	if (err)
 		goto fail;
-	/* Workqueue polling: completions are reaped in batches and the CQ re-armed, no spinning thread. */
-	dev->send_cq = ib_alloc_cq(ibdev, dev, cqe, 0, IB_POLL_WORKQUEUE);
-	if (IS_ERR(dev->send_cq)) {
-		err = PTR_ERR(dev->send_cq);
-		dev->send_cq = NULL;
+	err = lite_send_cq_create(dev, cqe);
+	if (err)
 		goto fail;
-	}
+	/* Workqueue polling: completions are reaped in batches and the CQ re-armed, no spinning thread. */
 	dev->recv_cq = ib_alloc_cq(ibdev, dev, cqe, ibdev->num_comp_vectors > 1 ? 1 : 0,
 				   IB_POLL_WORKQUEUE);
 	if (IS_ERR(dev->recv_cq)) {
@@ -252,9 +248,8 @@ static void lite_remove_one(struct ib_device *ibdev, void *client_data)
 	/* Deferred requests may still use the device's memory and QPs. */
 	flush_workqueue(lite_wq);
 	lite_mr_dev_cleanup(dev);
-	ib_free_cq(dev->send_cq);
+	lite_send_cq_destroy(dev);
 	ib_free_cq(dev->recv_cq);
-	dev->send_cq = NULL;
 	dev->recv_cq = NULL;
 	lite_rust_dev_release(lite_ctx, dev->rust);
 	lite_dev_free(dev);
@@ -331,15 +326,20 @@ int lite_glue_init(void *rust_ctx)
 	lite_wq = alloc_workqueue("lite", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!lite_wq)
 		return -ENOMEM;
-	err = ib_register_client(&lite_client);
+	err = lite_send_cq_init();
 	if (err)
 		goto fail_wq;
+	err = ib_register_client(&lite_client);
+	if (err)
+		goto fail_cq_wq;
 	err = misc_register(&lite_misc);
 	if (err)
 		goto fail_client;
 	return 0;
 fail_client:
 	ib_unregister_client(&lite_client);
+fail_cq_wq:
+	lite_send_cq_exit();
 fail_wq:
 	destroy_workqueue(lite_wq);
 	return err;
@@ -350,5 +350,6 @@ void lite_glue_exit(void)
 	misc_deregister(&lite_misc);
 	ib_unregister_client(&lite_client);
 	lite_cm_exit();
+	lite_send_cq_exit();
 	destroy_workqueue(lite_wq);
 }

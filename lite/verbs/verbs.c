@@ -891,12 +891,11 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 	u64 start = ktime_get_ns(), deadline = start + min(budget_ns, timeout_ns), spent;
 	int i, found;
 
+	/* While this polls, the CQ's event does not wake its work item (send_cq.c). */
+	lite_send_cq_poll_begin(dev);
 	/* Unlocked: a hint; lite_op_wait() looks again under the lock. */
 	while (READ_ONCE(op->pending) && ktime_get_ns() < deadline) {
-		/*
-		 * The CQ's kworker may poll at the same time: each completion is
-		 * returned once, and the kworker re-arms the CQ after it drains it.
-		 */
+		/* The work item may poll at the same time: each completion is returned once. */
 		found = ib_poll_cq(dev->send_cq, LITE_POLL_BATCH, wc);
 		for (i = 0; i < found; i++)
 			wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
@@ -909,6 +908,7 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 		if (found <= 0)
 			cond_resched();
 	}
+	lite_send_cq_poll_end(dev);
 	spent = ktime_get_ns() - start;
 	return lite_op_wait_timeout(op, timeout_ns > spent ? timeout_ns - spent : 0);
 }

@@ -28,6 +28,11 @@ struct lite_dev {
 	/* Where the CM connects reg_qp on devices that connect only through it (cm.c). */
 	struct lite_qp *reg_partner;
 	struct ib_cq *send_cq;
+	/* Reaps send_cq unless a waiter polls it (send_cq.c). */
+	struct work_struct send_cq_work;
+	/* Waiters polling send_cq, and whether its event found one and left it unarmed. */
+	atomic_t send_pollers;
+	atomic_t send_cq_unarmed;
 	struct ib_cq *recv_cq;
 	void *rust;
 	/* Paced work requests in flight from this port, and the tasks waiting for room. */
@@ -123,6 +128,14 @@ struct lite_qp {
 	struct delayed_work cm_hello_work;
 	unsigned int cm_hello_tries;
 };
+
+/* send_cq.c: the send CQ of `dev`, and the waiters that poll it meanwhile. */
+int lite_send_cq_init(void);
+void lite_send_cq_exit(void);
+int lite_send_cq_create(struct lite_dev *dev, int entries);
+void lite_send_cq_destroy(struct lite_dev *dev);
+void lite_send_cq_poll_begin(struct lite_dev *dev);
+void lite_send_cq_poll_end(struct lite_dev *dev);
 
 /* Deletes the device's registration QP (mr.c); before its CQs go. */
 void lite_mr_dev_cleanup(struct lite_dev *dev);
