@@ -76,6 +76,7 @@ userspace: deps
 	cc -O2 -Wall -Wextra -Werror -Iliblite/include apps/c-hello/hello.c target/release/liblite.a \
 	  -lpthread -ldl -lm -o build/bin/lite-hello
 	cc -O2 -Wall -Wextra -Werror tools/regmr/regmr.c -libverbs -o build/bin/lite-regmr
+	cc -O2 -Wall -Wextra -Werror tools/readphases/read_phases.c -libverbs -o build/bin/lite-read-phases
 
 # Everything the guests see at /lite.
 guest: module userspace
@@ -83,7 +84,7 @@ guest: module userspace
 	cp target/release/lite-admin target/release/lite-selftest target/release/lite-bench build/bin/lite-hello \
 	  target/release/lite-log target/release/lite-kv target/release/lite-mr \
 	  target/release/lite-graph \
-	  build/bin/lite-regmr $(GUEST)/bin/
+	  build/bin/lite-regmr build/bin/lite-read-phases $(GUEST)/bin/
 
 headers:
 	LITE_BLESS=1 $(CARGO) test --quiet -p liblite --test c_headers

@@ -33,7 +33,7 @@ import re
 import sys
 from pathlib import Path
 
-from litebench.bench.report import CALL_PHASES, fmt_spread, read_phase_rows
+from litebench.bench.report import CALL_PHASES, fmt_spread, read_median_rows, read_phase_rows
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "benchmarks.md"
@@ -239,7 +239,14 @@ def bench_lines(data):
     if reads:
         head, rows = read_phase_rows(reads, lambda ns: "-" if ns is None else fmt_ns(ns))
         text += ("\n\nLT_read, where a read goes by the kernel's stamps (each phase: the median over rounds of "
-                 "the round's mean per read), beside `ib_read_lat`'s mean:\n\n" + table(head, rows))
+                 "the round's mean per read), beside `ib_read_lat`'s mean and the native READ's own phases "
+                 "(`lite-read-phases`, stamped in user space):\n\n" + table(head, rows))
+    medians = data.get("read_medians") or {}
+    if medians:
+        head, rows = read_median_rows(medians, lambda ns: "-" if ns is None else fmt_ns(ns))
+        text += ("\n\nLT_read, each phase's median over single reads (`lite-bench lat --per-read`; the median over "
+                 "rounds of each round's median), beside the native READ's own medians and `ib_read_lat`'s:\n\n"
+                 + table(head, rows))
     return facts, text
 
 

@@ -12,7 +12,8 @@ from litebench import plots
 from litebench.bench.cli import sections_arg, sizes_arg
 from litebench.bench.output import last_json, parse_perftest_bw, parse_perftest_lat
 from litebench.bench.report import (call_phases, chart_panels, compare, comparisons, fmt_ns, fmt_size,
-                                    format_call_phases, format_read_phases, format_table, read_phases)
+                                    format_call_phases, format_read_medians, format_read_phases, format_table,
+                                    read_medians, read_phases)
 from litebench.bench.runner import Bench
 from litebench.bench.steps import PATHS_ROUNDS, RPC_CALLER_ROUNDS, run_steps
 from litebench.cluster.cluster import Result
@@ -271,6 +272,13 @@ class ReadPhaseTable(unittest.TestCase):
         lite = {"lat_read": {"8": {"rounds": [rnd(500_000, 0.0), rnd(700_000, 0.5), rnd(600_000, 1.0)]},
                              "4096": {"rounds": [{"median_ns": 1, "phases": None}]}}}
         native = {"ib_read_lat": {"8": {"rounds": [{"t_avg_us": 450.0}, {"t_avg_us": 550.0}]}}}
+        self.assertNotIn("native: the provider's post", format_read_phases(read_phases(lite, native)),
+                         "without lite-read-phases rounds, no native phase rows")
+
+        def own(post, wire):
+            return {"post_mean": post, "post_median": post, "wire_mean": wire, "wire_median": wire,
+                    "whole_mean": post + wire, "whole_median": post + wire}
+        native["read_phases"] = {"8": {"rounds": [own(20_000, 400_000), own(40_000, 420_000), own(30_000, 380_000)]}}
         phases = read_phases(lite, native)
         self.assertEqual(list(phases), ["8"], "a size without phases is left out")
         self.assertEqual((phases["8"]["wire_ns"], phases["8"]["slept_share"], phases["8"]["rounds"]),
@@ -280,6 +288,9 @@ class ReadPhaseTable(unittest.TestCase):
         self.assertRegex(table, r"posted to completion handled\s+600 us")
         self.assertRegex(table, r"ib_read_lat, as timed\s+500 us")
         self.assertRegex(table, r"reads that slept\s+50 %")
+        self.assertRegex(table, r"native: the provider's post\s+30 us")
+        self.assertRegex(table, r"native: posted to completion polled\s+400 us")
+        self.assertRegex(table, r"native READ, as timed\s+420 us")
         self.assertEqual(read_phases({}, {}), {})
 
 
@@ -327,7 +338,7 @@ class FakeCluster:
 
     def exec(self, n, script, timeout=120, check=True):
         self.commands.append((n, script))
-        m = re.search(r"-s (\d+)", script)
+        m = re.search(r"(?:-s|--size) (\d+)", script)
         size = int(m.group(1)) if m else 0
         if "10.77.0.2" in script and script.startswith(("ib_write_lat", "ib_read_lat", "ib_atomic_lat")):
             typical = 100.0 if "write" in script else 150.0 if "read" in script else 120.0
@@ -337,6 +348,10 @@ class FakeCluster:
         if "10.77.0.2" in script and script.startswith("ib_write_bw"):
             return Result(0, " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
                              f" {size:<7d}    16           0.00               100.00\t\t   0.000100\n")
+        if "10.77.0.2" in script and script.startswith("lite-read-phases"):
+            phase = {"mean_ns": 30_000, "median_ns": 20_000, "p99_ns": 90_000}
+            return Result(0, json.dumps({"size": size, "iters": 50, "device": "rxe0", "post": phase,
+                                         "posted_to_completion": phase, "whole": phase}) + "\n")
         if "/proc/$p/stat" in script:
             return Result(0, "10 5\n10 6\n")  # one tick of CPU while idle
         return Result(0, "")
@@ -364,6 +379,11 @@ class FakeCluster:
             size = int(args[args.index("--sizes") + 1])
             out = {"bench": "lat", "results": [{"size": size, "iters": 50, "min_ns": 1, "median_ns": 205_000,
                                                 "p99_ns": 810_000, "mean_ns": 1.0}]}
+            if "--per-read" in args:
+                out["results"][0]["phase_medians"] = {
+                    "pin_ns": 10_000, "prepare_ns": 20_000, "post_ns": 30_000, "wire_ns": 100_000,
+                    "provider_ns": 130_000, "notice_ns": 5_000, "finish_ns": 5_000, "outside_ns": 15_000,
+                    "timed_ns": 190_000, "slept_share": 0.25, "reads": 25}
         elif args[1] == "bw":
             size = int(args[args.index("--sizes") + 1])
             out = {"bench": "bw", "threads": 1, "results": [{"size": size, "mib_s": 97.0, "writes": 16,
@@ -422,9 +442,10 @@ class Orchestration(unittest.TestCase):
                 run_steps(Bench(on_siw, siw_args), {"config": results["config"], "native": {}, "lite": {}}, siw_args)
         perftests = [s for n, s in on_siw.commands if s.startswith("ib_") and n == 0]
         self.assertTrue(perftests and all("-d siw0 -R -s " in s for s in perftests), perftests[:2])
-        self.assertFalse(any(s.startswith(("ib_atomic_lat", "reload lite.ko")) or " -e " in s for _, s in on_siw.commands))
+        self.assertFalse(any(s.startswith(("ib_atomic_lat", "reload lite.ko", "lite-read-phases")) or " -e " in s
+                             for _, s in on_siw.commands), "siw runs neither atomics nor a QP connected by GID")
         self.assertEqual(b.errors, [])
-        self.assertEqual(b.total, 1 + 2 * 5 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4
+        self.assertEqual(b.total, 1 + 2 * 7 * 2 + 2 * 2 + 1 + 2 * (1 + 2 * 2) + 3 + 1 + 2 + 2 * RPC_CALLER_ROUNDS + 5 + 1 + 4 + 4
                          + 2 * PATHS_ROUNDS + 1)
         self.assertIn(f"[1/{b.total}] warm-up: ib_read_lat and LT_read 8 B (untimed) ...", text)
         self.assertIn(f"[2/{b.total}] ib_write_lat 8 B (round 1/2) ...", text)
@@ -445,6 +466,18 @@ class Orchestration(unittest.TestCase):
         self.assertTrue(server and client and server[0] < client[0])
         self.assertIn("-d rxe0 -x 1 -s 8 -n 25 -F", c.commands[client[0]][1])  # 50 calls over 2 rounds
         self.assertEqual(len(results["lite"]["lat_write"]["8"]["rounds"]), 2)
+        # The native READ's own phases: its server on node 1, the client against it, per round.
+        phase_runs = [s for n, s in c.commands if n == 0 and s.startswith("lite-read-phases")]
+        self.assertIn("--size 8 --iters 25 10.77.0.2", phase_runs[0])
+        self.assertEqual(results["native"]["read_phases"]["4096"]["post_mean"], 30_000)
+        # Each phase's median from single reads, in its own round beside the timed one.
+        self.assertEqual(len(results["lite"]["lat_read_per_read"]["8"]["rounds"]), 2)
+        medians = read_medians(results["lite"], results["native"])
+        self.assertEqual((medians["8"]["provider_ns"], medians["8"]["native_post_median"]), (130_000, 20_000))
+        self.assertEqual(medians["8"]["ib_read_lat_ns"], 150_000)
+        table = format_read_medians(medians)
+        self.assertRegex(table, r"the provider's share \(post to handled\)\s+130 us\s+130 us")
+        self.assertRegex(table, r"ib_read_lat, as timed \(median\)\s+150 us")
         bw = [s for n, s in c.commands if s.startswith("ib_write_bw") and n == 0]
         self.assertIn("-s 65536 -n 256 ", bw[0])  # 16 MiB / 64 KiB
         self.assertIn("-s 4194304 -n 5 ", bw[1])  # at least 5

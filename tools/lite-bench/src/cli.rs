@@ -93,6 +93,11 @@ pub(crate) enum Command {
         /// Untimed calls before each size.
         #[arg(long, default_value_t = 10)]
         warmup: u32,
+        /// LT_read: also take the kernel's phases of each read on its own (a
+        /// statistics call after each, untimed), for each phase's median; the reads
+        /// are then not back to back.
+        #[arg(long)]
+        per_read: bool,
     },
     /// LT_write throughput: back-to-back writes of each size from each of THREADS
     /// threads (each with its own open of /dev/lite and its own LMR on NODE).

@@ -2,6 +2,7 @@
 
 use crate::cli::Op;
 use crate::harness::{buffer, nanos, open, opts, rw, Progress};
+use crate::read_samples::{medians_json, ReadSample};
 use crate::stats::summary_json;
 use crate::{err, Res};
 use lite::ReadPhases;
@@ -9,6 +10,7 @@ use lite_stats::Summary;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn lat(
     progress: &Progress,
     namespace: u32,
@@ -17,6 +19,7 @@ pub(crate) fn lat(
     sizes: &[u64],
     iters: u32,
     warmup: u32,
+    per_read: bool,
 ) -> Res<Value> {
     if iters == 0 {
         return Err("--iters must be at least 1".into());
@@ -36,12 +39,22 @@ pub(crate) fn lat(
         let mut samples = Vec::with_capacity(iters as usize);
         let phases_before = lite.mem_stat().ok().map(|m| m.read_phases);
         let crossings = lite.crossings();
+        let mut one_by_one = Vec::new();
+        let mut last = phases_before.filter(|_| per_read && op == Op::Read);
+        // Their statistics calls are not the reads' crossings.
+        let stat_calls = if last.is_some() { u64::from(iters) } else { 0 };
         for _ in 0..iters {
             let t = Instant::now();
             rw(&lmr, op, chunk).map_err(err(if op == Op::Write { "LT_write" } else { "LT_read" }))?;
-            samples.push(nanos(t.elapsed()));
+            let timed = nanos(t.elapsed());
+            samples.push(timed);
+            if let Some(before) = last {
+                let after = lite.mem_stat().map_err(err("LITE_IOC_MEM_STAT"))?.read_phases;
+                one_by_one.extend(ReadSample::between(&before, &after, timed));
+                last = Some(after);
+            }
         }
-        let ioctls = lite.crossings().saturating_sub(crossings);
+        let ioctls = lite.crossings().saturating_sub(crossings).saturating_sub(stat_calls);
         let phases = match (op, phases_before, lite.mem_stat()) {
             (Op::Read, Some(before), Ok(after)) => read_phases_json(&before, &after.read_phases, &samples),
             _ => Value::Null,
@@ -49,6 +62,9 @@ pub(crate) fn lat(
         let s = Summary::of(&mut samples).expect("iters >= 1");
         let mut r = summary_json(s);
         r["phases"] = phases;
+        if per_read && op == Op::Read {
+            r["phase_medians"] = medians_json(&one_by_one);
+        }
         r["size"] = json!(size);
         r["ioctls_per_op"] = json!(ioctls as f64 / f64::from(iters));
         progress.say(&format!(

@@ -3,6 +3,7 @@
 //! `tools/bench.py` runs it beside perftest on the same cluster and compares.
 //!
 //!   lite-bench lat --op write|read --holder NODE [--sizes 8,64,512,4096,65536] [--iters N] [--warmup W]
+//!                  [--per-read]
 //!       LT_write / LT_read latency per size, each call timed on its own
 //!   lite-bench bw --holder NODE [--sizes 64K,256K,1M,4M] [--seconds S] [--iters N] [--threads T]
 //!       LT_write throughput: back-to-back writes of each size, T threads with an LMR each
@@ -36,6 +37,7 @@ mod harness;
 mod lat;
 mod lmrs;
 mod malloc;
+mod read_samples;
 mod serve;
 mod stats;
 
@@ -63,8 +65,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let progress = Progress { quiet: cli.quiet, started: Instant::now() };
     let result = match cli.command {
-        Command::Lat { op, holder, ref sizes, iters, warmup } => {
-            lat(&progress, cli.namespace, op, holder, sizes, iters, warmup)
+        Command::Lat { op, holder, ref sizes, iters, warmup, per_read } => {
+            lat(&progress, cli.namespace, op, holder, sizes, iters, warmup, per_read)
         }
         Command::Bw { holder, ref sizes, seconds, iters, threads, warmup } => {
             bw(&progress, cli.namespace, holder, sizes, seconds, iters, threads, warmup)

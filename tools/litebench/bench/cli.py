@@ -5,7 +5,9 @@ Boots a 3-node cluster, joins the nodes, and in the same run, between node 0
 
   latency    LT_write vs perftest ib_write_lat x 2, LT_read vs ib_read_lat x 1 (8 B - 64 KiB);
              LT_read also vs `ib_read_lat -e`, which sleeps on completion events as LT_read
-             does instead of busy-polling (no target: it shows what polling is worth)
+             does instead of busy-polling (no target: it shows what polling is worth);
+             beside LT_read's phases (8 B - 4 KiB, the kernel's stamps), the native READ's
+             own (tools/readphases: its post, posted to completion polled; rxe only)
   bandwidth  LT_write (back-to-back, one thread by default) vs ib_write_bw (64 KiB - 4 MiB)
   malloc     LT_malloc + LT_map of 1 GiB (held by node 1, and by nodes 0,1,2) vs
              ibv_reg_mr of 1 GiB of fresh memory (tools/regmr, on node 0): cold (the
@@ -52,7 +54,8 @@ from pathlib import Path
 
 from litebench import plots
 from litebench.bench.report import (TARGETS, call_phases, chart_panels, comparisons, fmt_size, format_call_phases,
-                                    format_read_phases, format_table, read_phases)
+                                    format_read_medians, format_read_phases, format_table, read_medians,
+                                    read_phases)
 from litebench.bench.runner import CLIENT, NODES, SERVER, Bench
 from litebench.bench.runs import median_of, spread
 from litebench.bench.steps import MALLOC_HOLDERS, NOT_ON_SIW, SECTIONS, run_steps
@@ -97,6 +100,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="fewer iterations and at most 10 000 LMRs (a run takes about 5 min instead of about 15)")
     ap.add_argument("--mem", type=int, default=3072, help="MiB per guest (default 3072: 1 GiB is pinned or held)")
+    ap.add_argument("--smp", type=int, default=2, help="vCPUs per guest (default 2)")
     ap.add_argument("--lat-sizes", type=sizes_arg, default=LAT_SIZES, help="latency sizes (default 8,...,65536)")
     ap.add_argument("--lat-iters", type=int,
                     help="timed calls per latency point, RPC size, atomics and lock series (default 600; --quick 50)")
@@ -134,13 +138,13 @@ def main():
     args.lmr_counts = args.lmr_counts or (QUICK_LMR_COUNTS if args.quick else LMR_COUNTS)
     if args.quick:
         args.warmup = min(args.warmup, 5)
-    if args.lat_rounds < 1 or args.malloc_rounds < 1 or args.runs < 1:
-        ap.error("--lat-rounds, --malloc-rounds and --runs must be at least 1")
+    if min(args.lat_rounds, args.malloc_rounds, args.runs, args.smp) < 1:
+        ap.error("--lat-rounds, --malloc-rounds, --runs and --smp must be at least 1")
     if 1 not in args.lmr_counts:
         args.lmr_counts = [1] + args.lmr_counts
 
     guest_bin = REPO / "build" / args.kernel / "guest" / "bin"
-    missing = [p for p in ("lite-bench", "lite-regmr", "lite-selftest") if not (guest_bin / p).exists()]
+    missing = [p for p in ("lite-bench", "lite-regmr", "lite-read-phases", "lite-selftest") if not (guest_bin / p).exists()]
     if missing:
         print(f"bench: {', '.join(missing)} missing in {guest_bin}: run `make guest KERNEL={args.kernel}`",
               file=sys.stderr)
@@ -153,7 +157,7 @@ def main():
     started = time.time()
     results = {
         "config": {"kernel": args.kernel, "provider": args.provider, "nodes": NODES, "client": CLIENT, "server": SERVER, "quick": args.quick,
-                   "only": args.only, "mem_mib": args.mem, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
+                   "only": args.only, "mem_mib": args.mem, "smp": args.smp, "lat_sizes": args.lat_sizes, "lat_iters": args.lat_iters,
                    "lat_rounds": args.lat_rounds,
                    "warmup": args.warmup, "bw_sizes": args.bw_sizes, "bw_mib": args.bw_mib,
                    "bw_threads": args.bw_threads, "malloc_size": args.malloc_size, "malloc_rounds": args.malloc_rounds,
@@ -174,7 +178,7 @@ def main():
     runs = []
     try:
         try:
-            c.up(nodes=NODES, variant=args.kernel, mem=args.mem, provider=args.provider)
+            c.up(nodes=NODES, variant=args.kernel, mem=args.mem, smp=args.smp, provider=args.provider)
             c.join(range(NODES))
             results["config"]["accel"] = c.meta.get("accel")
             print(f"\n== {NODES} nodes joined ({time.time() - started:.0f} s after start); client node {CLIENT}, "
@@ -212,6 +216,7 @@ def main():
     results["targets_evaluated"] = len(met)
     results["rpc_call_phases"] = call_phases(results.get("lite", {}))
     results["read_phases"] = read_phases(results.get("lite", {}), results.get("native", {}))
+    results["read_medians"] = read_medians(results.get("lite", {}), results.get("native", {}))
 
     json_path = out_dir / "results.json"
     json_path.write_text(json.dumps(results, indent=1) + "\n")
@@ -231,6 +236,10 @@ def main():
         print("\n== LT_read: where a read goes, by the kernel's stamps (median over rounds of each round's "
               "mean per read), beside ib_read_lat's mean ==")
         print(format_read_phases(results["read_phases"]))
+    if results["read_medians"]:
+        print("\n== LT_read: each phase's median over single reads (median over rounds), beside the native "
+              "READ's own and ib_read_lat's ==")
+        print(format_read_medians(results["read_medians"]))
     print(f"\n{results['targets_met']} of {results['targets_evaluated']} targets met"
           + (f"; {missing} without data" if missing else ""))
     if results["errors"]:

@@ -157,12 +157,17 @@ READ_PHASES = [("pin_ns", "entry to buffer ready"), ("prepare_ns", "QoS ticket, 
                ("post_ns", "the provider's post"), ("wire_ns", "posted to completion handled"),
                ("notice_ns", "the reader runs again"), ("finish_ns", "copy-out or unpin, return"),
                ("outside_ns", "outside the stamps (crossing)"), ("mean_ns", "LT_read, as timed")]
+# The native READ's own phases beside them (lite-read-phases, stamped in user space).
+NATIVE_READ_PHASES = [("post_mean", "native: the provider's post"),
+                      ("wire_mean", "native: posted to completion polled"),
+                      ("whole_mean", "native READ, as timed")]
 
 
 def read_phases(lite, native):
     """Per size, LT_read's median over its rounds of each round's mean per read (ns),
     with `ib_read_lat`'s median over its rounds of each round's mean beside it:
-    {size: {phase: ns, "slept_share", "rounds", "ib_read_lat_ns"}}."""
+    and the native READ's own phases (lite-read-phases) in the same way:
+    {size: {phase: ns, "slept_share", "rounds", "ib_read_lat_ns", "native_post_mean", ...}}."""
     out = {}
     for size, point in lite.get("lat_read", {}).items():
         rounds = [r["phases"] for r in point.get("rounds", []) if r.get("phases")]
@@ -174,6 +179,9 @@ def read_phases(lite, native):
         native_means = [r["t_avg_us"] * 1000 for r in native.get("ib_read_lat", {}).get(size, {}).get("rounds", [])
                         if r.get("t_avg_us") is not None]
         d["ib_read_lat_ns"] = statistics.median(native_means) if native_means else None
+        own = native.get("read_phases", {}).get(size, {}).get("rounds", [])
+        for k, _ in NATIVE_READ_PHASES:
+            d[f"native_{k}"] = statistics.median(r[k] for r in own) if own else None
         out[size] = d
     return out
 
@@ -184,8 +192,60 @@ def read_phase_rows(phases, fmt):
     sizes = sorted(phases, key=int)
     rows = [[label] + [fmt(phases[s].get(k)) for s in sizes] for k, label in READ_PHASES]
     rows.append(["ib_read_lat, as timed"] + [fmt(phases[s].get("ib_read_lat_ns")) for s in sizes])
+    if any(phases[s].get("native_whole_mean") is not None for s in sizes):
+        rows += [[label] + [fmt(phases[s].get(f"native_{k}")) for s in sizes] for k, label in NATIVE_READ_PHASES]
     rows.append(["reads that slept"] + [f"{phases[s].get('slept_share', 0) * 100:.0f} %" for s in sizes])
     return ["phase"] + [fmt_size(int(s)) for s in sizes], rows
+
+
+# Each phase's median over single reads (lite-bench lat --per-read), per round.
+READ_MEDIANS = [("pin_ns", "entry to buffer ready"), ("prepare_ns", "QoS ticket, send credits"),
+                ("post_ns", "the provider's post"), ("wire_ns", "posted to completion handled"),
+                ("provider_ns", "the provider's share (post to handled)"),
+                ("notice_ns", "the reader runs again"), ("finish_ns", "copy-out or unpin, return"),
+                ("outside_ns", "outside the stamps (crossing)"), ("timed_ns", "LT_read, as timed")]
+NATIVE_READ_MEDIANS = [("post_median", "native: the provider's post"),
+                       ("wire_median", "native: posted to completion polled"),
+                       ("whole_median", "native READ, as timed")]
+
+
+def read_medians(lite, native):
+    """Per size, the median over rounds of each round's median of every phase of
+    single LT_reads, beside the native READ's own medians and `ib_read_lat`'s
+    (t_typical): {size: {phase: ns, "slept_share", "rounds", "native_post_median", ...,
+    "ib_read_lat_ns"}}."""
+    out = {}
+    for size, point in lite.get("lat_read_per_read", {}).items():
+        rounds = point.get("rounds", [])
+        if not rounds:
+            continue
+        d = {k: statistics.median(r[k] for r in rounds) for k, _ in READ_MEDIANS}
+        d["slept_share"] = statistics.median(r.get("slept_share", 0) for r in rounds)
+        d["rounds"] = len(rounds)
+        own = native.get("read_phases", {}).get(size, {}).get("rounds", [])
+        for k, _ in NATIVE_READ_MEDIANS:
+            d[f"native_{k}"] = statistics.median(r[k] for r in own) if own else None
+        typical = native.get("ib_read_lat", {}).get(size, {}).get("t_typical_us")
+        d["ib_read_lat_ns"] = typical * 1000 if typical is not None else None
+        out[size] = d
+    return out
+
+
+def read_median_rows(medians, fmt):
+    """The per-read medians' header and rows, as read_phase_rows."""
+    sizes = sorted(medians, key=int)
+    rows = [[label] + [fmt(medians[s].get(k)) for s in sizes] for k, label in READ_MEDIANS]
+    if any(medians[s].get("native_whole_median") is not None for s in sizes):
+        rows += [[label] + [fmt(medians[s].get(f"native_{k}")) for s in sizes] for k, label in NATIVE_READ_MEDIANS]
+    rows.append(["ib_read_lat, as timed (median)"] + [fmt(medians[s].get("ib_read_lat_ns")) for s in sizes])
+    rows.append(["reads that slept"] + [f"{medians[s].get('slept_share', 0) * 100:.0f} %" for s in sizes])
+    return ["phase"] + [fmt_size(int(s)) for s in sizes], rows
+
+
+def format_read_medians(medians):
+    """The per-read medians as a table: a row per phase, a column per size."""
+    head, rows = read_median_rows(medians, lambda ns: fmt_value(ns, "ns"))
+    return phase_table([head] + rows)
 
 
 def format_read_phases(phases):

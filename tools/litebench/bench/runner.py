@@ -12,6 +12,7 @@ from litebench.cluster.guest import PROVIDERS
 NODES = 3
 CLIENT, SERVER = 0, 1
 PERFTEST_PORT = 18515
+READ_PHASES_PORT = 18517
 
 
 # ---- running things on the cluster ----
@@ -80,29 +81,48 @@ class Bench:
             raise CommandFailed(f"`{command}` exited {rc}: {(err + out).strip()[-1500:]}")
         return data
 
-    def perftest(self, tool, size, iters, flags=""):
-        """One perftest run: server on SERVER in the background, client on CLIENT."""
+    def served(self, name, server, client, port, retry_on):
+        """Runs `server` on SERVER in the background until `client` on CLIENT is done;
+        returns the client's output. `retry_on`: what the client prints when it came
+        before the server listened."""
         c = self.c
-        # siw's QPs connect only through the RDMA CM (-R); rxe's GID 1 is its RoCE v2 IPv4 one.
-        device = PROVIDERS[self.args.provider] + (" -R" if self.args.provider == "siw" else " -x 1")
-        common = f"-d {device} -s {size} -n {iters} -F {flags + ' ' if flags else ''}-p {PERFTEST_PORT}"
-        c.exec(SERVER, f"{tool} {common} >/run/lite/{tool}-{size}-server.log 2>&1 & echo $! >/tmp/bench-perftest.pid")
+        c.exec(SERVER, f"{server} >/run/lite/{name}-server.log 2>&1 & echo $! >/tmp/bench-server.pid")
         # Until the server listens (busybox netstat; a fixed pause without it).
         c.exec(SERVER, f"command -v netstat >/dev/null || {{ sleep 3; exit 0; }}; "
-                       f"for i in $(seq 1 300); do netstat -ltn 2>/dev/null | grep -q ':{PERFTEST_PORT} ' && exit 0; "
+                       f"for i in $(seq 1 300); do netstat -ltn 2>/dev/null | grep -q ':{port} ' && exit 0; "
                        f"sleep 0.2; done; exit 1", timeout=120, check=False)
         try:
             for attempt in range(3):
-                res = c.exec(CLIENT, f"{tool} {common} {guest_address(SERVER)}", timeout=self.args.step_timeout,
+                res = c.exec(CLIENT, f"{client} {guest_address(SERVER)}", timeout=self.args.step_timeout,
                              check=False)
-                if res.rc == 0 or "Couldn't connect" not in res.out or attempt == 2:
+                if res.rc == 0 or retry_on not in res.out or attempt == 2:
                     break
                 time.sleep(3)
         finally:
-            c.exec(SERVER, "kill $(cat /tmp/bench-perftest.pid) 2>/dev/null; true", check=False)
+            c.exec(SERVER, "kill $(cat /tmp/bench-server.pid) 2>/dev/null; true", check=False)
         if res.rc != 0:
-            raise CommandFailed(f"{tool} -s {size} exited {res.rc}: {res.out.strip()[-1500:]}")
+            raise CommandFailed(f"{name} exited {res.rc}: {res.out.strip()[-1500:]}")
         return res.out
+
+    def perftest(self, tool, size, iters, flags=""):
+        """One perftest run: server on SERVER in the background, client on CLIENT."""
+        # siw's QPs connect only through the RDMA CM (-R); rxe's GID 1 is its RoCE v2 IPv4 one.
+        device = PROVIDERS[self.args.provider] + (" -R" if self.args.provider == "siw" else " -x 1")
+        common = f"-d {device} -s {size} -n {iters} -F {flags + ' ' if flags else ''}-p {PERFTEST_PORT}"
+        return self.served(f"{tool}-{size}", f"{tool} {common}", f"{tool} {common}", PERFTEST_PORT,
+                           "Couldn't connect")
+
+    def native_read_phases(self, size, iters):
+        """The phases of `iters` native RDMA READs of `size` bytes (lite-read-phases,
+        RoCE only): {"post", "posted_to_completion", "whole"}, each {"mean_ns", ...}."""
+        common = f"--device {PROVIDERS[self.args.provider]} --port {READ_PHASES_PORT}"
+        out = self.served(f"lite-read-phases-{size}", f"lite-read-phases --server {common}",
+                          f"lite-read-phases {common} --size {size} --iters {iters}", READ_PHASES_PORT,
+                          "Connection refused")
+        data = last_json(out)
+        if data is None:
+            raise CommandFailed(f"lite-read-phases -s {size} printed no result: {out.strip()[-1500:]}")
+        return data
 
     def guarded(self, label, fn):
         """Runs one step; a failure is recorded and the run goes on (unless a node died)."""

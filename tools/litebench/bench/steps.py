@@ -57,6 +57,24 @@ def lat_native(b, native, iters, tool, size, flags=""):
     return go
 
 
+# LT_reads of at most this many bytes have the kernel's phase account (lite/lmr/read_phases.rs).
+READ_PHASES_MAX = 4096
+
+
+def native_phases_step(b, native, iters, size):
+    """A step: one round of `lite-read-phases`, the native READ's own phases, added to
+    native["read_phases"][size] as each phase's mean and median per read."""
+    def go():
+        d = b.native_read_phases(size, iters)
+        r = {f"{phase}_{stat}": d[key][f"{stat}_ns"]
+             for phase, key in (("post", "post"), ("wire", "posted_to_completion"), ("whole", "whole"))
+             for stat in ("mean", "median")}
+        add_round(native.setdefault("read_phases", {}).setdefault(str(size), {}), r, list(r))
+        return (f"post {fmt_ns(r['post_mean'])}, posted to completion {fmt_ns(r['wire_mean'])}, "
+                f"whole {fmt_ns(r['whole_mean'])} (means)")
+    return go
+
+
 def lat_round_iters(a):
     # Each latency point is measured in rounds, native and LITE alternating, and
     # reported as the median of the rounds' medians (and p99s): the emulated cluster
@@ -77,6 +95,18 @@ def lat_steps(b, a, lite, native):
             return f"median {fmt_ns(r['median_ns'])}, p99 {fmt_ns(r['p99_ns'])}"
         return go
 
+    def lat_per_read(size):
+        def go():
+            d = b.tool_json(CLIENT, f"lite-bench lat --op read --holder {SERVER} --sizes {size} --iters {per_round} "
+                                    f"--warmup {a.warmup} --per-read", a.step_timeout)
+            m = d["results"][0].get("phase_medians")
+            if not m:
+                raise ValueError("lite-bench lat --per-read gave no phase medians")
+            add_round(lite.setdefault("lat_read_per_read", {}).setdefault(str(size), {}), m,
+                      [k for k, v in m.items() if isinstance(v, (int, float))])
+            return f"median read {fmt_ns(m['timed_ns'])}: provider {fmt_ns(m['provider_ns'])} (medians)"
+        return go
+
     def settle():
         # The first seconds after the join are slower for both sides (the guests finish
         # booting, TCG translates the code paths for the first time): untimed traffic.
@@ -93,6 +123,14 @@ def lat_steps(b, a, lite, native):
             steps.append((f"lite-bench lat write {fmt_size(size)}{of}", lat_lite("write", size)))
             steps.append((f"ib_read_lat {fmt_size(size)}{of}", lat_native(b, native, per_round, "ib_read_lat", size)))
             steps.append((f"lite-bench lat read {fmt_size(size)}{of}", lat_lite("read", size)))
+            if size <= READ_PHASES_MAX:
+                # Each phase's median, from single reads (not back to back: untimed
+                # statistics calls between them), and the native READ's own phases
+                # (RoCE only: it connects by GID).
+                steps.append((f"lite-bench lat read {fmt_size(size)}, phases per read{of}", lat_per_read(size)))
+                if a.provider == "rxe":
+                    steps.append((f"lite-read-phases {fmt_size(size)}{of}",
+                                  native_phases_step(b, native, per_round, size)))
             # perftest's event mode hangs on siw (`ib_read_lat -e -R` of 4 KiB stopped
             # at its first round, twice; 8 B passed): a context row, left out there.
             if a.provider != "siw":
