@@ -103,7 +103,7 @@ demo: guest
 
 # LITE vs perftest/libibverbs on one 3-node cluster: ratio table, build/bench/results.json, latency.svg.
 bench: guest
-	tools/bench.py --kernel $(KERNEL) --provider $(PROVIDER)
+	tools/bench.py --kernel $(KERNEL) --provider $(PROVIDER) $(if $(SMP),--smp $(SMP))
 	[ "$(PROVIDER)" != rxe ] || tools/qos_bench.py --kernel $(KERNEL) --regime link --runs 3
 	[ "$(PROVIDER)" != rxe ] || tools/qos_bench.py --kernel $(KERNEL) --regime cpu
 

@@ -117,12 +117,13 @@ class Input:
     @property
     def group(self):
         # A run of some sections only (`--only`), a quick one (`--quick`, fewer
-        # calls per point), or one on another RDMA device (`--provider`) neither
-        # hides nor is hidden by a whole run on rxe: each has its own latest date.
+        # calls per point), one on another RDMA device (`--provider`) or with other
+        # vCPUs per guest (`--smp`; runs before it had two) neither hides nor is
+        # hidden by a whole run on rxe: each has its own latest date.
         config = self.data.get("config") or {}
         only = tuple(config.get("only") or ())
         return (KINDS.index(self.kind), self.regime != "link", self.regime or "", config.get("provider") or "rxe",
-                only, bool(config.get("quick")))
+                only, bool(config.get("quick")), vcpus(config) if self.kind == "bench" else 0)
 
 
 def latest(inputs):
@@ -207,11 +208,17 @@ def link_to(path, doc):
 
 # ---- the tables ----
 
+def vcpus(config):
+    """A `make bench` run's vCPUs per guest: 2 before `--smp` was recorded."""
+    return config.get("smp") or 2
+
+
 def bench_lines(data):
     config = data.get("config") or {}
     facts = [f"{config['kernel']} kernel" if config.get("kernel") else None,
              f"on {config['provider']}" if config.get("provider") not in (None, "rxe") else None,
              f"{config['nodes']} nodes" if config.get("nodes") else None,
+             f"{vcpus(config)} vCPU{'s' if vcpus(config) > 1 else ''} per guest",
              "--quick" if config.get("quick") else None,
              f"--only {','.join(config['only'])}" if config.get("only") else None]
     if (config.get("runs") or 1) > 1:

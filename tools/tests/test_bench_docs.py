@@ -155,6 +155,16 @@ class BenchDocsTest(unittest.TestCase):
         self.assertIn("500 us", block)
         self.assertLess(block.index("943 us"), block.index("500 us"), "the full run first")
 
+    def test_a_run_with_other_vcpus_hides_no_run(self):
+        two = self.write("two.json", bench_json(date="2026-12-04"))
+        one = bench_json(date="2026-12-05", lite_ns=500_000)
+        one["config"]["smp"] = 1
+        block = bd.render([self.write("one.json", one), two], self.doc)
+        self.assertIn("943 us", block, "the run with two vCPUs (none recorded) stays")
+        self.assertIn("500 us", block)
+        self.assertIn("1 vCPU per guest", block)
+        self.assertIn("2 vCPUs per guest", block)
+
     def test_the_block_is_rewritten_and_checked(self):
         path = self.write("results.json", bench_json())
         self.assertEqual(self.run_tool("--check", "--doc", self.doc, path)[0], 1, "the fixture's block is stale")
