@@ -2,13 +2,13 @@
 
 use crate::cli::Op;
 use crate::harness::{buffer, nanos, open, opts, rw, Progress};
-use crate::read_samples::{medians_json, ReadSample};
+use crate::read_samples::{medians_json, phase_spans, ReadSample, PHASES};
 use crate::stats::summary_json;
 use crate::{err, Res};
 use lite::ReadPhases;
 use lite_stats::Summary;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn lat(
@@ -96,21 +96,13 @@ fn read_phases_json(before: &ReadPhases, after: &ReadPhases, latencies: &[u64]) 
     if reads == 0 || latencies.is_empty() {
         return Value::Null;
     }
-    let per_read = |now: Duration, was: Duration| now.saturating_sub(was).as_nanos() as f64 / reads as f64;
-    let inside = [
-        per_read(after.pin, before.pin),
-        per_read(after.prepare, before.prepare),
-        per_read(after.post, before.post),
-        per_read(after.wire, before.wire),
-        per_read(after.notice, before.notice),
-        per_read(after.finish, before.finish),
-    ];
+    let inside = phase_spans(before, after).map(|ns| ns as f64 / reads as f64);
     let mean = latencies.iter().sum::<u64>() as f64 / latencies.len() as f64;
-    json!({
-        "reads": reads, "mean_ns": mean,
-        "pin_ns": inside[0], "prepare_ns": inside[1], "post_ns": inside[2],
-        "wire_ns": inside[3], "notice_ns": inside[4], "finish_ns": inside[5],
-        "slept_share": after.slept.saturating_sub(before.slept) as f64 / reads as f64,
-        "outside_ns": mean - inside.iter().sum::<f64>(),
-    })
+    let mut out = json!({ "reads": reads, "mean_ns": mean });
+    for (name, ns) in PHASES.iter().zip(inside) {
+        out[*name] = json!(ns);
+    }
+    out["slept_share"] = json!(after.slept.saturating_sub(before.slept) as f64 / reads as f64);
+    out["outside_ns"] = json!(mean - inside.iter().sum::<f64>());
+    out
 }

@@ -6,8 +6,22 @@ use lite_stats::Summary;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-/// The phases' names in the order of `ReadSample::phases`.
-const PHASES: [&str; 6] = ["pin_ns", "prepare_ns", "post_ns", "wire_ns", "notice_ns", "finish_ns"];
+/// The phases' names in the order of `phase_spans`.
+pub(crate) const PHASES: [&str; 6] = ["pin_ns", "prepare_ns", "post_ns", "wire_ns", "notice_ns", "finish_ns"];
+
+/// The time (ns) the reads between two snapshots of the node's sums spent in each
+/// phase, in the order of `PHASES`.
+pub(crate) fn phase_spans(before: &ReadPhases, after: &ReadPhases) -> [u64; 6] {
+    let span = |now: Duration, was: Duration| now.saturating_sub(was).as_nanos() as u64;
+    [
+        span(after.pin, before.pin),
+        span(after.prepare, before.prepare),
+        span(after.post, before.post),
+        span(after.wire, before.wire),
+        span(after.notice, before.notice),
+        span(after.finish, before.finish),
+    ]
+}
 
 /// One read: its phases (ns), whether its reader slept, and its time as the reader
 /// timed it.
@@ -25,19 +39,7 @@ impl ReadSample {
         if after.reads.checked_sub(before.reads)? != 1 {
             return None;
         }
-        let span = |now: Duration, was: Duration| now.saturating_sub(was).as_nanos() as u64;
-        Some(ReadSample {
-            phases: [
-                span(after.pin, before.pin),
-                span(after.prepare, before.prepare),
-                span(after.post, before.post),
-                span(after.wire, before.wire),
-                span(after.notice, before.notice),
-                span(after.finish, before.finish),
-            ],
-            slept: after.slept > before.slept,
-            timed_ns,
-        })
+        Some(ReadSample { phases: phase_spans(before, after), slept: after.slept > before.slept, timed_ns })
     }
 
     /// What the kernel did not see of it: the crossing, the argument copy.
