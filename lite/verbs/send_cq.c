@@ -28,18 +28,26 @@
 /* Bound and high-priority, as ib_alloc_cq()'s IB_POLL_WORKQUEUE CQs are served. */
 static struct workqueue_struct *lite_cq_wq;
 
+int lite_send_cq_poll(struct lite_dev *dev, struct ib_wc *wc, int entries)
+{
+	int found = ib_poll_cq(dev->send_cq, entries, wc);
+	int i;
+
+	for (i = 0; i < found; i++)
+		if (!WARN_ON_ONCE(!wc[i].wr_cqe))
+			wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
+	return found;
+}
+
 static void lite_send_cq_reap(struct work_struct *work)
 {
 	struct lite_dev *dev = container_of(work, struct lite_dev, send_cq_work);
 	struct ib_wc wc[LITE_REAP_BATCH];
 	int budget = LITE_REAP_BUDGET;
-	int found, i;
+	int found;
 
 	do {
-		while ((found = ib_poll_cq(dev->send_cq, LITE_REAP_BATCH, wc)) > 0) {
-			for (i = 0; i < found; i++)
-				if (!WARN_ON_ONCE(!wc[i].wr_cqe))
-					wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
+		while ((found = lite_send_cq_poll(dev, wc, LITE_REAP_BATCH)) > 0) {
 			budget -= found;
 			if (budget <= 0) {
 				queue_work(lite_cq_wq, work);

@@ -889,16 +889,14 @@ int lite_op_wait_polling(struct lite_op *op, struct lite_dev *dev, unsigned long
 {
 	struct ib_wc wc[LITE_POLL_BATCH];
 	u64 start = ktime_get_ns(), deadline = start + min(budget_ns, timeout_ns), spent;
-	int i, found;
+	int found;
 
 	/* While this polls, the CQ's event does not wake its work item (send_cq.c). */
 	lite_send_cq_poll_begin(dev);
 	/* Unlocked: a hint; lite_op_wait() looks again under the lock. */
 	while (READ_ONCE(op->pending) && ktime_get_ns() < deadline) {
 		/* The work item may poll at the same time: each completion is returned once. */
-		found = ib_poll_cq(dev->send_cq, LITE_POLL_BATCH, wc);
-		for (i = 0; i < found; i++)
-			wc[i].wr_cqe->done(dev->send_cq, &wc[i]);
+		found = lite_send_cq_poll(dev, wc, LITE_POLL_BATCH);
 		/*
 		 * No cpu_relax(): each turn is a call into the provider rather than a
 		 * spin on one word, and PAUSE costs an exit to the hypervisor or

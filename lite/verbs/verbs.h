@@ -134,6 +134,8 @@ int lite_send_cq_init(void);
 void lite_send_cq_exit(void);
 int lite_send_cq_create(struct lite_dev *dev, int entries);
 void lite_send_cq_destroy(struct lite_dev *dev);
+/* Takes up to `entries` completions into `wc` and runs their handlers; how many, or an errno. */
+int lite_send_cq_poll(struct lite_dev *dev, struct ib_wc *wc, int entries);
 void lite_send_cq_poll_begin(struct lite_dev *dev);
 void lite_send_cq_poll_end(struct lite_dev *dev);
 
