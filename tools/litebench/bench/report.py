@@ -163,6 +163,13 @@ NATIVE_READ_PHASES = [("post_mean", "native: the provider's post"),
                       ("whole_mean", "native READ, as timed")]
 
 
+def native_read_phases(native, size, spec):
+    """The native READ's phases of `spec` at `size`, each the median over its rounds
+    (None without lite-read-phases rounds), keyed native_KEY."""
+    own = native.get("read_phases", {}).get(size, {}).get("rounds", [])
+    return {f"native_{k}": statistics.median(r[k] for r in own) if own else None for k, _ in spec}
+
+
 def read_phases(lite, native):
     """Per size, LT_read's median over its rounds of each round's mean per read (ns),
     with `ib_read_lat`'s median over its rounds of each round's mean beside it:
@@ -179,9 +186,7 @@ def read_phases(lite, native):
         native_means = [r["t_avg_us"] * 1000 for r in native.get("ib_read_lat", {}).get(size, {}).get("rounds", [])
                         if r.get("t_avg_us") is not None]
         d["ib_read_lat_ns"] = statistics.median(native_means) if native_means else None
-        own = native.get("read_phases", {}).get(size, {}).get("rounds", [])
-        for k, _ in NATIVE_READ_PHASES:
-            d[f"native_{k}"] = statistics.median(r[k] for r in own) if own else None
+        d.update(native_read_phases(native, size, NATIVE_READ_PHASES))
         out[size] = d
     return out
 
@@ -222,9 +227,7 @@ def read_medians(lite, native):
         d = {k: statistics.median(r[k] for r in rounds) for k, _ in READ_MEDIANS}
         d["slept_share"] = statistics.median(r.get("slept_share", 0) for r in rounds)
         d["rounds"] = len(rounds)
-        own = native.get("read_phases", {}).get(size, {}).get("rounds", [])
-        for k, _ in NATIVE_READ_MEDIANS:
-            d[f"native_{k}"] = statistics.median(r[k] for r in own) if own else None
+        d.update(native_read_phases(native, size, NATIVE_READ_MEDIANS))
         typical = native.get("ib_read_lat", {}).get(size, {}).get("t_typical_us")
         d["ib_read_lat_ns"] = typical * 1000 if typical is not None else None
         out[size] = d
